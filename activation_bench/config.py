@@ -1,0 +1,342 @@
+"""Hydra composition, the config schema, validation and sweep-grid expansion.
+
+Typer owns the command line; this module turns override strings (Hydra's own grammar, parsed by
+Hydra's own parser) into validated, resolved configs. Composition is cached per distinct set of
+config-group choices, since `hydra.compose` costs about 50 ms a call.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from activation_bench.errors import UsageError
+
+OPTIMIZERS = ("adam", "sgd")
+DEVICES = ("cpu", "cuda", "auto")
+DTYPES = ("float32", "float64")
+DISTRIBUTIONS = ("normal", "uniform")
+TARGETS = ("random", "teacher")
+
+
+@dataclass
+class DataConfig:
+    name: str = "normal"
+    n_samples: int = 10
+    input_dim: int = 64
+    mean: float | None = None
+    std: float | None = None
+    low: float | None = None
+    high: float | None = None
+    target: str = "random"
+    n_val: int = 0
+    noise: float = 0.0
+    teacher_activation: str = "relu"
+    teacher_hidden_dim: int = 64
+
+
+@dataclass
+class ModelConfig:
+    hidden_dim: int = 64
+
+
+@dataclass
+class Config:
+    activation: dict[str, Any] = field(default_factory=lambda: {"name": "gelu"})
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    epochs: int = 1000
+    lr: float = 1e-3
+    seed: int = 0
+    batch_size: int | None = None
+    optimizer: str = "adam"
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+_registered = False
+
+
+def _register_schema() -> None:
+    global _registered
+    if not _registered:
+        from hydra.core.config_store import ConfigStore
+
+        ConfigStore.instance().store(name="base_schema", node=Config)
+        _registered = True
+
+
+def config_dir() -> Path:
+    """The configs folder: inside the installed package, or the repository's top-level one."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "configs", here.parent / "configs"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise UsageError(f"config folder not found next to {here} (broken installation?)")
+
+
+def groups() -> list[str]:
+    return sorted(p.name for p in config_dir().iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+def parse_overrides(overrides: Sequence[str]) -> list[Any]:
+    """Parse with Hydra's OverridesParser; one readable line on error."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for text in overrides:
+        if "=" not in text:
+            hint = " (overrides look like key=value, e.g. epochs=30)"
+            if text.startswith("-"):
+                hint = " (options go before overrides; put overrides after --)"
+            raise UsageError(f"malformed override '{text}'{hint}")
+        try:
+            parsed.extend(parser.parse_overrides([text]))
+        except OverrideParseException as exc:
+            raise UsageError(f"cannot parse override '{text}': {_first_line(exc)}{_hint(text)}") from None
+    return parsed
+
+
+def _hint(text: str) -> str:
+    if "(" in text or "*" in text:
+        return " (quote sweep values in the shell: 'seed=range(10)', 'activation=glob(*)')"
+    return ""
+
+
+def _first_line(exc: BaseException) -> str:
+    while exc.__cause__ is not None and not str(exc).strip():
+        exc = exc.__cause__
+    text = str(exc).strip() or (str(exc.__cause__).strip() if exc.__cause__ else type(exc).__name__)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# composition
+
+
+def compose(overrides: Sequence[str]) -> DictConfig:
+    """Compose and validate one run's config from override strings."""
+    return compose_many([list(overrides)])[0]
+
+
+def compose_many(members: Sequence[Sequence[str]]) -> list[DictConfig]:
+    """Compose and validate many members, composing once per distinct set of group choices.
+
+    Overrides of plain keys (seed=3, lr=0.1, activation.negative_slope=0.2) are applied to a copy
+    of the cached composition with OmegaConf, which keeps the schema's type checks and refuses
+    unknown keys (struct mode), exactly as Hydra's own override application would.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    _register_schema()
+    group_names = set(groups())
+    cache: dict[tuple[str, ...], DictConfig] = {}
+    out: list[DictConfig] = []
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        for member in members:
+            structural, scalar = [], []
+            for text, ov in zip(member, parse_overrides(member)):
+                if ov.is_sweep_override():
+                    raise UsageError(f"'{text}' is a sweep; use `actbench sweep` for grids")
+                key = ov.get_key_element()
+                if key.startswith("hydra"):
+                    raise UsageError(f"'{text}': hydra.* settings apply to sweeps with --launcher")
+                if ov.key_or_group in group_names:
+                    _check_group_choice(ov.key_or_group, ov.value())
+                    structural.append(text)
+                elif ov.type.name == "CHANGE":
+                    scalar.append((text, ov))
+                else:
+                    structural.append(text)
+            key = tuple(structural)
+            if key not in cache:
+                cache[key] = _compose_one(hydra_compose, structural)
+            cfg = copy.deepcopy(cache[key])
+            for text, ov in scalar:
+                _apply(cfg, text, ov)
+            cfg = _resolve(cfg, " ".join(member))
+            validate(cfg, " ".join(member))
+            out.append(cfg)
+    GlobalHydra.instance().clear()
+    return out
+
+
+def _check_group_choice(group: str, value: Any) -> None:
+    options = group_options(group)
+    if value is None and group == "experiment":
+        return
+    if not isinstance(value, str) or value not in options:
+        raise UsageError(f"unknown {group} '{value}'; valid: {', '.join(options)}")
+
+
+def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise UsageError(_friendly(exc, " ".join(overrides))) from None
+
+
+def _apply(cfg: DictConfig, text: str, ov: Any) -> None:
+    from omegaconf.errors import OmegaConfBaseException
+
+    key = ov.key_or_group
+    try:
+        OmegaConf.update(cfg, key, ov.value(), merge=True, force_add=False)
+    except OmegaConfBaseException as exc:
+        raise UsageError(_friendly(exc, text)) from None
+
+
+def _friendly(exc: BaseException, where: str) -> str:
+    cause = exc.__cause__ or exc
+    msg = _first_line(cause)
+    if "not in struct" in msg or "Could not override" in str(exc) or "Key '" in msg:
+        return f"unknown config key in '{where}': {msg} (see `actbench run --help` for the keys)"
+    return f"invalid override '{where}': {msg}"
+
+
+def _resolve(cfg: DictConfig, where: str) -> DictConfig:
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        container = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise UsageError(f"cannot resolve config ({where}): {_first_line(exc)}") from None
+    return OmegaConf.create(container)
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _check(ok: bool, message: str, where: str) -> None:
+    if not ok:
+        raise UsageError(f"{message}" + (f" (in: {where})" if where else ""))
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def validate(cfg: DictConfig, where: str = "") -> None:
+    """Range checks beyond the schema's types; raises UsageError with one clear line."""
+    d = cfg.data
+    _check(cfg.epochs >= 1, f"epochs must be a positive integer, got {cfg.epochs}", where)
+    _check(_finite(cfg.lr) and cfg.lr > 0, f"lr must be a positive number, got {cfg.lr}", where)
+    _check(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}", where)
+    _check(cfg.optimizer in OPTIMIZERS, f"unknown optimizer '{cfg.optimizer}'; valid: {', '.join(OPTIMIZERS)}", where)
+    _check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
+    _check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
+    _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
+    _check(d.name in DISTRIBUTIONS, f"unknown data '{d.name}'; valid: {', '.join(DISTRIBUTIONS)}", where)
+    _check(d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
+    _check(d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
+    _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
+    _check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
+    _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
+    _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
+    if d.name == "normal":
+        _check(d.mean is not None and _finite(d.mean), "data.mean must be a number for normal data", where)
+        _check(d.std is not None and _finite(d.std) and d.std > 0, f"data.std must be > 0, got {d.std}", where)
+        _check(d.low is None and d.high is None, "data.low/high apply to uniform data, not normal", where)
+    else:
+        _check(d.low is not None and d.high is not None and _finite(d.low) and _finite(d.high)
+               and d.low < d.high, f"data.low must be < data.high, got [{d.low}, {d.high}]", where)
+        _check(d.mean is None and d.std is None, "data.mean/std apply to normal data, not uniform", where)
+    if cfg.batch_size is not None:
+        _check(1 <= cfg.batch_size <= d.n_samples,
+               f"batch_size must be between 1 and data.n_samples={d.n_samples}, got {cfg.batch_size}", where)
+    if cfg.device in ("cuda", "auto"):
+        import torch
+
+        _check(cfg.device == "auto" or torch.cuda.is_available(),
+               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
+    from activation_bench import activations
+
+    activations.check_config(OmegaConf.to_container(cfg.activation), where)
+    if d.target == "teacher":
+        activations.check_config({"name": d.teacher_activation}, where)
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """Identity of a run: a hash of its fully resolved config (what resume matches on)."""
+    text = OmegaConf.to_yaml(cfg, resolve=True, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep expansion
+
+
+@dataclass
+class Grid:
+    """The expanded cartesian product: per member its override strings and varying values."""
+
+    common: list[str]
+    keys: list[str]  # the varying override keys, in command order
+    members: list[list[str]]  # full override list of each member
+    labels: list[dict[str, str]]  # varying key -> value string, per member
+
+
+def expand(overrides: Sequence[str]) -> Grid:
+    """Expand sweep overrides (comma lists, range(), choice(), glob()) to the cartesian product."""
+    parsed = parse_overrides(overrides)
+    group_names = set(groups())
+    common: list[str] = []
+    keys: list[str] = []
+    axes: list[list[str]] = []
+    for text, ov in zip(overrides, parsed):
+        key = ov.get_key_element()
+        if key.startswith("hydra"):
+            raise UsageError(f"'{text}': hydra.* settings go with --launcher, not in the grid")
+        if not ov.is_sweep_override():
+            common.append(text)
+            continue
+        vt = ov.value_type.name
+        if vt == "INTERVAL_SWEEP":
+            raise UsageError(f"'{text}': interval() is continuous and cannot form a grid")
+        if vt == "GLOB_CHOICE_SWEEP":
+            if ov.key_or_group not in group_names:
+                raise UsageError(f"'{text}': glob() works over a config group ({', '.join(sorted(group_names))})")
+            values = list(ov.value().filter(group_options(ov.key_or_group)))
+        else:
+            values = list(ov.sweep_string_iterator())
+        if not values:
+            raise UsageError(f"'{text}' has no members (empty range or a glob matching nothing)")
+        if key in keys:
+            raise UsageError(f"'{text}': key '{key}' is swept twice")
+        keys.append(key)
+        axes.append([f"{key}={v}" for v in values])
+    members, labels = [], []
+    for combo in itertools.product(*axes):
+        members.append(common + list(combo))
+        labels.append({k: c.split("=", 1)[1] for k, c in zip(keys, combo)})
+    return Grid(common=common, keys=keys, members=members, labels=labels)
+
+
+def describe(labels: Iterable[tuple[str, str]]) -> str:
+    return " ".join(f"{k}={v}" for k, v in labels)

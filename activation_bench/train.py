@@ -1,0 +1,225 @@
+"""The training engine: trains a stack of members at once and returns their losses.
+
+Members that share shapes and optimiser settings (see `stack_key`) are trained as one batch:
+weights [members, in, out], one `baddbmm` per layer, activations per slice of members, and one
+optimiser over the stacked tensors. Each member's loss is the mean over its own samples and the
+stack minimises their sum, so every member gets exactly the gradient it would get alone; Adam and
+SGD are elementwise, so each member follows the trajectory of the same run done alone.
+
+This module takes configs and returns numbers: it writes no files and prints nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from activation_bench import activations
+from activation_bench.data import DTYPES, derived_seed, generator, make_dataset
+from activation_bench.model import Slice, StackedMLP, linear_init, member_mse
+
+ProgressFn = Callable[[int, int], None]  # (epochs done in this stack, epochs of this stack)
+
+
+@dataclass
+class RunResult:
+    train_loss: list[float]  # one per epoch trained (fewer than epochs if diverged)
+    val_loss: list[float] | None
+    status: str  # "complete" or "diverged"
+    diverged_epoch: int | None  # first epoch (1-based) whose loss was NaN or inf
+    n_params: int
+    wall_time_s: float  # of the whole stack this member was trained in
+    stack_size: int
+    device: str
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def _act_cfg(cfg: Any) -> dict[str, Any]:
+    return OmegaConf.to_container(cfg.activation, resolve=True)  # type: ignore[return-value]
+
+
+def stack_key(cfg: Any) -> tuple:
+    """Members with equal keys can be trained in one stack."""
+    d = cfg.data
+    h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
+    return (d.n_samples, d.n_val, d.input_dim, h1, h2, cfg.batch_size or d.n_samples,
+            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device))
+
+
+def member_bytes(cfg: Any) -> int:
+    """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations)."""
+    d = cfg.data
+    h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
+    n_par = d.input_dim * h1 + h1 + h2 + 1
+    n_data = (d.n_samples + d.n_val) * (d.input_dim + 1)
+    n_act = (d.n_samples + d.n_val) * (4 * h1 + 2 * h2 + 4)
+    itemsize = 8 if cfg.dtype == "float64" else 4
+    return itemsize * (5 * n_par + n_data + n_act) + itemsize * 2 * cfg.epochs
+
+
+def plan_stacks(cfgs: Sequence[Any], memory_mb: float = 1024.0) -> list[list[int]]:
+    """Group member indices by stack key, chunked so each stack stays within memory_mb."""
+    groups: dict[tuple, list[int]] = {}
+    for i, cfg in enumerate(cfgs):
+        groups.setdefault(stack_key(cfg), []).append(i)
+    stacks = []
+    for idx in groups.values():
+        per = member_bytes(cfgs[idx[0]])
+        size = max(1, int(memory_mb * 2**20 // per))
+        stacks.extend(idx[i : i + size] for i in range(0, len(idx), size))
+    return stacks
+
+
+def train(cfgs: Sequence[Any], on_progress: ProgressFn | None = None) -> list[RunResult]:
+    """Train members that all share one stack key, together. Returns results in input order."""
+    if not cfgs:
+        return []
+    key = stack_key(cfgs[0])
+    if any(stack_key(c) != key for c in cfgs[1:]):
+        raise ValueError("members of one stack must share shapes and optimiser settings")
+    n_real = len(cfgs)
+    if n_real == 1:
+        # A stack of one is padded with a copy of itself: with several threads, MKL's
+        # single-matrix path rounds differently from its batched one, and padding makes a run
+        # done alone bit-identical to the same member inside a sweep's stack.
+        cfgs = [cfgs[0], cfgs[0]]
+    first = cfgs[0]
+    device = resolve_device(first.device)
+    dtype = DTYPES[first.dtype]
+    # order members so those sharing an activation are contiguous (one module call per slice)
+    act_keys = [json.dumps(_act_cfg(c), sort_keys=True) for c in cfgs]
+    order = sorted(range(len(cfgs)), key=lambda i: act_keys[i])
+    ordered = [cfgs[i] for i in order]
+    start = time.perf_counter()
+
+    data = [make_dataset(c) for c in ordered]
+    x = torch.stack([d.x for d in data]).to(device)
+    y = torch.stack([d.y for d in data]).to(device)
+    n_val = first.data.n_val
+    x_val = torch.stack([d.x_val for d in data]).to(device) if n_val else None
+    y_val = torch.stack([d.y_val for d in data]).to(device) if n_val else None
+
+    h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
+    w1s, b1s, w2s, b2s = [], [], [], []
+    for c in ordered:
+        gen = generator(c.seed, "init")
+        w1, b1 = linear_init(c.data.input_dim, h1, gen, dtype)
+        w2, b2 = linear_init(h2, 1, gen, dtype)
+        w1s.append(w1), b1s.append(b1[None]), w2s.append(w2), b2s.append(b2[None])
+    slices = _slices(ordered, [act_keys[i] for i in order], device, dtype)
+    model = StackedMLP(
+        torch.stack(w1s).to(device), torch.stack(b1s).to(device),
+        torch.stack(w2s).to(device), torch.stack(b2s).to(device), slices,
+    )
+    model.train()
+    opt = _optimizer(first, list(model.parameters()), device)
+
+    m, epochs = len(ordered), first.epochs
+    n = first.data.n_samples
+    bs = first.batch_size or n
+    batches = [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, n, bs)]
+    train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
+    val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
+    diverged = torch.zeros(m, dtype=torch.bool, device=device)
+    diverged_at = [None] * m
+    done = 0
+    for epoch in range(epochs):
+        if len(batches) == 1:
+            xb, yb = batches[0]
+            opt.zero_grad(set_to_none=True)
+            loss = member_mse(model(xb), yb)
+            loss.sum().backward()
+            opt.step()
+            train_loss[epoch] = loss.detach()
+        else:
+            total = torch.zeros(m, dtype=dtype, device=device)
+            for xb, yb in batches:
+                opt.zero_grad(set_to_none=True)
+                loss = member_mse(model(xb), yb)
+                loss.sum().backward()
+                opt.step()
+                total += loss.detach()
+            train_loss[epoch] = total / len(batches)
+        if val_loss is not None:
+            model.eval()
+            with torch.no_grad():
+                val_loss[epoch] = member_mse(model(x_val), y_val)
+            model.train()
+        done = epoch + 1
+        bad = ~torch.isfinite(train_loss[epoch]) & ~diverged
+        if bad.any():
+            for i in bad.nonzero().flatten().tolist():
+                diverged_at[i] = done
+            diverged |= bad
+            if bool(diverged.all()):
+                break
+        if on_progress is not None:
+            on_progress(done, epochs)
+    wall = time.perf_counter() - start
+
+    tl = train_loss[:done].T.cpu().tolist()
+    vl = val_loss[:done].T.cpu().tolist() if val_loss is not None else None
+    n_params = _param_counts(model, m)
+    results: list[RunResult | None] = [None] * m
+    for pos, original in enumerate(order):
+        stop = diverged_at[pos] or done
+        results[original] = RunResult(
+            train_loss=tl[pos][:stop],
+            val_loss=vl[pos][:stop] if vl is not None else None,
+            status="diverged" if diverged_at[pos] else "complete",
+            diverged_epoch=diverged_at[pos],
+            n_params=n_params[pos],
+            wall_time_s=wall,
+            stack_size=n_real,
+            device=device,
+        )
+    return results[:n_real]  # type: ignore[return-value]
+
+
+def _slices(ordered: Sequence[Any], keys: list[str], device: str, dtype: torch.dtype) -> list[Slice]:
+    """One module per run of members sharing an activation; one per member where it has
+    parameters or randomness (each with a generator seeded from that member's seed)."""
+    slices: list[Slice] = []
+    for i, c in enumerate(ordered):
+        cfg = _act_cfg(c)
+        per_member = activations.is_per_member(cfg)
+        last = slices[-1] if slices else None
+        if last and not per_member and not last.per_member and keys[last.start] == keys[i]:
+            last.stop = i + 1
+            continue
+        module = activations.create_from_config(cfg).to(device=device, dtype=dtype)
+        if hasattr(module, "generator"):
+            module.generator = torch.Generator(device=device).manual_seed(
+                derived_seed(c.seed, "activation")
+            )
+        slices.append(Slice(i, i + 1, module, per_member))
+    return slices
+
+
+def _optimizer(cfg: Any, params: list[torch.Tensor], device: str) -> torch.optim.Optimizer:
+    lr = float(cfg.lr)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, foreach=True)
+    return torch.optim.Adam(params, lr=lr, fused=True)
+
+
+def _param_counts(model: StackedMLP, m: int) -> list[int]:
+    per = sum(p[0].numel() for p in (model.w1, model.b1, model.w2, model.b2))
+    counts = [per] * m
+    for s in model.slices:
+        extra = sum(p.numel() for p in s.module.parameters())
+        if extra:
+            for i in range(s.start, s.stop):
+                counts[i] += extra // (s.stop - s.start)
+    return counts
