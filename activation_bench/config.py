@@ -8,6 +8,7 @@ config-group choices, since `hydra.compose` costs about 50 ms a call.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import math
@@ -97,22 +98,36 @@ def group_options(group: str) -> list[str]:
 
 def parse_overrides(overrides: Sequence[str]) -> list[Any]:
     """Parse with Hydra's OverridesParser; one readable line on error."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    parser = OverridesParser.create()
+    parser = _parser()
     parsed = []
     for text in overrides:
+        if text in _PARSED:
+            parsed.append(_PARSED[text])
+            continue
         if "=" not in text:
             hint = " (overrides look like key=value, e.g. epochs=30)"
             if text.startswith("-"):
                 hint = " (options go before overrides; put overrides after --)"
             raise UsageError(f"malformed override '{text}'{hint}")
         try:
-            parsed.extend(parser.parse_overrides([text]))
+            (override,) = parser.parse_overrides([text])
         except OverrideParseException as exc:
             raise UsageError(f"cannot parse override '{text}': {_first_line(exc)}{_hint(text)}") from None
+        _PARSED[text] = override
+        parsed.append(override)
     return parsed
+
+
+_PARSED: dict[str, Any] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
 
 
 def _hint(text: str) -> str:
@@ -132,17 +147,42 @@ def _first_line(exc: BaseException) -> str:
 # composition
 
 
-def compose(overrides: Sequence[str]) -> DictConfig:
+class Cfg(dict):
+    """A composed, resolved config: a plain dict with attribute access (cfg.data.n_samples)."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    @classmethod
+    def wrap(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return cls({k: cls.wrap(v) for k, v in value.items()})
+        return value
+
+    def plain(self) -> dict[str, Any]:
+        return {k: v.plain() if isinstance(v, Cfg) else v for k, v in self.items()}
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.plain(), sort_keys=False)
+
+
+def compose(overrides: Sequence[str]) -> Cfg:
     """Compose and validate one run's config from override strings."""
     return compose_many([list(overrides)])[0]
 
 
-def compose_many(members: Sequence[Sequence[str]]) -> list[DictConfig]:
+def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
     """Compose and validate many members, composing once per distinct set of group choices.
 
-    Overrides of plain keys (seed=3, lr=0.1, activation.negative_slope=0.2) are applied to a copy
-    of the cached composition with OmegaConf, which keeps the schema's type checks and refuses
-    unknown keys (struct mode), exactly as Hydra's own override application would.
+    Overrides of plain keys (seed=3, lr=0.1, activation.negative_slope=0.2) are type-checked once
+    per distinct value against the composed config (struct mode refuses unknown keys, the schema
+    converts and checks types, as Hydra's own override application does) and then set on plain
+    copies: composing or copying an OmegaConf config per member would cost milliseconds each.
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -150,18 +190,19 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[DictConfig]:
 
     _register_schema()
     group_names = set(groups())
-    cache: dict[tuple[str, ...], DictConfig] = {}
-    out: list[DictConfig] = []
+    cache: dict[tuple[str, ...], tuple[DictConfig, dict, DictConfig]] = {}
+    typed: dict[tuple[tuple[str, ...], str], Any] = {}
+    out: list[Cfg] = []
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         for member in members:
+            where = " ".join(member)
             structural, scalar = [], []
             for text, ov in zip(member, parse_overrides(member)):
                 if ov.is_sweep_override():
                     raise UsageError(f"'{text}' is a sweep; use `actbench sweep` for grids")
-                key = ov.get_key_element()
-                if key.startswith("hydra"):
+                if ov.get_key_element().startswith("hydra"):
                     raise UsageError(f"'{text}': hydra.* settings apply to sweeps with --launcher")
                 if ov.key_or_group in group_names:
                     _check_group_choice(ov.key_or_group, ov.value())
@@ -172,15 +213,50 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[DictConfig]:
                     structural.append(text)
             key = tuple(structural)
             if key not in cache:
-                cache[key] = _compose_one(hydra_compose, structural)
-            cfg = copy.deepcopy(cache[key])
+                composed = _compose_one(hydra_compose, structural)
+                cache[key] = (composed, _container(composed, where), copy.deepcopy(composed))
+            composed, container, scratch = cache[key]
+            cfg = copy.deepcopy(container)
             for text, ov in scalar:
-                _apply(cfg, text, ov)
-            cfg = _resolve(cfg, " ".join(member))
-            validate(cfg, " ".join(member))
-            out.append(cfg)
+                if (key, text) not in typed:
+                    typed[(key, text)] = _typed_value(scratch, text, ov)
+                _set(cfg, ov.key_or_group, copy.deepcopy(typed[(key, text)]))
+            result = Cfg.wrap(cfg)
+            validate(result, where)
+            out.append(result)
     GlobalHydra.instance().clear()
     return out
+
+
+def _set(cfg: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = cfg
+    for part in parents:
+        node = node[part]
+    node[last] = value
+
+
+def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
+    """Apply one override to a scratch copy (type checks, unknown keys) and read the value back."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        OmegaConf.update(scratch, ov.key_or_group, ov.value(), merge=True, force_add=False)
+        value = OmegaConf.select(scratch, ov.key_or_group, throw_on_missing=True)
+    except OmegaConfBaseException as exc:
+        raise UsageError(_friendly(exc, text)) from None
+    if isinstance(value, DictConfig):
+        value = OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _container(cfg: DictConfig, where: str) -> dict:
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise UsageError(f"cannot resolve config ({where}): {_first_line(exc)}") from None
 
 
 def _check_group_choice(group: str, value: Any) -> None:
@@ -201,32 +277,12 @@ def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
         raise UsageError(_friendly(exc, " ".join(overrides))) from None
 
 
-def _apply(cfg: DictConfig, text: str, ov: Any) -> None:
-    from omegaconf.errors import OmegaConfBaseException
-
-    key = ov.key_or_group
-    try:
-        OmegaConf.update(cfg, key, ov.value(), merge=True, force_add=False)
-    except OmegaConfBaseException as exc:
-        raise UsageError(_friendly(exc, text)) from None
-
-
 def _friendly(exc: BaseException, where: str) -> str:
     cause = exc.__cause__ or exc
     msg = _first_line(cause)
     if "not in struct" in msg or "Could not override" in str(exc) or "Key '" in msg:
         return f"unknown config key in '{where}': {msg} (see `actbench run --help` for the keys)"
     return f"invalid override '{where}': {msg}"
-
-
-def _resolve(cfg: DictConfig, where: str) -> DictConfig:
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        container = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as exc:
-        raise UsageError(f"cannot resolve config ({where}): {_first_line(exc)}") from None
-    return OmegaConf.create(container)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +298,7 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def validate(cfg: DictConfig, where: str = "") -> None:
+def validate(cfg: Cfg, where: str = "") -> None:
     """Range checks beyond the schema's types; raises UsageError with one clear line."""
     d = cfg.data
     _check(cfg.epochs >= 1, f"epochs must be a positive integer, got {cfg.epochs}", where)
@@ -277,14 +333,16 @@ def validate(cfg: DictConfig, where: str = "") -> None:
                "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
     from activation_bench import activations
 
-    activations.check_config(OmegaConf.to_container(cfg.activation), where)
+    activations.check_config(cfg.activation, where)
     if d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
 
 
-def config_hash(cfg: DictConfig) -> str:
+def config_hash(cfg: Cfg) -> str:
     """Identity of a run: a hash of its fully resolved config (what resume matches on)."""
-    text = OmegaConf.to_yaml(cfg, resolve=True, sort_keys=True)
+    import json
+
+    text = json.dumps(cfg, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

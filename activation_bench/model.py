@@ -1,6 +1,7 @@
 """The two-layer MLP regressor, as a stack of independent members trained at once.
 
-Member m computes  y = act_m(x_m @ W1[m] + b1[m]) @ W2[m] + b2[m]  with one output per sample.
+Member m computes  y = act_m(x_m @ W1[m] + b1[m]) @ W2[m] + b2[m]  with one output per sample
+(the output layer, a single row, is evaluated as a multiply and a sum).
 A single run is a stack of one. Weights are stored [members, in, out] so one `baddbmm` evaluates
 every member's layer; activations are applied per contiguous slice of members that share one.
 """
@@ -42,7 +43,7 @@ class StackedMLP(nn.Module):
         self,
         w1: torch.Tensor,  # [M, in, h1]
         b1: torch.Tensor,  # [M, 1, h1]
-        w2: torch.Tensor,  # [M, h2, 1]
+        w2: torch.Tensor,  # [M, 1, h2]: the output layer's single row
         b2: torch.Tensor,  # [M, 1, 1]
         slices: list[Slice],
     ) -> None:
@@ -58,8 +59,12 @@ class StackedMLP(nn.Module):
         if len(self.slices) == 1:
             a = self.slices[0].module(h)
         else:
-            a = torch.cat([s.module(h[s.start : s.stop]) for s in self.slices], dim=0)
-        return torch.baddbmm(self.b2, a, self.w2)
+            # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
+            parts = h.split([s.stop - s.start for s in self.slices], dim=0)
+            a = torch.cat([s.module(part) for s, part in zip(self.slices, parts)], dim=0)
+        # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
+        # (forward and two in backward) by about 1 ms a step for 480 members
+        return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2
 
 
 def member_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,268 @@
+"""The `actbench` command line (Typer). Thin: parsing, rendering, exit codes.
+
+Heavy libraries (torch, hydra, pandas, matplotlib) are imported inside the commands that need
+them, so `actbench --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from activation_bench.errors import UsageError
+
+
+def _options(group: str) -> str:
+    folder = Path(__file__).resolve().parent / "configs" / group
+    if not folder.is_dir():
+        folder = Path(__file__).resolve().parent.parent / "configs" / group
+    names = sorted(p[:-5] for p in os.listdir(folder) if p.endswith(".yaml")) if folder.is_dir() else []
+    return ", ".join(names)
+
+
+KEYS_HELP = f"""
+Config keys (Hydra overrides, KEY=VALUE):\n
+  activation=NAME       {_options("activation")}\n
+  activation.PARAM=V    the activation's parameters (see `actbench activations`)\n
+  data=NAME             {_options("data")}\n
+  data.n_samples=10     training examples; data.input_dim=64 input features\n
+  data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
+  data.target=random    random | teacher (targets from a seeded random network);\n
+                        data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
+  model.hidden_dim=64   hidden width\n
+  epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  optimizer=adam|sgd\n
+  device=cpu|cuda|auto  dtype=float32|float64\n
+  experiment=NAME       a preset ({_options("experiment") or "none"})
+"""
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="activation-bench: reproducible experiments comparing activation functions.\n\n"
+    "Trains a two-layer MLP regressor (Linear -> activation -> Linear -> 1 output) from Hydra "
+    "configs, sweeps grids of activations x data x seeds, and compares the results with paired "
+    "statistics.\n\n"
+    "Examples:\n\n"
+    "  actbench run activation=gelu data=normal\n\n"
+    "  actbench sweep 'activation=gelu,relu' 'data=normal,uniform' 'seed=range(10)'\n\n"
+    "  actbench compare runs/<sweep> --metric epoch=10",
+)
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """Bad input: one line on stderr, exit code 2, no traceback."""
+    try:
+        yield
+    except UsageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Hydra overrides KEY=VALUE (see the key list below).", show_default=False),
+]
+RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Root directory for results.")]
+
+
+@app.command(
+    help="Train one model from the composed config and write runs/<name>/ "
+    "(config.yaml, losses.csv, summary.json).\n\n"
+    "Examples:\n\n"
+    "  actbench run activation=gelu data=normal\n\n"
+    "  actbench run activation=relu data=uniform epochs=30 lr=0.01 seed=3\n\n"
+    "  actbench run activation=leaky_relu activation.negative_slope=0.2 --name lrelu-test\n"
+    + KEYS_HELP
+)
+def run(
+    overrides: OverridesArg = None,
+    name: Annotated[str | None, typer.Option(help="Run directory name (default: <date>_<time>_<activation>_<data>_s<seed>).")] = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from activation_bench import orchestrate
+
+    console = Console(stderr=True)
+    with _user_errors():
+        progress = Progress(
+            TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.fields[epochs]}"),
+            TextColumn("loss {task.fields[loss]:.4g}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=console, disable=quiet, transient=False,
+        )
+        task = progress.add_task("train", total=None, loss=float("nan"), epochs="?")
+
+        def on_epoch(done: int, total: int, loss: float) -> None:
+            progress.update(task, completed=done, total=total, loss=loss, epochs=total)
+
+        try:
+            with progress:
+                path, cfg, result = orchestrate.run_one(overrides or [], runs_dir, name, on_epoch)
+        except KeyboardInterrupt:
+            typer.echo("interrupted: nothing written", err=True)
+            raise typer.Exit(130) from None
+    _print_run_summary(path, cfg, result)
+
+
+def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="run summary", show_header=False)
+    act = cfg.activation.get("name") or cfg.activation.get("_target_")
+    tl = result.train_loss
+    best = min((v for v in tl if v == v), default=float("nan"))
+    rows = [
+        ("activation", str(act)), ("data", f"{cfg.data.name} (target {cfg.data.target})"),
+        ("seed", str(cfg.seed)), ("epochs", f"{len(tl)}/{cfg.epochs}"), ("lr", f"{cfg.lr:g}"),
+        ("final train_loss", f"{tl[-1]:.6g}"), ("best train_loss", f"{best:.6g}"),
+    ]
+    if result.val_loss:
+        rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
+    rows += [("parameters", str(result.n_params)), ("status", result.status),
+             ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console().print(table)
+    if result.status == "diverged":
+        typer.echo(f"diverged: loss not finite at epoch {result.diverged_epoch}; stopped early", err=True)
+    typer.echo(str(path))
+
+
+@app.command(
+    help="Run a grid of configs: Hydra's sweep syntax (comma lists, range(), choice(), glob()), "
+    "expanded to the cartesian product. Members sharing shapes and optimiser settings train together "
+    "as one stacked batch. Re-running the same command resumes: finished members are skipped.\n\n"
+    "Quote sweep values in the shell.\n\n"
+    "Examples:\n\n"
+    "  actbench sweep 'activation=gelu,relu' 'data=normal,uniform' 'seed=range(30)' epochs=1000\n\n"
+    "  actbench sweep 'activation=glob(*)' 'lr=1e-3,1e-2' 'seed=range(10)'\n\n"
+    "  actbench sweep 'activation=gelu,relu' 'seed=range(30)' --launcher joblib --jobs 2\n\n"
+    "  actbench sweep ... --launcher submitit_slurm hydra.launcher.partition=gpu\n"
+    + KEYS_HELP
+)
+def sweep(
+    overrides: OverridesArg = None,
+    name: Annotated[str | None, typer.Option(help="Sweep directory name (default: derived from the overrides).")] = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the grid; train nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Re-run members that already finished.")] = False,
+    launcher: Annotated[str | None, typer.Option(help="Hand groups of members to a Hydra launcher: basic, joblib, submitit_local, submitit_slurm (needs the [cluster] extra). hydra.launcher.* overrides configure it.")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) with --launcher.")] = max(1, os.cpu_count() or 1),
+    memory_mb: Annotated[float, typer.Option(min=1.0, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    from activation_bench import orchestrate
+
+    all_overrides = list(overrides or [])
+    hydra_overrides = [o for o in all_overrides if o.lstrip("+~").startswith("hydra.")]
+    grid_overrides = [o for o in all_overrides if o not in hydra_overrides]
+    with _user_errors():
+        if hydra_overrides and not launcher:
+            raise UsageError("hydra.* overrides configure a launcher; add --launcher")
+        if launcher:
+            orchestrate.check_launcher(launcher)
+        if not grid_overrides:
+            raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
+        p = orchestrate.plan(grid_overrides, runs_dir, name)
+        todo = orchestrate.pending(p, force)
+        if dry_run:
+            _print_grid(p, todo)
+            return
+        orchestrate.write_sweep_file(p)
+        _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
+
+
+def _print_grid(p: Any, todo: list[int]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(p.members)} members, {len(todo)} to run ({p.directory})")
+    table.add_column("#")
+    for k in p.keys:
+        table.add_column(k)
+    table.add_column("state")
+    todo_set = set(todo)
+    for i, lab in enumerate(p.labels[:20]):
+        table.add_row(str(i), *[lab[k] for k in p.keys], "to run" if i in todo_set else "done")
+    Console().print(table)
+    if len(p.members) > 20:
+        typer.echo(f"... and {len(p.members) - 20} more")
+
+
+def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
+               memory_mb: float, force: bool, quiet: bool) -> None:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from activation_bench import orchestrate
+
+    console = Console(stderr=True)
+    skipped = len(p.members) - len(todo)
+    if skipped:
+        console.print(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run")
+    progress = Progress(
+        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("members"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet,
+    )
+    task = progress.add_task("sweep", total=len(p.members), completed=skipped)
+
+    def on_progress(done: float) -> None:
+        progress.update(task, completed=skipped + done)
+
+    def notice(line: str) -> None:
+        progress.console.print(line)
+
+    try:
+        with progress:
+            if launcher:
+                orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice)
+            else:
+                orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)
+    except KeyboardInterrupt:
+        path, have, missing = orchestrate.build_results(p)
+        typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
+    with _user_errors():
+        path, have, missing = orchestrate.build_results(p)
+    typer.echo(f"{have}/{len(p.members)} members done; results: {path}")
+    if missing:
+        typer.echo(f"{missing} members missing; run the same command again to resume", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("config", help="Print the composed, validated config for the given overrides.\n\n"
+             "Example:\n\n  actbench config activation=elu data=uniform\n" + KEYS_HELP)
+def show_config(overrides: OverridesArg = None) -> None:
+    from activation_bench import config
+
+    with _user_errors():
+        cfg = config.compose(overrides or [])
+    typer.echo(cfg.to_yaml(), nl=False)
+
+
+def main() -> None:
+    """Entry point of the `actbench` script."""
+    app(prog_name="actbench")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""Between the CLI and the core: expand the grid, skip what is done, group members, train, write.
+
+`actbench run`, `actbench sweep` and the Hydra launcher entry (`activation_bench.launcher`) all
+call into this module; none of them trains or writes files any other way.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from activation_bench import runs
+from activation_bench.errors import UsageError
+
+Progress = Callable[[float], None]  # members finished so far (fractional while a stack trains)
+Notice = Callable[[str], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# a single run
+
+
+def run_one(overrides: Sequence[str], runs_dir: Path, name: str | None,
+            on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, Any, Any]:
+    """Compose, validate, train one run and write its directory. Returns (dir, cfg, result)."""
+    from activation_bench import config, train
+
+    cfg = config.compose(overrides)
+    root = runs.ensure_root(runs_dir)
+    if name is not None:
+        final = root / runs.check_name(name)
+        if final.exists():
+            raise UsageError(f"run directory {final} already exists; choose another --name")
+    else:
+        final = runs.unique_dir(root, runs.default_run_name(cfg))
+    runs.inside(root, final)
+
+    def progress(done: int, total: int, loss: Any) -> None:
+        on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
+
+    result = train.train([cfg], progress if on_epoch else None)[0]
+    runs.write_run(final, cfg, result, config.config_hash(cfg), labels={})
+    return final, cfg, result
+
+
+# ---------------------------------------------------------------------------------------------
+# sweeps
+
+
+@dataclass
+class SweepPlan:
+    directory: Path
+    overrides: list[str]
+    keys: list[str]
+    members: list[list[str]]
+    labels: list[dict[str, str]]
+    names: list[str]
+    cfgs: list[Any] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+
+
+def sweep_name(overrides: Sequence[str]) -> str:
+    """Deterministic default name: the same command finds the same directory."""
+    text = " ".join(overrides)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return runs.slug("sweep_" + "_".join(overrides), 60) + "-" + digest
+
+
+def member_name(index: int, labels: dict[str, str]) -> str:
+    body = "_".join(f"{k}={v}" for k, v in labels.items()) or "member"
+    return f"{index:04d}_" + runs.slug(body, 100)
+
+
+def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPlan:
+    """Expand and validate every member (nothing is written); exit-2 errors name the member."""
+    from activation_bench import config
+
+    grid = config.expand(overrides)
+    cfgs = compose_members(grid.members, grid.labels)
+    directory = runs_dir / (runs.check_name(name) if name else sweep_name(overrides))
+    names = [member_name(i, lab) for i, lab in enumerate(grid.labels)]
+    return SweepPlan(directory, list(overrides), grid.keys, grid.members, grid.labels, names,
+                     cfgs, [config.config_hash(c) for c in cfgs])
+
+
+def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str, str]]) -> list[Any]:
+    from activation_bench import config
+
+    try:
+        return config.compose_many(members)
+    except UsageError as exc:
+        # compose_many stops at the first bad member; say which one it was
+        for mem, lab in zip(members, labels):
+            try:
+                config.compose_many([mem])
+            except UsageError:
+                raise UsageError(f"sweep member [{config.describe(lab.items())}]: {exc}") from None
+        raise
+
+
+def write_sweep_file(p: SweepPlan) -> None:
+    import yaml
+
+    runs.ensure_root(p.directory.parent)
+    runs.inside(p.directory.parent, p.directory)
+    existing = p.directory / "sweep.yaml"
+    if existing.exists():
+        try:
+            old = yaml.safe_load(existing.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            old = None  # a damaged sweep.yaml is rewritten below
+        if isinstance(old, dict) and list(old.get("overrides") or []) != p.overrides:
+            raise UsageError(
+                f"{p.directory} holds a different sweep ({' '.join(old['overrides'])}); "
+                "choose another --name"
+            )
+    p.directory.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "overrides": p.overrides,
+        "keys": p.keys,
+        "members": [
+            {"name": n, "overrides": m, "labels": lab, "config_hash": h}
+            for n, m, lab, h in zip(p.names, p.members, p.labels, p.hashes)
+        ],
+    }
+    runs.atomic_write(existing, yaml.safe_dump(doc, sort_keys=False))
+
+
+def done_hashes(directory: Path) -> dict[str, Path]:
+    """config hash -> run directory, for every finished run under a sweep directory."""
+    out: dict[str, Path] = {}
+    if not directory.is_dir():
+        return out
+    for child in directory.iterdir():
+        if child.is_dir() and not child.name.startswith("."):
+            s = runs.read_summary(child)
+            if s and s.get("status") in runs.DONE_STATUSES and s.get("config_hash"):
+                out[s["config_hash"]] = child
+    return out
+
+
+def pending(p: SweepPlan, force: bool) -> list[int]:
+    if force:
+        return list(range(len(p.members)))
+    done = done_hashes(p.directory)
+    return [i for i, h in enumerate(p.hashes) if h not in done]
+
+
+def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
+                  on_progress: Progress | None = None, notice: Notice | None = None) -> int:
+    """Train the given members in stacks and write one run directory each. Returns count written."""
+    from activation_bench import train
+
+    runs.clean_stale_temps(p.directory)
+    cfgs = [p.cfgs[i] for i in indices]
+    written = 0
+    for stack in train.plan_stacks(cfgs, memory_mb):
+        members = [indices[j] for j in stack]
+
+        def progress(done: int, total: int, _loss: Any, base: int = written,
+                     size: int = len(stack)) -> None:
+            if on_progress is not None:
+                on_progress(base + size * done / total)
+
+        results = train.train([p.cfgs[i] for i in members], progress)
+        for i, result in zip(members, results):
+            final = p.directory / p.names[i]
+            if force and final.exists():
+                import shutil
+
+                shutil.rmtree(final)
+            runs.write_run(final, p.cfgs[i], result, p.hashes[i], p.labels[i])
+            if result.status == "diverged" and notice is not None:
+                notice(f"diverged: {p.names[i]} (loss not finite at epoch {result.diverged_epoch})")
+        written += len(members)
+        if on_progress is not None:
+            on_progress(written)
+    return written
+
+
+def build_results(p: SweepPlan) -> tuple[Path, int, int]:
+    """Rebuild results.csv from the run directories (so it never holds duplicates).
+
+    Returns (path, members included, members missing).
+    """
+    done = done_hashes(p.directory)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    has_val = False
+    rows_by_member = []
+    missing = 0
+    for name, h, lab in zip(p.names, p.hashes, p.labels):
+        run_dir = done.get(h)
+        if run_dir is None:
+            missing += 1
+            continue
+        with open(run_dir / "losses.csv", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader)
+            has_val = has_val or "val_loss" in header
+            rows_by_member.append((run_dir.name, lab, header, list(reader)))
+    loss_cols = ["train_loss", "val_loss"] if has_val else ["train_loss"]
+    writer.writerow([*p.keys, "run", "epoch", *loss_cols])
+    for run_name, lab, header, rows in rows_by_member:
+        prefix = [lab[k] for k in p.keys] + [run_name]
+        pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
+        for row in rows:
+            writer.writerow(prefix + [row[j] if j is not None else "" for j in pos])
+    path = p.directory / "results.csv"
+    with runs.locked(p.directory / ".results.lock"):
+        runs.atomic_write(path, buf.getvalue())
+    return path, len(rows_by_member), missing
+
+
+# ---------------------------------------------------------------------------------------------
+# scale-out through Hydra's launchers
+
+LAUNCHERS = {
+    "basic": None,
+    "joblib": "hydra_plugins.hydra_joblib_launcher",
+    "submitit_local": "hydra_plugins.hydra_submitit_launcher",
+    "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+}
+
+
+def check_launcher(launcher: str) -> None:
+    import importlib.util
+
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"unknown launcher '{launcher}'; valid: {', '.join(LAUNCHERS)}")
+    module = LAUNCHERS[launcher]
+    if module and importlib.util.find_spec(module) is None:
+        raise UsageError(
+            f"launcher '{launcher}' needs its Hydra plugin: pip install -e '.[cluster]'"
+        )
+
+
+def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra_overrides: Sequence[str],
+           memory_mb: float, force: bool, on_progress: Progress | None = None,
+           notice: Notice | None = None) -> int:
+    """Hand groups of members to a Hydra launcher plugin, in Hydra's multirun mode.
+
+    Each job runs `activation_bench.launcher`, which trains its group of members stacked, through
+    `train_members` like a local sweep. Progress is read from the run directories as they appear.
+    """
+    jobs = max(1, min(jobs, len(indices)))
+    chunks = [list(indices[k::jobs]) for k in range(jobs)]
+    chunk_file = p.directory / ".launch_chunks.json"
+    import json
+
+    runs.atomic_write(chunk_file, json.dumps(chunks))
+    threads = max(1, (os.cpu_count() or 1) // jobs) if launcher in ("joblib", "submitit_local") else 0
+    cmd = [
+        sys.executable, "-m", "activation_bench.launcher", "--multirun",
+        f"hydra/launcher={launcher}",
+        f"sweep_dir={p.directory.resolve()}",
+        f"chunk=range({jobs})",
+        f"threads={threads}",
+        f"memory_mb={memory_mb}",
+        f"force={str(force).lower()}",
+        f"hydra.sweep.dir={(p.directory / '.hydra').resolve()}",
+        "hydra.job.chdir=false",
+    ]
+    if launcher == "joblib":
+        cmd.append(f"hydra.launcher.n_jobs={jobs}")
+    cmd.extend(hydra_overrides)
+    log = p.directory / ".hydra_launch.log"
+    before = set(done_hashes(p.directory))
+    targets = {p.hashes[i] for i in indices}
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.5)
+                if on_progress is not None:
+                    now = set(done_hashes(p.directory))
+                    on_progress(len((now - before) & targets))
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
+        raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail[0]} (see {log})")
+    now = set(done_hashes(p.directory))
+    if on_progress is not None:
+        on_progress(len((now - before) & targets))
+    return len((now - before) & targets)
+
+
+def load_plan(sweep_dir: Path) -> SweepPlan:
+    """Rebuild a SweepPlan from sweep.yaml (used by launcher jobs)."""
+    import yaml
+
+    from activation_bench import config
+
+    doc = yaml.safe_load((sweep_dir / "sweep.yaml").read_text(encoding="utf-8"))
+    members = [list(m["overrides"]) for m in doc["members"]]
+    labels = [dict(m["labels"]) for m in doc["members"]]
+    cfgs = config.compose_many(members)
+    return SweepPlan(sweep_dir, list(doc["overrides"]), list(doc["keys"]), members, labels,
+                     [m["name"] for m in doc["members"]], cfgs, [config.config_hash(c) for c in cfgs])

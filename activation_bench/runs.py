@@ -1,0 +1,220 @@
+"""Run directories and their files: names, atomic writes, completion markers.
+
+A run directory is written whole into a hidden temporary directory beside its final place and
+renamed into place, so a crash never leaves a run that looks complete. Inside it, `summary.json`
+carries the completion marker (`status`: complete or diverged); a directory without it is
+incomplete. Every file is written atomically (temporary file, flush, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from activation_bench import __version__
+from activation_bench.errors import UsageError
+
+DONE_STATUSES = ("complete", "diverged")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write text to path via a temporary file in the same directory, fsync, then rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def slug(text: str, limit: int = 80) -> str:
+    """A filesystem-safe version of text (no separators, no leading dots)."""
+    out = _UNSAFE.sub("_", text).strip("._")
+    return out[:limit] or "run"
+
+
+def check_name(name: str) -> str:
+    """A user-given run or sweep name: one path component, nothing that escapes the runs root."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise UsageError(f"invalid name '{name}': use one plain directory name (no '/' or '..')")
+    if name.startswith("."):
+        raise UsageError(f"invalid name '{name}': names may not start with '.'")
+    if slug(name, 200) != name:
+        raise UsageError(f"invalid name '{name}': use letters, digits and . _ + = , - only")
+    return name
+
+
+def inside(root: Path, path: Path) -> Path:
+    """Resolve path and refuse anything outside root."""
+    root_r, path_r = root.resolve(), path.resolve()
+    if path_r != root_r and root_r not in path_r.parents:
+        raise UsageError(f"refusing to write outside the runs directory: {path}")
+    return path_r
+
+
+def default_run_name(cfg: Any) -> str:
+    act = cfg.activation.get("name") or str(cfg.activation.get("_target_", "custom")).rsplit(".")[-1]
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return slug(f"{stamp}_{act}_{cfg.data.name}_s{cfg.seed}")
+
+
+def unique_dir(root: Path, name: str) -> Path:
+    """root/name, or root/name-2, -3, ... when taken."""
+    path = root / name
+    k = 2
+    while path.exists():
+        path = root / f"{name}-{k}"
+        k += 1
+    return path
+
+
+def ensure_root(root: Path) -> Path:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create runs directory {root}: {exc.strerror or exc}") from None
+    if not os.access(root, os.W_OK):
+        raise UsageError(f"runs directory {root} is not writable")
+    return root
+
+
+def losses_csv(train_loss: list[float], val_loss: list[float] | None) -> str:
+    """Long format, one row per epoch, floats at full precision (repr round-trips exactly)."""
+    if val_loss is None:
+        rows = [f"{e},{t!r}" for e, t in enumerate(train_loss, 1)]
+        return "epoch,train_loss\n" + "\n".join(rows) + "\n"
+    rows = [f"{e},{t!r},{v!r}" for e, (t, v) in enumerate(zip(train_loss, val_loss), 1)]
+    return "epoch,train_loss,val_loss\n" + "\n".join(rows) + "\n"
+
+
+def versions() -> dict[str, str]:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "activation_bench": __version__}
+
+
+def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
+    """summary.json's content; `status` is the completion marker."""
+    import math
+
+    tl = result.train_loss
+    finite = [v for v in tl if math.isfinite(v)]
+    best = min(finite) if finite else None
+    out = {
+        "status": result.status,
+        "final_loss": tl[-1] if tl else None,
+        "best_loss": best,
+        "best_epoch": tl.index(best) + 1 if best is not None else None,
+        "final_val_loss": result.val_loss[-1] if result.val_loss else None,
+        "epochs": int(cfg.epochs),
+        "epochs_run": len(tl),
+        "diverged_epoch": result.diverged_epoch,
+        "seed": int(cfg.seed),
+        "n_params": result.n_params,
+        "wall_time_s": result.wall_time_s,
+        "stack_size": result.stack_size,
+        "device": result.device,
+        "config_hash": cfg_hash,
+        "labels": labels or {},
+        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "versions": versions(),
+    }
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None) -> Path:
+    """Write config.yaml, losses.csv and summary.json (last), then move the directory into place.
+
+    An incomplete directory already at `final` (a run killed earlier) is replaced.
+    """
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
+    atomic_write(tmp / "config.yaml", cfg.to_yaml())
+    atomic_write(tmp / "losses.csv", losses_csv(result.train_loss, result.val_loss))
+    atomic_write(tmp / "summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n")
+    try:
+        if final.exists():
+            if is_done(final):
+                shutil.rmtree(tmp)
+                raise UsageError(f"{final} already holds a finished run")
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(final.parent)
+    except OSError as exc:
+        raise UsageError(f"cannot move run into {final}: {exc.strerror or exc}") from None
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_done(run_dir: Path) -> bool:
+    s = read_summary(run_dir)
+    return bool(s) and s.get("status") in DONE_STATUSES
+
+
+def clean_stale_temps(root: Path) -> int:
+    """Remove temporary run directories left by processes that no longer exist."""
+    removed = 0
+    for p in root.glob(".*.tmp-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (fcntl.flock) on path, for files several processes share."""
+    import fcntl
+
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
