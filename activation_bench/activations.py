@@ -32,6 +32,8 @@ class Spec:
     aliases: tuple[str, ...] = ()
     gated: bool = False
     per_member: bool = False
+    effect: str = "none"  # effect on the model's parameter count, for `actbench activations`
+    stochastic: bool = False  # draws random numbers while training (deterministic in eval)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,10 +98,16 @@ class Gated(nn.Module):
 
 
 def _gated(act: Callable[[], nn.Module]) -> Callable[..., nn.Module]:
-    def factory(param_matched: bool = False) -> nn.Module:  # param_matched is read by the model
+    def factory(param_matched: bool = False) -> nn.Module:  # param_matched: read by hidden_width
         return Gated(act())
 
     return factory
+
+
+_GATED_EFFECT = (
+    "first layer 2h wide (x2 params in layer 1); param_matched=true: h*2/3 "
+    "(layer 1 then x4/3, whole model about x4/3 of the plain MLP)"
+)
 
 
 _SPECS = [
@@ -108,17 +116,20 @@ _SPECS = [
          "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", aliases=("gelu_new", "approx_gelu")),
     Spec("gelu_sigmoid", SigmoidGELU, "x * sigmoid(1.702 x)", aliases=("quick_gelu",)),
     Spec("stochastic_gelu", StochasticGELU,
-         "x * m, m ~ Bernoulli(Phi(x)) in training; x * Phi(x) in eval", per_member=True),
+         "x * m, m ~ Bernoulli(Phi(x)) in training; x * Phi(x) in eval", per_member=True,
+         stochastic=True, effect="none (random mask while training)"),
     Spec("relu", lambda: nn.ReLU(), "max(0, x)"),
     Spec("relu6", lambda: nn.ReLU6(), "min(max(0, x), 6)"),
     Spec("leaky_relu", lambda negative_slope=0.01: nn.LeakyReLU(negative_slope),
          "x if x >= 0 else negative_slope * x", {"negative_slope": 0.01}, aliases=("lrelu",)),
     Spec("prelu", lambda init=0.25: nn.PReLU(num_parameters=1, init=init),
-         "x if x >= 0 else a * x, a learned (one per model)", {"init": 0.25}, per_member=True),
+         "x if x >= 0 else a * x, a learned (one per model)", {"init": 0.25}, per_member=True,
+         effect="+1 learned slope"),
     Spec("rrelu", RReLU, "x if x >= 0 else a * x, a ~ U(lower, upper) in training, mean in eval",
-         {"lower": 1.0 / 8, "upper": 1.0 / 3}, per_member=True),
+         {"lower": 1.0 / 8, "upper": 1.0 / 3}, per_member=True,
+         stochastic=True, effect="none (random slope while training)"),
     Spec("elu", lambda alpha=1.0: nn.ELU(alpha), "x if x > 0 else alpha (exp(x) - 1)", {"alpha": 1.0}),
-    Spec("selu", lambda: nn.SELU(), "scale * elu(x, alpha), scale=1.0507, alpha=1.6733"),
+    Spec("selu", lambda: nn.SELU(), "scale * elu(x, alpha), scale=1.0507010, alpha=1.6732632"),
     Spec("celu", lambda alpha=1.0: nn.CELU(alpha), "max(0, x) + min(0, alpha (exp(x/alpha) - 1))",
          {"alpha": 1.0}),
     Spec("silu", lambda: nn.SiLU(), "x * sigmoid(x)", aliases=("swish",)),
@@ -135,13 +146,13 @@ _SPECS = [
     Spec("tanhshrink", lambda: nn.Tanhshrink(), "x - tanh(x)"),
     Spec("relu2", ReLU2, "relu(x)^2  (squared ReLU)", aliases=("squared_relu", "relu_squared")),
     Spec("glu", _gated(nn.Sigmoid), "sigmoid(a) * b on the two halves of a 2h-wide first layer",
-         {"param_matched": False}, gated=True),
+         {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
     Spec("reglu", _gated(nn.ReLU), "relu(a) * b (gated, 2h-wide first layer)",
-         {"param_matched": False}, gated=True),
+         {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
     Spec("geglu", _gated(nn.GELU), "gelu(a) * b (gated, 2h-wide first layer)",
-         {"param_matched": False}, gated=True),
+         {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
     Spec("swiglu", _gated(nn.SiLU), "silu(a) * b (gated, 2h-wide first layer)",
-         {"param_matched": False}, gated=True),
+         {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
 ]
 
 REGISTRY: dict[str, Spec] = {s.name: s for s in _SPECS}
@@ -177,17 +188,31 @@ def _params_of(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def create_from_config(cfg: dict[str, Any]) -> nn.Module:
     """Build from a config node: {name: ..., <params>} or {_target_: dotted.path, <kwargs>}."""
-    if cfg.get("_target_"):
+    if _has_target(cfg):
         return _import_target(cfg["_target_"], "")(**_params_of(cfg))
     return create(cfg["name"], **_params_of(cfg))
 
 
-def _import_target(path: str, where: str) -> Callable[..., nn.Module]:
+def _has_target(cfg: dict[str, Any]) -> bool:
+    return "_target_" in cfg and cfg["_target_"] not in (None, "")
+
+
+def _import_target(path: Any, where: str) -> Callable[..., nn.Module]:
+    if path == "???":
+        raise UsageError(
+            "activation=custom needs activation._target_=package.module.Class (an importable "
+            f"torch.nn.Module subclass){_at(where)}"
+        )
     module_name, _, attr = str(path).rpartition(".")
+    if not module_name or not attr:
+        raise UsageError(
+            f"activation._target_ '{path}' is not a dotted path (package.module.Class){_at(where)}"
+        )
     try:
-        obj = getattr(importlib.import_module(module_name), attr) if module_name else None
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise UsageError(f"activation._target_ '{path}' does not import: {exc}{_at(where)}") from None
+        obj = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything while importing
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"activation._target_ '{path}' does not import: {msg}{_at(where)}") from None
     if not (isinstance(obj, type) and issubclass(obj, nn.Module)):
         raise UsageError(f"activation._target_ '{path}' is not a torch.nn.Module class{_at(where)}")
     return obj
@@ -224,18 +249,19 @@ def _check_params(spec: Spec, params: dict[str, Any], where: str) -> None:
         raise UsageError(f"softplus beta must be > 0{_at(where)}")
     if spec.name == "hardtanh" and params.get("min_val", -1.0) >= params.get("max_val", 1.0):
         raise UsageError(f"hardtanh needs min_val < max_val{_at(where)}")
-    if spec.name in ("elu", "celu") and params.get("alpha", 1.0) == 0 and spec.name == "celu":
+    if spec.name == "celu" and params.get("alpha", 1.0) == 0:
         raise UsageError(f"celu alpha must be non-zero{_at(where)}")
 
 
 def check_config(cfg: dict[str, Any], where: str = "") -> None:
     """Validate an activation config node; raises UsageError with one line."""
-    if cfg.get("_target_"):
+    if _has_target(cfg):
         cls = _import_target(cfg["_target_"], where)
         try:
             cls(**_params_of(cfg))
         except Exception as exc:  # noqa: BLE001 - user code; report, don't crash
-            raise UsageError(f"activation._target_ '{cfg['_target_']}' failed to build: {exc}{_at(where)}") from None
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"activation._target_ '{cfg['_target_']}' failed to build: {msg}{_at(where)}") from None
         return
     if "name" not in cfg:
         raise UsageError(f"activation config needs a name or a _target_{_at(where)}")
@@ -244,11 +270,11 @@ def check_config(cfg: dict[str, Any], where: str = "") -> None:
 
 
 def is_gated(cfg: dict[str, Any]) -> bool:
-    return not cfg.get("_target_") and get_spec(cfg["name"]).gated
+    return not _has_target(cfg) and get_spec(cfg["name"]).gated
 
 
 def is_per_member(cfg: dict[str, Any]) -> bool:
-    if cfg.get("_target_"):
+    if _has_target(cfg):
         return True  # unknown user module: the safe choice is one instance per member
     return get_spec(cfg["name"]).per_member
 
@@ -259,3 +285,23 @@ def hidden_width(cfg: dict[str, Any], hidden_dim: int) -> tuple[int, int]:
         return hidden_dim, hidden_dim
     h = max(1, round(hidden_dim * 2 / 3)) if cfg.get("param_matched", False) else hidden_dim
     return 2 * h, h
+
+
+def describe() -> list[dict[str, Any]]:
+    """One row per registered activation, for `actbench activations`.
+
+    Keys: name, aliases (list), formula, params (name -> default), param_effect (effect on the
+    model's parameter count), gated, stochastic (draws random numbers while training).
+    """
+    rows = []
+    for spec in REGISTRY.values():
+        rows.append({
+            "name": spec.name,
+            "aliases": list(spec.aliases),
+            "formula": spec.formula,
+            "params": dict(spec.params),
+            "param_effect": spec.effect,
+            "gated": spec.gated,
+            "stochastic": spec.stochastic,
+        })
+    return rows

@@ -94,21 +94,21 @@ def run(
 
     from activation_bench import orchestrate
 
-    console = Console(stderr=True)
     with _user_errors():
+        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name)
         progress = Progress(
-            TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.fields[epochs]}"),
+            TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.total:.0f}"),
             TextColumn("loss {task.fields[loss]:.4g}"), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=console, disable=quiet, transient=False,
+            console=Console(stderr=True), disable=quiet,
         )
-        task = progress.add_task("train", total=None, loss=float("nan"), epochs="?")
+        task = progress.add_task("train", total=cfg.epochs, loss=float("nan"))
 
         def on_epoch(done: int, total: int, loss: float) -> None:
-            progress.update(task, completed=done, total=total, loss=loss, epochs=total)
+            progress.update(task, completed=done, loss=loss)
 
         try:
             with progress:
-                path, cfg, result = orchestrate.run_one(overrides or [], runs_dir, name, on_epoch)
+                result = orchestrate.run_one(cfg, path, on_epoch)
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing written", err=True)
             raise typer.Exit(130) from None
@@ -218,7 +218,7 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
     console = Console(stderr=True)
     skipped = len(p.members) - len(todo)
     if skipped:
-        console.print(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run")
+        typer.echo(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run", err=True)
     progress = Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("members"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet,
@@ -229,7 +229,7 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
         progress.update(task, completed=skipped + done)
 
     def notice(line: str) -> None:
-        progress.console.print(line)
+        progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
 
     try:
         with progress:

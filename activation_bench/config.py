@@ -26,6 +26,7 @@ DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
+NOT_GLOBBED = {"custom"}  # group options that need user input (activation=custom needs a _target_)
 
 
 @dataclass
@@ -240,9 +241,20 @@ def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
     """Apply one override to a scratch copy (type checks, unknown keys) and read the value back."""
     from omegaconf.errors import OmegaConfBaseException
 
+    key = ov.key_or_group
+    if key.startswith("activation.") and key.count(".") == 1 and key.split(".")[1] not in scratch.activation:
+        from activation_bench import activations
+
+        act = scratch.activation
+        name = act.get("name") if not act.get("_target_") else None
+        if name:
+            valid = ", ".join(activations.get_spec(name).params) or "none"
+            raise UsageError(f"unknown parameter '{key.split('.')[1]}' for activation '{name}' in '{text}'; "
+                             f"valid: {valid}")
+        raise UsageError(f"'{text}': constructor arguments of a _target_ activation are added with +{text}")
     try:
-        OmegaConf.update(scratch, ov.key_or_group, ov.value(), merge=True, force_add=False)
-        value = OmegaConf.select(scratch, ov.key_or_group, throw_on_missing=True)
+        OmegaConf.update(scratch, key, ov.value(), merge=True, force_add=False)
+        value = OmegaConf.select(scratch, key, throw_on_missing=True)
     except OmegaConfBaseException as exc:
         raise UsageError(_friendly(exc, text)) from None
     if isinstance(value, DictConfig):
@@ -380,7 +392,8 @@ def expand(overrides: Sequence[str]) -> Grid:
         if vt == "GLOB_CHOICE_SWEEP":
             if ov.key_or_group not in group_names:
                 raise UsageError(f"'{text}': glob() works over a config group ({', '.join(sorted(group_names))})")
-            values = list(ov.value().filter(group_options(ov.key_or_group)))
+            options = [o for o in group_options(ov.key_or_group) if o not in NOT_GLOBBED]
+            values = list(ov.value().filter(options))
         else:
             values = list(ov.sweep_string_iterator())
         if not values:

@@ -51,22 +51,31 @@ def make_dataset(cfg: Any) -> Dataset:
         x_val = _draw(d, (n_val, d.input_dim), gen, dtype)
         y_val = _draw(d, (n_val, 1), gen, dtype)
         return Dataset(x, y, x_val, y_val)
-    x_all = _draw(d, (n + n_val, d.input_dim), gen, dtype)
-    y_all = teacher_targets(cfg, x_all)
+    # training inputs first, then validation inputs, then noise: the training set does not depend
+    # on n_val or noise, and the noise does not depend on the teacher
+    x = _draw(d, (n, d.input_dim), gen, dtype)
+    x_val = _draw(d, (n_val, d.input_dim), gen, dtype)
+    y, y_val = teacher_targets(cfg, x), teacher_targets(cfg, x_val)
     if d.noise > 0:
-        y_all = y_all + d.noise * torch.randn(y_all.shape, generator=gen, dtype=dtype)
-    return Dataset(x_all[:n], y_all[:n], x_all[n:], y_all[n:])
+        y = y + d.noise * torch.randn(y.shape, generator=gen, dtype=dtype)
+        y_val = y_val + d.noise * torch.randn(y_val.shape, generator=gen, dtype=dtype)
+    return Dataset(x, y, x_val, y_val)
 
 
 def teacher_targets(cfg: Any, x: torch.Tensor) -> torch.Tensor:
-    """A fixed random two-layer teacher network, seeded from the run's seed."""
+    """A fixed random two-layer teacher network, seeded from the run's seed (not the student's
+    init stream): Linear(input_dim, teacher_hidden_dim) -> teacher_activation (eval mode, so the
+    stochastic ones are deterministic) -> Linear(., 1). Gated teacher activations get a 2h-wide
+    first layer, as the student does. Returns [len(x), 1]."""
     from activation_bench import activations
     from activation_bench.model import linear_init
 
     d = cfg.data
+    act_cfg = {"name": d.teacher_activation}
+    h1, h2 = activations.hidden_width(act_cfg, d.teacher_hidden_dim)
     gen = generator(cfg.seed, "teacher")
-    w1, b1 = linear_init(d.input_dim, d.teacher_hidden_dim, gen, x.dtype)
-    w2, b2 = linear_init(d.teacher_hidden_dim, 1, gen, x.dtype)
-    act = activations.create(d.teacher_activation).eval()
+    w1, b1 = linear_init(d.input_dim, h1, gen, x.dtype)
+    w2, b2 = linear_init(h2, 1, gen, x.dtype)
+    act = activations.create_from_config(act_cfg).to(dtype=x.dtype).eval()
     with torch.no_grad():
         return act(x @ w1 + b1) @ w2 + b2

@@ -44,12 +44,18 @@ class StackedMLP(nn.Module):
         w1: torch.Tensor,  # [M, in, h1]
         b1: torch.Tensor,  # [M, 1, h1]
         w2: torch.Tensor,  # [M, 1, h2]: the output layer's single row
-        b2: torch.Tensor,  # [M, 1, 1]
+        b2: torch.Tensor,  # [M, 1, 1]; stored padded to [M, 1, 16], see below
         slices: list[Slice],
     ) -> None:
         super().__init__()
         self.w1, self.b1 = nn.Parameter(w1), nn.Parameter(b1)
-        self.w2, self.b2 = nn.Parameter(w2), nn.Parameter(b2)
+        # The output bias is one number per member. Stored alone it is an M-element tensor, and
+        # vectorised optimiser kernels treat its elements by scalar or SIMD code depending on M,
+        # which rounds differently. Padding each member's bias to 16 elements (one AVX-512
+        # vector; the padding's gradient is zero, so it stays zero) keeps a member's update the
+        # same in a stack of any size.
+        self.w2 = nn.Parameter(w2)
+        self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, 15)))
         self.slices = slices
         self.acts = nn.ModuleList(s.module for s in slices)  # registers PReLU weights etc.
 
@@ -64,7 +70,7 @@ class StackedMLP(nn.Module):
             a = torch.cat([s.module(part) for s, part in zip(self.slices, parts)], dim=0)
         # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
         # (forward and two in backward) by about 1 ms a step for 480 members
-        return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2
+        return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2_padded[..., :1]
 
 
 def member_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -29,10 +29,9 @@ Notice = Callable[[str], None]
 # a single run
 
 
-def run_one(overrides: Sequence[str], runs_dir: Path, name: str | None,
-            on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, Any, Any]:
-    """Compose, validate, train one run and write its directory. Returns (dir, cfg, result)."""
-    from activation_bench import config, train
+def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None) -> tuple[Any, Path]:
+    """Compose and validate one run and choose its directory; writes nothing."""
+    from activation_bench import config
 
     cfg = config.compose(overrides)
     root = runs.ensure_root(runs_dir)
@@ -43,13 +42,19 @@ def run_one(overrides: Sequence[str], runs_dir: Path, name: str | None,
     else:
         final = runs.unique_dir(root, runs.default_run_name(cfg))
     runs.inside(root, final)
+    return cfg, final
+
+
+def run_one(cfg: Any, final: Path, on_epoch: Callable[[int, int, float], None] | None = None) -> Any:
+    """Train one run (a stack of one) and write its directory. Returns the RunResult."""
+    from activation_bench import config, train
 
     def progress(done: int, total: int, loss: Any) -> None:
         on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
 
     result = train.train([cfg], progress if on_epoch else None)[0]
     runs.write_run(final, cfg, result, config.config_hash(cfg), labels={})
-    return final, cfg, result
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,12 +27,15 @@ from activation_bench.model import Slice, StackedMLP, linear_init, member_mse
 ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
 
 
+DIVERGENCE_FACTOR = 1e8
+
+
 @dataclass
 class RunResult:
     train_loss: list[float]  # one per epoch trained (fewer than epochs if diverged)
     val_loss: list[float] | None
     status: str  # "complete" or "diverged"
-    diverged_epoch: int | None  # first epoch (1-based) whose loss was NaN or inf
+    diverged_epoch: int | None  # first epoch (1-based) whose loss was NaN, inf or > 1e8 x epoch 1
     n_params: int
     wall_time_s: float  # of the whole stack this member was trained in
     stack_size: int
@@ -169,7 +172,9 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
                 val_loss[epoch] = member_mse(model(x_val), y_val)
             model.train()
         done = epoch + 1
-        bad = ~torch.isfinite(train_loss[epoch]) & ~diverged
+        # diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's
+        # (Adam's bounded steps make lr=1e6 explode to ~1e27 without ever overflowing)
+        bad = ~(train_loss[epoch] <= train_loss[0] * DIVERGENCE_FACTOR) & ~diverged
         if bad.any():
             for i in bad.nonzero().flatten().tolist():
                 diverged_at[i] = done
@@ -271,7 +276,7 @@ class StackedOptimizer:
 
 
 def _param_counts(model: StackedMLP, m: int) -> list[int]:
-    per = sum(p[0].numel() for p in (model.w1, model.b1, model.w2, model.b2))
+    per = sum(p[0].numel() for p in (model.w1, model.b1, model.w2)) + 1  # + the output bias
     counts = [per] * m
     for s in model.slices:
         extra = sum(p.numel() for p in s.module.parameters())
