@@ -233,7 +233,9 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
 
     try:
         with progress:
-            if launcher:
+            if not todo:
+                pass
+            elif launcher:
                 orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice)
             else:
                 orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)

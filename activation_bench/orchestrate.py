@@ -267,12 +267,12 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
     cmd = [
         sys.executable, "-m", "activation_bench.launcher", "--multirun",
         f"hydra/launcher={launcher}",
-        f"sweep_dir={p.directory.resolve()}",
+        f"sweep_dir={_quoted(p.directory.resolve())}",
         f"chunk=range({jobs})",
         f"threads={threads}",
         f"memory_mb={memory_mb}",
         f"force={str(force).lower()}",
-        f"hydra.sweep.dir={(p.directory / '.hydra').resolve()}",
+        f"hydra.sweep.dir={_quoted((p.directory / '.hydra').resolve())}",
         "hydra.job.chdir=false",
     ]
     if launcher == "joblib":
@@ -294,12 +294,20 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
             proc.wait()
             raise
     if proc.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail[0]} (see {log})")
+        lines = [ln for ln in log.read_text(errors="replace").splitlines()
+                 if ln.strip() and "HYDRA_FULL_ERROR" not in ln and not ln.startswith("See https")]
+        tail = lines[-1] if lines else "(no output)"
+        raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail} (see {log})")
     now = set(done_hashes(p.directory))
     if on_progress is not None:
         on_progress(len((now - before) & targets))
     return len((now - before) & targets)
+
+
+def _quoted(path: Path) -> str:
+    """A path as a quoted value in Hydra's override grammar (sweep names hold '=' and ',')."""
+    text = str(path).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
 
 
 def load_plan(sweep_dir: Path) -> SweepPlan:

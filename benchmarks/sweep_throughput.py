@@ -1,0 +1,133 @@
+"""Sweep throughput: `actbench sweep` against the seed notebook's way, measured in one run.
+
+Grid: 8 activations x 2 data distributions x 30 seeds x 1000 epochs (480 runs, 480,000 model
+steps; a step is one optimiser update of one 64-64-1 MLP on 10 samples).
+
+- actbench: the real command, `actbench sweep ...` in a fresh process, timed whole (Python
+  start-up, imports, composing, training, writing 480 run directories and results.csv).
+- naive: the seed notebook's loop: one model at a time, a DataLoader, zero_grad/backward/step per
+  batch. It runs ~1,400 steps/s here, so the whole grid would take minutes: it is timed on a
+  sample of members (one per activation x data by default), which gives its steps per second.
+- stacked by hand: a minimal hand-written stacked loop (weights [members, in, out], baddbmm,
+  activations per slice, torch.optim.Adam(fused=True)) in this process: the bar to beat.
+
+Prints model-steps per second for each and the ratios. Usage:
+    python benchmarks/sweep_throughput.py [--epochs 1000] [--seeds 30] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
+DATA = ["normal", "uniform"]
+
+
+def naive(acts: list[str], data: list[str], epochs: int, device: str) -> tuple[int, float]:
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from activation_bench.activations import create
+
+    steps, start = 0, time.perf_counter()
+    for d in data:
+        for a in acts:
+            torch.manual_seed(0)
+            if d == "normal":
+                x, y = torch.randn(10, 64), torch.randn(10, 1)
+            else:
+                x, y = torch.rand(10, 64) * 2 - 1, torch.rand(10, 1) * 2 - 1
+            model = nn.Sequential(nn.Linear(64, 64), create(a), nn.Linear(64, 1)).to(device)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            loader = DataLoader(TensorDataset(x.to(device), y.to(device)), batch_size=10)
+            crit = nn.MSELoss()
+            for _ in range(epochs):
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    loss = crit(model(xb), yb)
+                    loss.backward()
+                    opt.step()
+                    steps += 1
+            if device == "cuda":
+                torch.cuda.synchronize()
+    return steps, time.perf_counter() - start
+
+
+def stacked_by_hand(acts: list[str], data: list[str], seeds: int, epochs: int, device: str) -> tuple[int, float]:
+    import torch
+
+    from activation_bench.activations import create
+
+    start = time.perf_counter()
+    m = len(acts) * len(data) * seeds
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(m, 10, 64, generator=g).to(device)
+    y = torch.randn(m, 10, 1, generator=g).to(device)
+    w1 = (torch.rand(m, 64, 64, generator=g) * 0.25 - 0.125).to(device).requires_grad_()
+    b1 = torch.zeros(m, 1, 64, device=device, requires_grad=True)
+    w2 = (torch.rand(m, 64, 1, generator=g) * 0.25 - 0.125).to(device).requires_grad_()
+    b2 = torch.zeros(m, 1, 1, device=device, requires_grad=True)
+    mods = [create(a) for a in acts for _ in data]
+    per = seeds
+    opt = torch.optim.Adam([w1, b1, w2, b2], lr=1e-3, fused=True)
+    for _ in range(epochs):
+        opt.zero_grad()
+        h = torch.baddbmm(b1, x, w1)
+        a = torch.cat([mod(part) for mod, part in zip(mods, h.split(per))])
+        out = torch.baddbmm(b2, a, w2)
+        loss = (out - y).square().mean(dim=(1, 2)).sum()
+        loss.backward()
+        opt.step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return m * epochs, time.perf_counter() - start
+
+
+def actbench_sweep(acts: list[str], data: list[str], seeds: int, epochs: int, device: str) -> tuple[int, float]:
+    root = tempfile.mkdtemp(prefix="actbench-bench-")
+    exe = shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli"
+    cmd = [*exe.split(), "sweep", "--runs-dir", root, "-q", f"activation={','.join(acts)}",
+           f"data={','.join(data)}", f"seed=range({seeds})", f"epochs={epochs}", f"device={device}"]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    shutil.rmtree(root)
+    return len(acts) * len(data) * seeds * epochs, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=1000)
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--naive-epochs", type=int, default=None, help="epochs per naive sample run (default --epochs)")
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, device {args.device}")
+    rows = []
+    steps, wall = actbench_sweep(ACTS, DATA, args.seeds, args.epochs, args.device)
+    rows.append(("actbench sweep (whole process)", steps, wall))
+    steps, wall = stacked_by_hand(ACTS, DATA, args.seeds, args.epochs, args.device)
+    rows.append(("stacked by hand (in process)", steps, wall))
+    steps, wall = naive(ACTS, DATA, args.naive_epochs or args.epochs, args.device)
+    rows.append(("naive, as the seed (sample)", steps, wall))
+    base = rows[-1][1] / rows[-1][2]
+    print(f"{'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
+    for name, steps, wall in rows:
+        rate = steps / wall
+        print(f"{name:34s} {steps:12d} {wall:9.2f} {rate:10.0f} {rate / base:8.1f}")
+    ours = rows[0][1] / rows[0][2]
+    hand = rows[1][1] / rows[1][2]
+    print(f"actbench / naive = {ours / base:.1f}x; actbench / stacked-by-hand = {ours / hand:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Scale-out through Hydra's real launcher plugins (joblib, submitit_local), for real."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+
+import pytest
+
+from activation_bench.cli import app
+from tests.conftest import TINY
+
+
+def _rows(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        pytest.param("joblib", marks=pytest.mark.skipif(
+            importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
+            reason="needs the [cluster] extra")),
+        pytest.param("submitit_local", marks=[pytest.mark.slow, pytest.mark.skipif(
+            importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
+            reason="needs the [cluster] extra")]),
+    ],
+)
+def test_launcher_matches_local_sweep_and_resumes(runner, tmp_path, launcher):
+    grid = ["activation=gelu,relu", "seed=range(3)", *TINY]
+    local = runner.invoke(app, ["sweep", "--runs-dir", str(tmp_path / "local"), "--name", "s", "-q", *grid])
+    assert local.exit_code == 0, local.output
+    args = ["sweep", "--runs-dir", str(tmp_path / "far"), "--name", "s", "-q", "--launcher", launcher, "--jobs", "2"]
+    far = runner.invoke(app, [*args, *grid])
+    assert far.exit_code == 0, far.output
+    assert "6/6 members done" in far.output
+    local_rows = _rows(tmp_path / "local" / "s" / "results.csv")
+    far_rows = _rows(tmp_path / "far" / "s" / "results.csv")
+    key = lambda r: (r["activation"], r["seed"], r["epoch"])  # noqa: E731
+    assert sorted(far_rows, key=key) == sorted(local_rows, key=key)
+    assert (tmp_path / "far" / "s" / ".hydra" / "multirun.yaml").is_file()  # Hydra's own multirun record
+    again = runner.invoke(app, [*args, *grid])
+    assert again.exit_code == 0 and "6 finished members skipped, 0 to run" in again.stderr
+
+
+def test_hydra_overrides_need_a_launcher(runner, runs_dir):
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "seed=0,1", "hydra.launcher.n_jobs=2"])
+    assert result.exit_code == 2 and "add --launcher" in result.stderr
