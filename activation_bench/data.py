@@ -34,9 +34,11 @@ class Dataset:
 
 
 def _draw(d: Any, shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    # drawn in float32 whatever the dtype (torch draws other numbers for float64), so a float64
+    # run sees the same data as the float32 run of the same seed
     if d.name == "normal":
-        return torch.randn(shape, generator=gen, dtype=dtype) * d.std + d.mean
-    return torch.rand(shape, generator=gen, dtype=dtype) * (d.high - d.low) + d.low
+        return torch.randn(shape, generator=gen).to(dtype) * d.std + d.mean
+    return torch.rand(shape, generator=gen).to(dtype) * (d.high - d.low) + d.low
 
 
 def make_dataset(cfg: Any) -> Dataset:
@@ -57,8 +59,8 @@ def make_dataset(cfg: Any) -> Dataset:
     x_val = _draw(d, (n_val, d.input_dim), gen, dtype)
     y, y_val = teacher_targets(cfg, x), teacher_targets(cfg, x_val)
     if d.noise > 0:
-        y = y + d.noise * torch.randn(y.shape, generator=gen, dtype=dtype)
-        y_val = y_val + d.noise * torch.randn(y_val.shape, generator=gen, dtype=dtype)
+        y = y + d.noise * torch.randn(y.shape, generator=gen).to(dtype)
+        y_val = y_val + d.noise * torch.randn(y_val.shape, generator=gen).to(dtype)
     return Dataset(x, y, x_val, y_val)
 
 
@@ -74,8 +76,9 @@ def teacher_targets(cfg: Any, x: torch.Tensor) -> torch.Tensor:
     act_cfg = {"name": d.teacher_activation}
     h1, h2 = activations.hidden_width(act_cfg, d.teacher_hidden_dim)
     gen = generator(cfg.seed, "teacher")
-    w1, b1 = linear_init(d.input_dim, h1, gen, x.dtype)
-    w2, b2 = linear_init(h2, 1, gen, x.dtype)
+    # weights drawn in float32 (as the data): the same teacher for float32 and float64 runs
+    w1, b1 = (t.to(x.dtype) for t in linear_init(d.input_dim, h1, gen, torch.float32))
+    w2, b2 = (t.to(x.dtype) for t in linear_init(h2, 1, gen, torch.float32))
     act = activations.create_from_config(act_cfg).to(dtype=x.dtype).eval()
     with torch.no_grad():
         return act(x @ w1 + b1) @ w2 + b2
