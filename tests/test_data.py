@@ -183,3 +183,30 @@ def test_float64_training(cfgs) -> None:
 
     result = train.train([cfgs["f64_t_prelu"]])[0]
     assert result.status == "complete" and len(result.train_loss) == 3
+
+
+def _experiment(name: str) -> str:
+    """`experiment=NAME` once config.yaml's defaults list has the experiment group, else `+experiment=NAME`."""
+    import yaml
+
+    defaults = yaml.safe_load((config.config_dir() / "config.yaml").read_text())["defaults"]
+    in_defaults = any(isinstance(d, dict) and any("experiment" in k for k in d) for d in defaults)
+    return f"experiment={name}" if in_defaults else f"+experiment={name}"
+
+
+def test_experiment_presets() -> None:
+    seed, seed_relu, study = config.compose_many([
+        [_experiment("seed_notebook")],
+        [_experiment("seed_notebook"), "activation=relu", "data=uniform", "epochs=3"],
+        [_experiment("gelu_vs_relu"), "activation=relu", "data.target=teacher"],
+    ])
+    assert seed.activation == {"name": "gelu"}
+    assert (seed.data.name, seed.data.mean, seed.data.std) == ("normal", 0.0, 1.0)
+    assert (seed.data.n_samples, seed.data.input_dim, seed.model.hidden_dim) == (10, 64, 64)
+    assert (seed.data.target, seed.data.n_val, seed.data.noise) == ("random", 0, 0.0)
+    assert (seed.lr, seed.epochs, seed.batch_size, seed.optimizer) == (0.001, 1000, None, "adam")
+    # command-line choices win over the preset's
+    assert seed_relu.activation == {"name": "relu"} and seed_relu.data.name == "uniform"
+    assert (seed_relu.data.low, seed_relu.data.high, seed_relu.epochs) == (-1.0, 1.0, 3)
+    assert study.activation == {"name": "relu"} and study.data.target == "teacher"
+    assert study.epochs == 1000 and study.data.n_val == 100
