@@ -108,7 +108,7 @@ def run(
 
         try:
             with progress:
-                result = orchestrate.run_one(cfg, path, on_epoch)
+                path, result = orchestrate.run_one(cfg, path, on_epoch)
         except KeyboardInterrupt:
             typer.echo("interrupted: nothing written", err=True)
             raise typer.Exit(130) from None
@@ -160,7 +160,7 @@ def sweep(
     force: Annotated[bool, typer.Option("--force", help="Re-run members that already finished.")] = False,
     launcher: Annotated[str | None, typer.Option(help="Hand groups of members to a Hydra launcher: basic, joblib, submitit_local, submitit_slurm (needs the [cluster] extra). hydra.launcher.* overrides configure it.")] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) with --launcher.")] = max(1, os.cpu_count() or 1),
-    memory_mb: Annotated[float, typer.Option(min=1.0, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
+    memory_mb: Annotated[float, typer.Option(min=0.001, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     from activation_bench import orchestrate

@@ -206,6 +206,8 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                 if ov.get_key_element().startswith("hydra"):
                     raise UsageError(f"'{text}': hydra.* settings apply to sweeps with --launcher")
                 if ov.key_or_group in group_names:
+                    if ov.key_or_group == "experiment" and ov.value() is None:
+                        continue  # experiment=null: no preset, the default
                     _check_group_choice(ov.key_or_group, ov.value())
                     structural.append(text)
                 elif ov.type.name == "CHANGE":
@@ -242,11 +244,11 @@ def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
     from omegaconf.errors import OmegaConfBaseException
 
     key = ov.key_or_group
-    if key.startswith("activation.") and key.count(".") == 1 and key.split(".")[1] not in scratch.activation:
+    if key.startswith("activation.") and key.count(".") == 1 and key.split(".")[1] not in scratch.activation.keys():
         from activation_bench import activations
 
         act = scratch.activation
-        name = act.get("name") if not act.get("_target_") else None
+        name = act.get("name") if "_target_" not in act.keys() else None
         if name:
             valid = ", ".join(activations.get_spec(name).params) or "none"
             raise UsageError(f"unknown parameter '{key.split('.')[1]}' for activation '{name}' in '{text}'; "

@@ -45,16 +45,16 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None) -> t
     return cfg, final
 
 
-def run_one(cfg: Any, final: Path, on_epoch: Callable[[int, int, float], None] | None = None) -> Any:
-    """Train one run (a stack of one) and write its directory. Returns the RunResult."""
+def run_one(cfg: Any, final: Path, on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, Any]:
+    """Train one run (a stack of one) and write its directory. Returns (directory, RunResult)."""
     from activation_bench import config, train
 
     def progress(done: int, total: int, loss: Any) -> None:
         on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
 
     result = train.train([cfg], progress if on_epoch else None)[0]
-    runs.write_run(final, cfg, result, config.config_hash(cfg), labels={})
-    return result
+    path = runs.write_run(final, cfg, result, config.config_hash(cfg), labels={}, unique=True)
+    return path, result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,12 +178,7 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
 
         results = train.train([p.cfgs[i] for i in members], progress)
         for i, result in zip(members, results):
-            final = p.directory / p.names[i]
-            if force and final.exists():
-                import shutil
-
-                shutil.rmtree(final)
-            runs.write_run(final, p.cfgs[i], result, p.hashes[i], p.labels[i])
+            runs.write_run(p.directory / p.names[i], p.cfgs[i], result, p.hashes[i], p.labels[i], replace=force)
             if result.status == "diverged" and notice is not None:
                 notice(f"diverged: {p.names[i]} (loss not finite at epoch {result.diverged_epoch})")
         written += len(members)
@@ -203,20 +198,21 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
     has_val = False
     rows_by_member = []
     missing = 0
-    for name, h, lab in zip(p.names, p.hashes, p.labels):
+    for h, lab in zip(p.hashes, p.labels):
         run_dir = done.get(h)
         if run_dir is None:
             missing += 1
             continue
+        n_params = (runs.read_summary(run_dir) or {}).get("n_params", "")
         with open(run_dir / "losses.csv", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             header = next(reader)
             has_val = has_val or "val_loss" in header
-            rows_by_member.append((run_dir.name, lab, header, list(reader)))
+            rows_by_member.append((run_dir.name, n_params, lab, header, list(reader)))
     loss_cols = ["train_loss", "val_loss"] if has_val else ["train_loss"]
-    writer.writerow([*p.keys, "run", "epoch", *loss_cols])
-    for run_name, lab, header, rows in rows_by_member:
-        prefix = [lab[k] for k in p.keys] + [run_name]
+    writer.writerow([*p.keys, "run", "n_params", "epoch", *loss_cols])
+    for run_name, n_params, lab, header, rows in rows_by_member:
+        prefix = [lab[k] for k in p.keys] + [run_name, n_params]
         pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
         for row in rows:
             writer.writerow(prefix + [row[j] if j is not None else "" for j in pos])

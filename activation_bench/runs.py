@@ -136,10 +136,16 @@ def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None 
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
-def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None) -> Path:
-    """Write config.yaml, losses.csv and summary.json (last), then move the directory into place.
+def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None,
+              replace: bool = False, unique: bool = False) -> Path:
+    """Write config.yaml, losses.csv and summary.json (last) into a hidden temporary directory,
+    then rename it into place, so `final` is either absent, incomplete from an older crash, or
+    whole. Returns the directory the run ended up in.
 
-    An incomplete directory already at `final` (a run killed earlier) is replaced.
+    - an incomplete directory at `final` (a run killed earlier) is replaced;
+    - a finished one is replaced only with `replace` (--force); if it holds this very config
+      (another process finished the same member first), the new copy is dropped;
+    - with `unique` (single runs), a name taken in the meantime moves on to name-2, name-3, ...
     """
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     try:
@@ -148,20 +154,45 @@ def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[st
         tmp.mkdir(parents=True)
     except OSError as exc:
         raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
-    atomic_write(tmp / "config.yaml", cfg.to_yaml())
-    atomic_write(tmp / "losses.csv", losses_csv(result.train_loss, result.val_loss))
-    atomic_write(tmp / "summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n")
     try:
+        atomic_write(tmp / "config.yaml", cfg.to_yaml())
+        atomic_write(tmp / "losses.csv", losses_csv(result.train_loss, result.val_loss))
+        atomic_write(tmp / "summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n")
+        return _move_into_place(tmp, final, cfg_hash, replace, unique)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into_place(tmp: Path, final: Path, cfg_hash: str, replace: bool, unique: bool) -> Path:
+    root, name, k = final.parent, final.name, 2
+    while True:
+        old = None
         if final.exists():
-            if is_done(final):
-                shutil.rmtree(tmp)
-                raise UsageError(f"{final} already holds a finished run")
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _fsync_dir(final.parent)
-    except OSError as exc:
-        raise UsageError(f"cannot move run into {final}: {exc.strerror or exc}") from None
-    return final
+            done = read_summary(final)
+            finished = bool(done) and done.get("status") in DONE_STATUSES
+            if finished and unique:
+                final, k = root / f"{name}-{k}", k + 1
+                continue
+            if finished and not replace:
+                if done.get("config_hash") == cfg_hash:
+                    return final  # finished meanwhile by a concurrent process: keep that one
+                raise UsageError(f"{final} already holds a different finished run")
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            try:
+                os.replace(final, old)
+            except OSError as exc:
+                raise UsageError(f"cannot replace {final}: {exc.strerror or exc}") from None
+        try:
+            os.rename(tmp, final)
+        except OSError as exc:
+            if unique and final.exists():
+                continue  # lost a race for the name: try the next one
+            raise UsageError(f"cannot move run into {final}: {exc.strerror or exc}") from None
+        _fsync_dir(root)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
 
 
 def _fsync_dir(path: Path) -> None:
@@ -189,7 +220,7 @@ def is_done(run_dir: Path) -> bool:
 def clean_stale_temps(root: Path) -> int:
     """Remove temporary run directories left by processes that no longer exist."""
     removed = 0
-    for p in root.glob(".*.tmp-*"):
+    for p in [*root.glob(".*.tmp-*"), *root.glob(".*.old-*")]:
         pid = p.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)

@@ -129,8 +129,9 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     w1s, b1s, w2s, b2s = [], [], [], []
     for c in ordered:
         gen = generator(c.seed, "init")
-        w1, b1 = linear_init(c.data.input_dim, h1, gen, dtype)
-        w2, b2 = linear_init(h2, 1, gen, dtype)
+        # drawn in float32 and converted: a float64 run starts from the float32 run's weights
+        w1, b1 = (t.to(dtype) for t in linear_init(c.data.input_dim, h1, gen, torch.float32))
+        w2, b2 = (t.to(dtype) for t in linear_init(h2, 1, gen, torch.float32))
         w1s.append(w1), b1s.append(b1[None]), w2s.append(w2.T), b2s.append(b2[None])
     slices = _slices(ordered, [act_keys[i] for i in order], device, dtype)
     model = StackedMLP(

@@ -94,7 +94,8 @@ def test_sweep_writes_run_dirs_and_long_results(runner, runs_dir):
     assert doc["keys"] == ["activation", "data", "seed"] and len(doc["members"]) == 8
     with open(sweep_dir / "results.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert list(rows[0]) == ["activation", "data", "seed", "run", "epoch", "train_loss"]
+    assert list(rows[0]) == ["activation", "data", "seed", "run", "n_params", "epoch", "train_loss"]
+    assert {r["n_params"] for r in rows} == {str(3 * 5 + 5 + 5 + 1)}
     assert len(rows) == 8 * 4
     assert {(r["activation"], r["data"], r["seed"]) for r in rows} == {
         (a, d, s) for a in ("gelu", "relu") for d in ("normal", "uniform") for s in ("0", "1")

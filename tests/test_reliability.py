@@ -1,0 +1,158 @@
+"""Sweeps survive kills, interrupts, full disks and bulk bad input without losing or corrupting results."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from activation_bench import config, runs, train
+from activation_bench.cli import app
+from tests.conftest import TINY, files_under
+
+KILL_GRID = ["activation=gelu,relu,tanh", "seed=range(4)", *TINY[1:], "epochs=3000"]
+
+
+def _sweep_cmd(root: Path) -> list[str]:
+    per = train.member_bytes(config.compose(KILL_GRID[2:]))
+    budget = 2.5 * per / 2**20  # stacks of two members: many chances to be killed mid-way
+    return [sys.executable, "-m", "activation_bench.cli", "sweep", "--runs-dir", str(root), "--name", "k",
+            "-q", "--memory-mb", str(budget), *KILL_GRID]
+
+
+def _check_complete(sweep: Path, members: int, epochs: int) -> None:
+    with open(sweep / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    keys = [(r["run"], int(r["epoch"])) for r in rows]
+    assert len(keys) == len(set(keys)) == members * epochs  # no gaps, no duplicates
+    dirs = [p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(dirs) == members
+    for d in dirs:
+        assert json.loads((d / "summary.json").read_text())["status"] == "complete"
+        lines = (d / "losses.csv").read_text().splitlines()
+        assert [int(x.split(",")[0]) for x in lines[1:]] == list(range(1, epochs + 1))
+    assert not [p for p in sweep.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
+def test_sigkill_at_random_moments_then_resume(tmp_path):
+    rng = random.Random(1234)
+    cmd = _sweep_cmd(tmp_path)
+    sweep = tmp_path / "k"
+    for _ in range(3):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and not (sweep / "sweep.yaml").exists():
+            time.sleep(0.02)  # planning done: training and writing from here on
+        time.sleep(rng.uniform(0.0, 2.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for d in (p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            # whatever is visible under a member's name is either whole or marked incomplete
+            s = runs.read_summary(d)
+            assert s is None or s["status"] == "complete"
+    finished_before = {d.name for d in sweep.iterdir() if runs.is_done(d)}
+    stamps = {n: (sweep / n / "summary.json").stat().st_mtime_ns for n in finished_before}
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    _check_complete(sweep, 12, 3000)
+    # only unfinished members were retrained
+    assert all((sweep / n / "summary.json").stat().st_mtime_ns == t for n, t in stamps.items())
+
+
+def test_sigint_stops_cleanly_with_exit_130(tmp_path):
+    cmd = _sweep_cmd(tmp_path)
+    sweep = tmp_path / "k"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (sweep.is_dir() and any(runs.is_done(d) for d in sweep.iterdir())):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("sweep finished before the interrupt arrived")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    match = re.search(r"interrupted: (\d+)/12 members done; run the same command again to resume", err)
+    assert match and int(match.group(1)) >= 1
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0
+    _check_complete(sweep, 12, 3000)
+
+
+def test_full_disk_gives_clear_error_and_leaves_nothing(runner, runs_dir, monkeypatch):
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(runs.os, "fsync", no_space)
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY])
+    assert result.exit_code == 2
+    assert "No space left on device" in result.stderr and "Traceback" not in result.output
+    assert files_under(runs_dir) == []
+
+
+def test_runs_dir_that_is_a_file(runner, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = runner.invoke(app, ["run", "--runs-dir", str(blocker / "runs"), "-q", *TINY])
+    assert result.exit_code == 2 and "cannot create runs directory" in result.stderr
+
+
+def test_concurrent_identical_member_keeps_the_first(tmp_path):
+    """Two processes finishing the same member: the second copy is dropped, nothing clobbered."""
+    cfg = config.compose(TINY)
+    res = train.train([cfg])[0]
+    h = config.config_hash(cfg)
+    first = runs.write_run(tmp_path / "m", cfg, res, h)
+    stamp = (first / "summary.json").stat().st_mtime_ns
+    assert runs.write_run(tmp_path / "m", cfg, res, h) == first
+    assert (first / "summary.json").stat().st_mtime_ns == stamp
+    # single runs racing for one name move on to name-2
+    assert runs.write_run(tmp_path / "m", cfg, res, h, unique=True).name == "m-2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m-2"]
+
+
+NUMERIC_KEYS = ["epochs", "lr", "seed", "batch_size", "data.n_samples", "data.input_dim", "model.hidden_dim"]
+_number = re.compile(r"^\s*[+]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+junk = st.text(alphabet=st.characters(codec="ascii", exclude_characters="\x00\r\n"), min_size=1, max_size=12)
+
+
+@st.composite
+def bad_override(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["value", "key", "group", "shape"]))
+    if kind == "value":  # a numeric key with a non-number, zero-or-negative, or absurd value
+        value = draw(junk.filter(lambda v: not _number.match(v)) | st.sampled_from(["0", "-1", "-0.5", "1e999"]))
+        key = draw(st.sampled_from(NUMERIC_KEYS))
+        if key == "seed" and value == "0":
+            value = "-1"
+        return f"{key}={value}"
+    if kind == "key":
+        key = draw(st.from_regex(r"[a-z]{3,8}(\.[a-z]{2,6})?", fullmatch=True))
+        return f"{'zz' + key}={draw(junk)}"
+    if kind == "group":
+        return f"{draw(st.sampled_from(['activation', 'data']))}=zz{draw(st.from_regex(r'[a-z0-9_]{1,8}', fullmatch=True))}"
+    return draw(st.sampled_from(["=1", "epochs", "epochs==3", "lr=[1,2", "seed=range(", "activation=glob(", "=="]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(override=bad_override(), command=st.sampled_from(["run", "sweep"]))
+def test_bulk_bad_overrides(runner, tmp_path, override, command):
+    root = tmp_path / f"r{abs(hash((override, command)))}"
+    result = runner.invoke(app, [command, "--runs-dir", str(root), "-q", *TINY[:1], override, "seed=0,1"]
+                           if command == "sweep" else [command, "--runs-dir", str(root), "-q", override])
+    assert result.exit_code == 2, (override, result.output)
+    err = result.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err, (override, err)
+    assert "Traceback" not in result.output
+    assert files_under(root) == []
