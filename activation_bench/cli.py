@@ -85,7 +85,8 @@ RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Root directory for
 )
 def run(
     overrides: OverridesArg = None,
-    name: Annotated[str | None, typer.Option(help="Run directory name (default: <date>_<time>_<activation>_<data>_s<seed>).")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="Run directory name (default: <date>_<time>_<activation>_<data>_s<seed>).")] = None,
     runs_dir: RunsDirOpt = Path("runs"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -154,13 +155,18 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
 )
 def sweep(
     overrides: OverridesArg = None,
-    name: Annotated[str | None, typer.Option(help="Sweep directory name (default: derived from the overrides).")] = None,
+    name: Annotated[str | None, typer.Option(
+        help="Sweep directory name (default: derived from the overrides).")] = None,
     runs_dir: RunsDirOpt = Path("runs"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the grid; train nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-run members that already finished.")] = False,
-    launcher: Annotated[str | None, typer.Option(help="Hand groups of members to a Hydra launcher: basic, joblib, submitit_local, submitit_slurm (needs the [cluster] extra). hydra.launcher.* overrides configure it.")] = None,
-    jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) with --launcher.")] = max(1, os.cpu_count() or 1),
-    memory_mb: Annotated[float, typer.Option(min=0.001, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
+    launcher: Annotated[str | None, typer.Option(
+        help="Hand groups of members to a Hydra launcher: basic, joblib, submitit_local, submitit_slurm "
+        "(needs the [cluster] extra). hydra.launcher.* overrides configure it.")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) with --launcher.")] = max(
+        1, os.cpu_count() or 1),
+    memory_mb: Annotated[float, typer.Option(
+        min=0.001, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     from activation_bench import orchestrate
@@ -249,6 +255,40 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
     if missing:
         typer.echo(f"{missing} members missing; run the same command again to resume", err=True)
         raise typer.Exit(1)
+
+
+@app.command(help="List the registered activations: formula, parameters (override with "
+             "activation.PARAM=VALUE), aliases and the effect on the parameter count.\n\n"
+             "Examples:\n\n  actbench activations\n\n  actbench activations --format csv > acts.csv")
+def activations(
+    fmt: Annotated[str, typer.Option("--format", help="table or csv.")] = "table",
+) -> None:
+    import csv
+
+    from activation_bench import activations as registry
+
+    with _user_errors():
+        if fmt not in ("table", "csv"):
+            raise UsageError(f"unknown format '{fmt}'; valid: table, csv")
+    rows = registry.describe()
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(["name", "aliases", "formula", "params", "param_effect"])
+        for r in rows:
+            params = ";".join(f"{k}={v}" for k, v in r["params"].items())
+            writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"]])
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} activations (activation=NAME; your own: activation=custom "
+                  "activation._target_=pkg.mod.Class)")
+    for col in ("name", "formula", "parameters", "aliases", "parameter count"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
+        table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"])
+    Console().print(table)
 
 
 @app.command("config", help="Print the composed, validated config for the given overrides.\n\n"

@@ -141,8 +141,10 @@ def bad_override(draw: st.DrawFn) -> str:
         key = draw(st.from_regex(r"[a-z]{3,8}(\.[a-z]{2,6})?", fullmatch=True))
         return f"{'zz' + key}={draw(junk)}"
     if kind == "group":
-        return f"{draw(st.sampled_from(['activation', 'data']))}=zz{draw(st.from_regex(r'[a-z0-9_]{1,8}', fullmatch=True))}"
-    return draw(st.sampled_from(["=1", "epochs", "epochs==3", "lr=[1,2", "seed=range(", "activation=glob(", "=="]))
+        group = draw(st.sampled_from(["activation", "data"]))
+        return f"{group}=zz{draw(st.from_regex(r'[a-z0-9_]{1,8}', fullmatch=True))}"
+    return draw(st.sampled_from(["=1", "epochs", "epochs==3", "lr=[1,2", "seed=range(", "activation=glob(",
+                                 "=="]))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
