@@ -1,0 +1,160 @@
+"""Typer commands `compare`, `plot` and `plot-activations` (registered in cli.py).
+
+Heavy imports (pandas, scipy, matplotlib, torch) happen inside the functions. Bad input raises
+UsageError; cli.main()/the command wrapper turns it into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from activation_bench.errors import UsageError
+
+PathsArg = Annotated[
+    list[Path],
+    typer.Argument(help="Sweep directories, run directories, results.csv / losses.csv files or any long-format "
+                   "CSV (epoch, train_loss, config columns).", show_default=False),
+]
+ByOpt = Annotated[
+    list[str] | None,
+    typer.Option("--by", help="Group by these config columns (repeat or comma list). Default: every config "
+                 "column that varies across the inputs, except seed.", show_default=False),
+]
+LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """Bad input: one line on stderr, exit code 2, no traceback."""
+    try:
+        yield
+    except UsageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text via a temporary file in the same folder, then rename: never half a file."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: folder {parent} does not exist")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"warning: {line}", err=True)
+
+
+def compare(
+    paths: PathsArg,
+    metric: Annotated[str, typer.Option(
+        "--metric", "-m", help="final (last epoch), best, epoch=K (loss at epoch K), "
+        "to=EPS (first epoch with loss <= EPS), auc (mean log10 loss over epochs).")] = "final",
+    by: ByOpt = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
+                                                 "to, paired by seed. Default: the first value of the first group "
+                                                 "column.", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
+                                                show_default=False)] = None,
+    loss: LossOpt = "train_loss",
+) -> None:
+    """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
+    against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
+    p-values (Holm-corrected) and Cohen's d_z. Loss metrics are compared on a log10 scale.
+
+    Examples:
+
+      actbench compare runs/my-sweep
+
+      actbench compare runs/a runs/b results.csv --metric final --baseline activation=relu
+
+      actbench compare runs/my-sweep --metric epoch=10 --format markdown --output table.md
+
+      actbench compare runs/my-sweep --metric to=1e-6
+    """
+    with _user_errors():
+        from activation_bench import compare as cmp
+        from activation_bench import render
+
+        if fmt not in render.FORMATS:
+            raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(render.FORMATS)}")
+        m = cmp.parse_metric(metric)
+        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss)
+        _warn(result.warnings)
+        if output is not None:
+            write_atomic(output, render.render(result, fmt))
+            typer.echo(f"wrote {output}", err=True)
+        elif fmt == "table":
+            render.print_table(result)
+        else:
+            typer.echo(render.render(result, fmt), nl=False)
+
+
+def plot(
+    paths: PathsArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
+                                         show_default=False)],
+    by: ByOpt = None,
+    loss: LossOpt = "train_loss",
+) -> None:
+    """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
+    over epochs on a log scale, with the interquartile range over seeds as a band.
+
+    Examples:
+
+      actbench plot runs/my-sweep --output curves.png
+
+      actbench plot runs/my-sweep --by lr --loss val_loss --output curves.svg
+    """
+    with _user_errors():
+        from activation_bench import compare as cmp
+        from activation_bench import plots
+
+        plots.check_output(output)
+        loaded = cmp.load(paths, loss)
+        _warn(loaded.warnings)
+        plots.plot_curves(loaded, output, by, loss)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def plot_activations(
+    names: Annotated[list[str], typer.Argument(help="Activation names (see `actbench activations`); gated "
+                                               "ones (glu, swiglu, ...) are not elementwise.", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
+                                         show_default=False)],
+    xmin: Annotated[float, typer.Option("--xmin", help="Left end of the x range.")] = -4.0,
+    xmax: Annotated[float, typer.Option("--xmax", help="Right end of the x range.")] = 4.0,
+    pdf: Annotated[bool, typer.Option("--pdf/--no-pdf", help="Also draw the standard normal pdf.")] = False,
+) -> None:
+    """Each activation and its derivative (autograd, float64) over a range, in two panels.
+
+    Examples:
+
+      actbench plot-activations gelu relu gelu_tanh --output acts.png
+
+      actbench plot-activations gelu silu mish --xmin -6 --xmax 3 --pdf --output acts.svg
+    """
+    with _user_errors():
+        from activation_bench import plots
+
+        plots.plot_activations(names, output, (xmin, xmax), pdf)
+        typer.echo(f"wrote {output}", err=True)

@@ -1,0 +1,106 @@
+"""actbench plot / plot-activations: tiny data, files written (png, svg), bad input exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from activation_bench import compare as cmp
+from activation_bench import plots
+from activation_bench.cli_compare import plot, plot_activations
+from activation_bench.errors import UsageError
+
+
+@pytest.fixture
+def curves_csv(tmp_path: Path) -> Path:
+    rows = []
+    rng = np.random.default_rng(0)
+    for act in ("relu", "gelu"):
+        for data in ("normal", "uniform"):
+            for seed in range(3):
+                rate = rng.uniform(0.5, 1.5)
+                for e in range(1, 9):
+                    loss = max(np.exp(-rate * e * 4), 1e-14)
+                    rows.append({"activation": act, "data": data, "seed": seed, "epoch": e, "train_loss": loss})
+    # one diverged run
+    rows.append({"activation": "relu", "data": "normal", "seed": 9, "epoch": 1, "train_loss": float("nan")})
+    path = tmp_path / "curves.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def app() -> typer.Typer:
+    a = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    a.command("plot")(plot)
+    a.command("plot-activations")(plot_activations)
+    return a
+
+
+@pytest.mark.parametrize("ext", ["png", "svg"])
+def test_plot_curves_writes_file(tmp_path, curves_csv, ext):
+    out = tmp_path / f"curves.{ext}"
+    result = CliRunner().invoke(app(), ["plot", str(curves_csv), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 1000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_curve_layout_and_stats(curves_csv):
+    loaded = cmp.load([curves_csv])
+    panels, lines = plots.curve_layout(loaded, None)
+    assert panels == ["data"] and lines == ["activation"]
+    df, n_div = plots.curve_stats(loaded, panels, lines, "train_loss")
+    assert n_div == 1
+    sub = df[(df["panel"] == "normal") & (df["line"] == "relu") & (df["epoch"] == 2)]
+    raw = pd.read_csv(curves_csv)
+    x = raw[(raw.activation == "relu") & (raw.data == "normal") & (raw.epoch == 2) & (raw.seed < 9)]["train_loss"]
+    assert sub["q50"].iloc[0] == pytest.approx(np.maximum(x, 1e-13).median())
+    assert sub["n"].iloc[0] == 3
+    assert plots.curve_layout(loaded, ["activation"]) == (["activation"], ["data"])
+
+
+@pytest.mark.parametrize("ext", ["png", "svg"])
+def test_plot_activations_writes_file(tmp_path, ext):
+    out = tmp_path / f"acts.{ext}"
+    result = CliRunner().invoke(app(), ["plot-activations", "gelu", "relu", "gelu_tanh", "--pdf",
+                                        "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 1000
+
+
+def test_activation_derivatives_are_right():
+    x, curves = plots.activation_curves(["relu", "silu"], -2.0, 2.0, points=41)
+    y, dy = curves["silu"]
+    s = 1 / (1 + np.exp(-x))
+    assert y == pytest.approx(x * s)
+    assert dy == pytest.approx(s * (1 + x * (1 - s)))
+    assert curves["relu"][1][x > 0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["plot-activations", "swiglu", "--output", "{tmp}/a.png"], "gated"),
+    (["plot-activations", "nosuch", "--output", "{tmp}/a.png"], "unknown activation 'nosuch'"),
+    (["plot-activations", "gelu", "--output", "{tmp}/a.jpg"], "unknown image type '.jpg'"),
+    (["plot-activations", "gelu", "--xmin", "3", "--xmax", "1", "--output", "{tmp}/a.png"], "invalid range"),
+    (["plot", "{csv}", "--output", "{tmp}/c.txt"], "unknown image type"),
+    (["plot", "{csv}", "--output", "{tmp}/nodir/c.png"], "does not exist"),
+    (["plot", "{tmp}/nosuch.csv", "--output", "{tmp}/c.png"], "no such file"),
+    (["plot", "{csv}", "--by", "nosuch", "--output", "{tmp}/c.png"], "no such config column"),
+])
+def test_bad_input_exit_2(tmp_path, curves_csv, args, message):
+    args = [a.format(tmp=tmp_path, csv=curves_csv) for a in args]
+    result = CliRunner().invoke(app(), args)
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not list(tmp_path.glob("a.*")) and not list(tmp_path.glob("c.*"))
+
+
+def test_save_figure_refuses_unknown_extension(tmp_path):
+    with pytest.raises(UsageError):
+        plots.check_output(tmp_path / "x.bmp")
