@@ -6,16 +6,14 @@ them, so `actbench --help` starts fast.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, reported
 
 
 def _options(group: str) -> str:
@@ -57,14 +55,6 @@ app = typer.Typer(
 )
 
 
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """Bad input: one line on stderr, exit code 2, no traceback."""
-    try:
-        yield
-    except UsageError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 OverridesArg = Annotated[
@@ -95,7 +85,7 @@ def run(
 
     from activation_bench import orchestrate
 
-    with _user_errors():
+    with reported():
         cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name)
         progress = Progress(
             TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.total:.0f}"),
@@ -174,7 +164,7 @@ def sweep(
     all_overrides = list(overrides or [])
     hydra_overrides = [o for o in all_overrides if o.lstrip("+~").startswith("hydra.")]
     grid_overrides = [o for o in all_overrides if o not in hydra_overrides]
-    with _user_errors():
+    with reported():
         if hydra_overrides and not launcher:
             raise UsageError("hydra.* overrides configure a launcher; add --launcher")
         if launcher:
@@ -249,7 +239,7 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
         path, have, missing = orchestrate.build_results(p)
         typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume", err=True)
         raise typer.Exit(130) from None
-    with _user_errors():
+    with reported():
         path, have, missing = orchestrate.build_results(p)
     typer.echo(f"{have}/{len(p.members)} members done; results: {path}")
     if missing:
@@ -267,7 +257,7 @@ def activations(
 
     from activation_bench import activations as registry
 
-    with _user_errors():
+    with reported():
         if fmt not in ("table", "csv"):
             raise UsageError(f"unknown format '{fmt}'; valid: table, csv")
     rows = registry.describe()
@@ -296,9 +286,16 @@ def activations(
 def show_config(overrides: OverridesArg = None) -> None:
     from activation_bench import config
 
-    with _user_errors():
+    with reported():
         cfg = config.compose(overrides or [])
     typer.echo(cfg.to_yaml(), nl=False)
+
+
+from activation_bench.cli_compare import compare, plot, plot_activations  # noqa: E402 (light imports only)
+
+app.command("compare")(compare)
+app.command("plot")(plot)
+app.command("plot-activations")(plot_activations)
 
 
 def main() -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, reported
 
 PathsArg = Annotated[
     list[Path],
@@ -29,14 +28,6 @@ ByOpt = Annotated[
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
 
 
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """Bad input: one line on stderr, exit code 2, no traceback."""
-    try:
-        yield
-    except UsageError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -91,7 +82,7 @@ def compare(
 
       actbench compare runs/my-sweep --metric to=1e-6
     """
-    with _user_errors():
+    with reported():
         from activation_bench import compare as cmp
         from activation_bench import render
 
@@ -125,7 +116,7 @@ def plot(
 
       actbench plot runs/my-sweep --by lr --loss val_loss --output curves.svg
     """
-    with _user_errors():
+    with reported():
         from activation_bench import compare as cmp
         from activation_bench import plots
 
@@ -153,7 +144,7 @@ def plot_activations(
 
       actbench plot-activations gelu silu mish --xmin -6 --xmax 3 --pdf --output acts.svg
     """
-    with _user_errors():
+    with reported():
         from activation_bench import plots
 
         plots.plot_activations(names, output, (xmin, xmax), pdf)

@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from scipy import stats
 from typer.testing import CliRunner
 
 from activation_bench import compare as cmp
 from activation_bench import render
-from activation_bench.cli_compare import compare as compare_cmd
+from activation_bench.cli import app
 from activation_bench.errors import UsageError
 
 ACTS = ["relu", "gelu", "silu"]
@@ -55,15 +54,8 @@ def table_csv(tmp_path: Path) -> Path:
     return write_long_csv(tmp_path / "results.csv")
 
 
-def make_app() -> typer.Typer:
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command("compare")(compare_cmd)
-    app.command("noop")(lambda: None)  # keeps `compare` a subcommand
-    return app
-
-
 def invoke(*args: str):
-    return CliRunner().invoke(make_app(), ["compare", *args])
+    return CliRunner().invoke(app, ["compare", *args])
 
 
 def row(res: cmp.CompareResult, **labels: str) -> pd.Series:

@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from activation_bench import compare as cmp
 from activation_bench import plots
-from activation_bench.cli_compare import plot, plot_activations
+from activation_bench.cli import app
 from activation_bench.errors import UsageError
 
 
@@ -34,17 +33,10 @@ def curves_csv(tmp_path: Path) -> Path:
     return path
 
 
-def app() -> typer.Typer:
-    a = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    a.command("plot")(plot)
-    a.command("plot-activations")(plot_activations)
-    return a
-
-
 @pytest.mark.parametrize("ext", ["png", "svg"])
 def test_plot_curves_writes_file(tmp_path, curves_csv, ext):
     out = tmp_path / f"curves.{ext}"
-    result = CliRunner().invoke(app(), ["plot", str(curves_csv), "--output", str(out)])
+    result = CliRunner().invoke(app, ["plot", str(curves_csv), "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert out.stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -67,7 +59,7 @@ def test_curve_layout_and_stats(curves_csv):
 @pytest.mark.parametrize("ext", ["png", "svg"])
 def test_plot_activations_writes_file(tmp_path, ext):
     out = tmp_path / f"acts.{ext}"
-    result = CliRunner().invoke(app(), ["plot-activations", "gelu", "relu", "gelu_tanh", "--pdf",
+    result = CliRunner().invoke(app, ["plot-activations", "gelu", "relu", "gelu_tanh", "--pdf",
                                         "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert out.stat().st_size > 1000
@@ -94,7 +86,7 @@ def test_activation_derivatives_are_right():
 ])
 def test_bad_input_exit_2(tmp_path, curves_csv, args, message):
     args = [a.format(tmp=tmp_path, csv=curves_csv) for a in args]
-    result = CliRunner().invoke(app(), args)
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     err = result.stderr.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
