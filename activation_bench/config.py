@@ -26,6 +26,7 @@ DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
+SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom"}  # group options that need user input (activation=custom needs a _target_)
 
 
@@ -167,9 +168,14 @@ class Cfg(dict):
         return {k: v.plain() if isinstance(v, Cfg) else v for k, v in self.items()}
 
     def to_yaml(self) -> str:
-        import yaml
+        return dump_yaml(self.plain())
 
-        return yaml.safe_dump(self.plain(), sort_keys=False)
+
+def dump_yaml(doc: Any) -> str:
+    """YAML through libyaml when PyYAML has it (about 20x faster than the pure-Python emitter)."""
+    import yaml
+
+    return yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
 def compose(overrides: Sequence[str]) -> Cfg:
@@ -191,7 +197,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
 
     _register_schema()
     group_names = set(groups())
-    cache: dict[tuple[str, ...], tuple[DictConfig, dict, DictConfig]] = {}
+    cache: dict[tuple[str, ...], tuple[dict, DictConfig]] = {}
     typed: dict[tuple[tuple[str, ...], str], Any] = {}
     out: list[Cfg] = []
     if GlobalHydra.instance().is_initialized():
@@ -214,21 +220,50 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                     scalar.append((text, ov))
                 else:
                     structural.append(text)
-            key = tuple(structural)
-            if key not in cache:
-                composed = _compose_one(hydra_compose, structural)
-                cache[key] = (composed, _container(composed, where), copy.deepcopy(composed))
-            composed, container, scratch = cache[key]
-            cfg = copy.deepcopy(container)
+            def composed(overrides: tuple[str, ...], where: str = where) -> tuple[dict, DictConfig]:
+                if overrides not in cache:
+                    cfg = _compose_one(hydra_compose, list(overrides))
+                    cache[overrides] = (_container(cfg, where), cfg)
+                return cache[overrides]
+
+            scratches: dict[str, tuple[tuple[str, ...], DictConfig]] = {}
+            groups_chosen = [t.split("=", 1)[0] for t in structural]
+            if all(g in SPLICED and "@" not in g for g in groups_chosen) and len(set(groups_chosen)) == len(
+                    groups_chosen):
+                # Group-local choices compose independently: compose the defaults once and each
+                # choice once, and splice the chosen subtrees in (8 activations x 2 data: 11
+                # compositions instead of 16; glob(*) x 2 data: 30 instead of 54).
+                container, scratch = composed(())
+                cfg = _copy(container)
+                for text, group in zip(structural, groups_chosen):
+                    sub, sub_scratch = composed((text,))
+                    cfg[group] = _copy(sub[group])
+                    scratches[group] = ((text,), sub_scratch)
+                default = ((), scratch)
+            else:
+                key = tuple(structural)
+                container, scratch = composed(key)
+                cfg = _copy(container)
+                default = (key, scratch)
             for text, ov in scalar:
+                key, scratch = scratches.get(ov.key_or_group.split(".")[0], default)
                 if (key, text) not in typed:
                     typed[(key, text)] = _typed_value(scratch, text, ov)
-                _set(cfg, ov.key_or_group, copy.deepcopy(typed[(key, text)]))
+                _set(cfg, ov.key_or_group, _copy(typed[(key, text)]))
             result = Cfg.wrap(cfg)
             validate(result, where)
             out.append(result)
     GlobalHydra.instance().clear()
     return out
+
+
+def _copy(value: Any) -> Any:
+    """Deep copy of plain containers (dicts, lists, scalars): 10x faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def _set(cfg: dict, dotted: str, value: Any) -> None:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,8 @@ def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str,
 def write_sweep_file(p: SweepPlan) -> None:
     import yaml
 
+    from activation_bench import config
+
     runs.ensure_root(p.directory.parent)
     runs.inside(p.directory.parent, p.directory)
     existing = p.directory / "sweep.yaml"
@@ -137,7 +140,7 @@ def write_sweep_file(p: SweepPlan) -> None:
             for n, m, lab, h in zip(p.names, p.members, p.labels, p.hashes)
         ],
     }
-    runs.atomic_write(existing, yaml.safe_dump(doc, sort_keys=False))
+    runs.atomic_write(existing, config.dump_yaml(doc))
 
 
 def done_hashes(directory: Path) -> dict[str, Path]:
@@ -177,10 +180,16 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
                 on_progress(base + size * done / total)
 
         results = train.train([p.cfgs[i] for i in members], progress)
-        for i, result in zip(members, results):
+
+        def write(i: int, result: Any) -> None:
             runs.write_run(p.directory / p.names[i], p.cfgs[i], result, p.hashes[i], p.labels[i], replace=force)
+
+        # fsync waits on the disk, not the CPU: a few threads overlap those waits
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(write, members, results))
+        for i, result in zip(members, results):
             if result.status == "diverged" and notice is not None:
-                notice(f"diverged: {p.names[i]} (loss not finite at epoch {result.diverged_epoch})")
+                notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
         written += len(members)
         if on_progress is not None:
             on_progress(written)
@@ -193,10 +202,7 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
     Returns (path, members included, members missing).
     """
     done = done_hashes(p.directory)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    has_val = False
-    rows_by_member = []
+    members = []
     missing = 0
     for h, lab in zip(p.hashes, p.labels):
         run_dir = done.get(h)
@@ -204,22 +210,29 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
             missing += 1
             continue
         n_params = (runs.read_summary(run_dir) or {}).get("n_params", "")
-        with open(run_dir / "losses.csv", encoding="utf-8") as fh:
-            reader = csv.reader(fh)
-            header = next(reader)
-            has_val = has_val or "val_loss" in header
-            rows_by_member.append((run_dir.name, n_params, lab, header, list(reader)))
+        header, _, body = (run_dir / "losses.csv").read_text(encoding="utf-8").partition("\n")
+        members.append((run_dir.name, n_params, lab, header.split(","), body))
+    has_val = any("val_loss" in m[3] for m in members)
     loss_cols = ["train_loss", "val_loss"] if has_val else ["train_loss"]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([*p.keys, "run", "n_params", "epoch", *loss_cols])
-    for run_name, n_params, lab, header, rows in rows_by_member:
-        prefix = [lab[k] for k in p.keys] + [run_name, n_params]
-        pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
-        for row in rows:
-            writer.writerow(prefix + [row[j] if j is not None else "" for j in pos])
+    for run_name, n_params, lab, header, body in members:
+        prefix_buf = io.StringIO()
+        csv.writer(prefix_buf, lineterminator="").writerow([lab[k] for k in p.keys] + [run_name, n_params, ""])
+        prefix = prefix_buf.getvalue()  # the trailing empty field leaves the separator before epoch
+        if header == ["epoch", *loss_cols]:
+            # the member's rows are already epoch,losses: prefix each line (fast path)
+            buf.write("".join(prefix + line + "\n" for line in body.splitlines()))
+        else:
+            pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
+            for line in body.splitlines():
+                row = line.split(",")
+                buf.write(prefix + ",".join(row[j] if j is not None else "" for j in pos) + "\n")
     path = p.directory / "results.csv"
     with runs.locked(p.directory / ".results.lock"):
         runs.atomic_write(path, buf.getvalue())
-    return path, len(rows_by_member), missing
+    return path, len(members), missing
 
 
 # ---------------------------------------------------------------------------------------------

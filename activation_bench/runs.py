@@ -33,12 +33,16 @@ def atomic_write(path: Path, text: str) -> None:
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            _datasync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _datasync(fd: int) -> None:
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)  # macOS has no fdatasync
 
 
 def slug(text: str, limit: int = 80) -> str:

@@ -95,7 +95,7 @@ def test_full_disk_gives_clear_error_and_leaves_nothing(runner, runs_dir, monkey
     def no_space(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(runs.os, "fsync", no_space)
+    monkeypatch.setattr(runs, "_datasync", no_space)
     result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY])
     assert result.exit_code == 2
     assert "No space left on device" in result.stderr and "Traceback" not in result.output
