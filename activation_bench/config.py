@@ -7,7 +7,6 @@ config-group choices, since `hydra.compose` costs about 50 ms a call.
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import itertools
