@@ -170,30 +170,37 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
 
     runs.clean_stale_temps(p.directory)
     cfgs = [p.cfgs[i] for i in indices]
-    written = 0
-    for stack in train.plan_stacks(cfgs, memory_mb):
-        members = [indices[j] for j in stack]
+    trained = 0
 
-        def progress(done: int, total: int, _loss: Any, base: int = written,
-                     size: int = len(stack)) -> None:
-            if on_progress is not None:
-                on_progress(base + size * done / total)
+    def write(i: int, result: Any) -> None:
+        runs.write_run(p.directory / p.names[i], p.cfgs[i], result, p.hashes[i], p.labels[i], replace=force)
 
-        results = train.train([p.cfgs[i] for i in members], progress)
+    # Run directories are written by a few threads while the next stack trains: fsync waits on
+    # the disk, not the CPU. An interrupt still waits for the writes already submitted.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        pending: list[Any] = []
+        for stack in train.plan_stacks(cfgs, memory_mb):
+            members = [indices[j] for j in stack]
 
-        def write(i: int, result: Any) -> None:
-            runs.write_run(p.directory / p.names[i], p.cfgs[i], result, p.hashes[i], p.labels[i], replace=force)
+            def progress(done: int, total: int, _loss: Any, base: int = trained,
+                         size: int = len(stack)) -> None:
+                if on_progress is not None:
+                    on_progress(base + size * done / total)
 
-        # fsync waits on the disk, not the CPU: a few threads overlap those waits
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(write, members, results))
-        for i, result in zip(members, results):
-            if result.status == "diverged" and notice is not None:
-                notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
-        written += len(members)
-        if on_progress is not None:
-            on_progress(written)
-    return written
+            for future in pending:
+                if future.done():
+                    future.result()  # a failed write (full disk...) stops the sweep here
+            results = train.train([p.cfgs[i] for i in members], progress)
+            pending.extend(pool.submit(write, i, r) for i, r in zip(members, results))
+            for i, result in zip(members, results):
+                if result.status == "diverged" and notice is not None:
+                    notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
+            trained += len(members)
+        for future in pending:
+            future.result()
+    if on_progress is not None:
+        on_progress(trained)
+    return trained
 
 
 def build_results(p: SweepPlan) -> tuple[Path, int, int]:

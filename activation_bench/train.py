@@ -71,15 +71,20 @@ def member_bytes(cfg: Any) -> int:
     return itemsize * (5 * n_par + n_data + n_act) + itemsize * 2 * cfg.epochs
 
 
-def plan_stacks(cfgs: Sequence[Any], memory_mb: float = 1024.0) -> list[list[int]]:
-    """Group member indices by stack key, chunked so each stack stays within memory_mb."""
+MAX_STACK = 256  # larger stacks gain no speed here, and smaller ones let writing overlap training
+
+
+def plan_stacks(cfgs: Sequence[Any], memory_mb: float = 1024.0, max_members: int = MAX_STACK) -> list[list[int]]:
+    """Group member indices by stack key, in even chunks that stay within memory_mb each."""
     groups: dict[tuple, list[int]] = {}
     for i, cfg in enumerate(cfgs):
         groups.setdefault(stack_key(cfg), []).append(i)
     stacks = []
     for idx in groups.values():
         per = member_bytes(cfgs[idx[0]])
-        size = max(1, int(memory_mb * 2**20 // per))
+        size = max(1, min(max_members, int(memory_mb * 2**20 // per)))
+        n_chunks = -(-len(idx) // size)
+        size = -(-len(idx) // n_chunks)
         stacks.extend(idx[i : i + size] for i in range(0, len(idx), size))
     return stacks
 

@@ -156,6 +156,7 @@ def test_memory_budget_chunks_stacks_without_changing_results():
     per = train.member_bytes(cfgs[0])
     small = train.plan_stacks(cfgs, memory_mb=2.5 * per / 2**20)
     assert [len(s) for s in small] == [2, 2, 1]
+    assert [len(s) for s in train.plan_stacks(cfgs, max_members=4)] == [3, 2]  # even chunks
     whole = train.train(cfgs)
     chunked = [r for s in small for r in train.train([cfgs[i] for i in s])]
     assert [r.train_loss for r in whole] == [r.train_loss for r in chunked]
