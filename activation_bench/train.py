@@ -28,6 +28,7 @@ ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [
 
 
 DIVERGENCE_FACTOR = 1e8
+CHECK_EVERY_CUDA = 50
 
 
 @dataclass
@@ -82,7 +83,8 @@ def plan_stacks(cfgs: Sequence[Any], memory_mb: float = 1024.0, max_members: int
     stacks = []
     for idx in groups.values():
         per = member_bytes(cfgs[idx[0]])
-        size = max(1, min(max_members, int(memory_mb * 2**20 // per)))
+        cap = max_members if resolve_device(cfgs[idx[0]].device) == "cpu" else len(idx)  # GPUs want one launch
+        size = max(1, min(cap, int(memory_mb * 2**20 // per)))
         n_chunks = -(-len(idx) // size)
         size = -(-len(idx) // n_chunks)
         stacks.extend(idx[i : i + size] for i in range(0, len(idx), size))
@@ -153,8 +155,8 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
     val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
     diverged = torch.zeros(m, dtype=torch.bool, device=device)
-    diverged_at = [None] * m
-    done = 0
+    diverged_at: list[int | None] = [None] * m
+    done = checked = 0
     for epoch in range(epochs):
         if len(batches) == 1:
             xb, yb = batches[0]
@@ -179,14 +181,22 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
             model.train()
         done = epoch + 1
         # diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's
-        # (Adam's bounded steps make lr=1e6 explode to ~1e27 without ever overflowing)
-        bad = ~(train_loss[epoch] <= train_loss[0] * DIVERGENCE_FACTOR) & ~diverged
-        if bad.any():
-            for i in bad.nonzero().flatten().tolist():
-                diverged_at[i] = done
-            diverged |= bad
-            if bool(diverged.all()):
-                break
+        # (Adam's bounded steps make lr=1e6 explode to ~1e27 without ever overflowing). Checked
+        # every epoch on CPU; on a GPU every CHECK_EVERY_CUDA epochs (each check waits for the
+        # device), scanning the epochs since the last check so the epoch found is still exact.
+        if device == "cpu" or done % CHECK_EVERY_CUDA == 0 or done == epochs:
+            block = train_loss[checked:done]
+            bad = ~(block <= train_loss[0] * DIVERGENCE_FACTOR) & ~diverged
+            if bool(bad.any()):
+                first = torch.where(bad.any(0), bad.float().argmax(0), -1).tolist()
+                for i, row in enumerate(first):
+                    if row >= 0:
+                        diverged_at[i] = checked + row + 1
+                diverged |= bad.any(0)
+                if bool(diverged.all()):
+                    done = max(d for d in diverged_at if d is not None)
+                    break
+            checked = done
         if on_progress is not None:
             on_progress(done, epochs, train_loss[epoch])
     wall = time.perf_counter() - start
