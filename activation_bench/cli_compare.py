@@ -6,8 +6,6 @@ UsageError; cli.main()/the command wrapper turns it into one line on stderr and 
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -28,25 +26,14 @@ ByOpt = Annotated[
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
 
 
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Write text via a temporary file in the same folder, then rename: never half a file."""
+    from activation_bench.runs import atomic_write
+
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{path}: folder {parent} does not exist")
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    atomic_write(path, text)
 
 
 def _warn(lines: list[str]) -> None:
