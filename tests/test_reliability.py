@@ -158,3 +158,45 @@ def test_bulk_bad_overrides(runner, tmp_path, override, command):
     assert err.startswith("error: ") and "\n" not in err, (override, err)
     assert "Traceback" not in result.output
     assert files_under(root) == []
+
+
+CSV_HEADER = "activation,seed,epoch,train_loss"
+
+
+@st.composite
+def broken_csv(draw: st.DrawFn) -> tuple[str, str]:
+    """A small long-format table with one defect; returns (text, expected message fragment)."""
+    rows = [f"{a},{s},{e},{0.5 / e}" for a in ("gelu", "relu") for s in range(3) for e in range(1, 4)]
+    kind = draw(st.sampled_from(["loss", "header", "empty", "epoch"]))
+    if kind == "loss":
+        i = draw(st.integers(0, len(rows) - 1))
+        bad = draw(junk.filter(lambda v: not _number.match(v) and "," not in v and v.strip()
+                               and v.strip().lower() not in ("nan", "inf", "-inf", "+inf", "infinity")))
+        cells = rows[i].split(",")
+        rows[i] = ",".join([*cells[:3], bad.replace('"', "")])
+        return CSV_HEADER + "\n" + "\n".join(rows) + "\n", f"line {i + 2}"
+    if kind == "header":
+        missing = draw(st.sampled_from(["epoch", "train_loss"]))
+        header = CSV_HEADER.replace(missing, "zz" + missing)
+        return header + "\n" + "\n".join(rows) + "\n", missing
+    if kind == "epoch":
+        i = draw(st.integers(0, len(rows) - 1))
+        cells = rows[i].split(",")
+        rows[i] = ",".join([cells[0], cells[1], "x" + cells[2], cells[3]])
+        return CSV_HEADER + "\n" + "\n".join(rows) + "\n", "epoch"
+    return draw(st.sampled_from(["", CSV_HEADER + "\n"])), ""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=broken_csv())
+def test_bulk_malformed_csv_for_compare(runner, tmp_path, case):
+    text, fragment = case
+    path = tmp_path / "table.csv"
+    path.write_text(text)
+    before = files_under(tmp_path)
+    result = runner.invoke(app, ["compare", str(path), "--output", str(tmp_path / "out.csv"), "--format", "csv"])
+    assert result.exit_code == 2, (text, result.output)
+    err = result.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in result.output, err
+    assert str(path) in err and fragment in err, err
+    assert files_under(tmp_path) == before  # no output file, no temporary left behind
