@@ -35,9 +35,11 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None) -> t
     from activation_bench import config
 
     cfg = config.compose(overrides)
+    if name is not None:
+        runs.check_name(name)
     root = runs.ensure_root(runs_dir)
     if name is not None:
-        final = root / runs.check_name(name)
+        final = root / name
         if final.exists():
             raise UsageError(f"run directory {final} already exists; choose another --name")
     else:
