@@ -177,31 +177,23 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     def write(i: int, result: Any) -> None:
         runs.write_run(p.directory / p.names[i], p.cfgs[i], result, p.hashes[i], p.labels[i], replace=force)
 
-    # Run directories are written by a few threads while the next stack trains: fsync waits on
-    # the disk, not the CPU. An interrupt still waits for the writes already submitted.
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        pending: list[Any] = []
-        for stack in train.plan_stacks(cfgs, memory_mb):
-            members = [indices[j] for j in stack]
+    for stack in train.plan_stacks(cfgs, memory_mb):
+        members = [indices[j] for j in stack]
 
-            def progress(done: int, total: int, _loss: Any, base: int = trained,
-                         size: int = len(stack)) -> None:
-                if on_progress is not None:
-                    on_progress(base + size * done / total)
+        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(stack)) -> None:
+            if on_progress is not None:
+                on_progress(base + size * done / total)
 
-            for future in pending:
-                if future.done():
-                    future.result()  # a failed write (full disk...) stops the sweep here
-            results = train.train([p.cfgs[i] for i in members], progress)
-            pending.extend(pool.submit(write, i, r) for i, r in zip(members, results))
-            for i, result in zip(members, results):
-                if result.status == "diverged" and notice is not None:
-                    notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
-            trained += len(members)
-        for future in pending:
-            future.result()
-    if on_progress is not None:
-        on_progress(trained)
+        results = train.train([p.cfgs[i] for i in members], progress)
+        # a few threads overlap the file system's waits (open, fsync, rename) between runs
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(write, members, results))
+        for i, result in zip(members, results):
+            if result.status == "diverged" and notice is not None:
+                notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
+        trained += len(members)
+        if on_progress is not None:
+            on_progress(trained)
     return trained
 
 
