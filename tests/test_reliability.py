@@ -147,11 +147,12 @@ def bad_override(draw: st.DrawFn) -> str:
                                  "=="]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(override=bad_override(), command=st.sampled_from(["run", "sweep"]))
 def test_bulk_bad_overrides(runner, tmp_path, override, command):
     root = tmp_path / f"r{abs(hash((override, command)))}"
-    result = runner.invoke(app, [command, "--runs-dir", str(root), "-q", *TINY[:1], override, "seed=0,1"]
+    # the sweep's own axis (optimizer) is a key the generator never corrupts, so it cannot mask the defect
+    result = runner.invoke(app, [command, "--runs-dir", str(root), "-q", *TINY[:1], override, "optimizer=adam,sgd"]
                            if command == "sweep" else [command, "--runs-dir", str(root), "-q", override])
     assert result.exit_code == 2, (override, result.output)
     err = result.stderr.strip()
@@ -187,7 +188,7 @@ def broken_csv(draw: st.DrawFn) -> tuple[str, str]:
     return draw(st.sampled_from(["", CSV_HEADER + "\n"])), ""
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=broken_csv())
 def test_bulk_malformed_csv_for_compare(runner, tmp_path, case):
     text, fragment = case
