@@ -34,7 +34,7 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   data.target=random    random | teacher (targets from a seeded random network);\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
   model.hidden_dim=64   hidden width\n
-  epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  optimizer=adam|sgd\n
+  epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
   device=cpu|cuda|auto  dtype=float32|float64\n
   experiment=NAME       a preset ({_options("experiment") or "none"})
 """

@@ -59,6 +59,7 @@ class Config:
     lr: float = 1e-3
     seed: int = 0
     batch_size: int | None = None
+    shuffle: bool = False
     optimizer: str = "adam"
     device: str = "cpu"
     dtype: str = "float32"

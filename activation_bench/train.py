@@ -58,7 +58,11 @@ def stack_key(cfg: Any) -> tuple:
     d = cfg.data
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
     return (d.n_samples, d.n_val, d.input_dim, h1, h2, cfg.batch_size or d.n_samples,
-            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device))
+            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg))
+
+
+def _shuffles(cfg: Any) -> bool:
+    return bool(cfg.shuffle) and (cfg.batch_size or cfg.data.n_samples) < cfg.data.n_samples
 
 
 def member_bytes(cfg: Any) -> int:
@@ -152,6 +156,10 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     n = first.data.n_samples
     bs = first.batch_size or n
     batches = [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, n, bs)]
+    # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
+    # (one stream per distinct seed), so a member sees the same batches in a stack as alone
+    seeds = [c.seed for c in ordered]
+    shufflers = {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}
     train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
     val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
     diverged = torch.zeros(m, dtype=torch.bool, device=device)
@@ -167,6 +175,11 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
             train_loss[epoch] = loss.detach()
         else:
             total = torch.zeros(m, dtype=dtype, device=device)
+            if shufflers:
+                perms = {s: torch.randperm(n, generator=g) for s, g in shufflers.items()}
+                idx = torch.stack([perms[s] for s in seeds]).to(device)[..., None]
+                xs, ys = x.gather(1, idx.expand(-1, -1, x.shape[-1])), y.gather(1, idx)
+                batches = [(xs[:, i : i + bs], ys[:, i : i + bs]) for i in range(0, n, bs)]
             for xb, yb in batches:
                 opt.zero_grad()
                 loss = member_mse(model(xb), yb)

@@ -121,6 +121,17 @@ def test_minibatches_train_and_match_stacked():
         assert train.train([cfg])[0].train_loss == res.train_loss
 
 
+def test_shuffled_minibatches_are_seeded_and_match_stacked():
+    base = ["batch_size=2", "shuffle=true", *TINY, "epochs=6"]
+    cfgs = config.compose_many([[*base, "seed=0"], [*base, "seed=1"], [*base, "seed=0", "activation=relu"]])
+    stacked = train.train(cfgs)
+    for cfg, res in zip(cfgs, stacked):
+        assert train.train([cfg])[0].train_loss == pytest.approx(res.train_loss, rel=1e-5)
+    ordered = train.train([config.compose(["batch_size=2", *TINY, "epochs=6", "seed=0"])])[0].train_loss
+    assert stacked[0].train_loss != ordered  # the order matters, and shuffle changes it
+    assert train.train([cfgs[0]])[0].train_loss == train.train([cfgs[0]])[0].train_loss  # seeded
+
+
 def test_cli_import_does_not_import_torch():
     code = (
         "import sys, activation_bench.cli, activation_bench.errors;"
