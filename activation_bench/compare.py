@@ -12,7 +12,6 @@ Loss metrics are compared on a log10 scale: losses span orders of magnitude and 
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from activation_bench.errors import UsageError
+from activation_bench.runs import finished_summary
 
 FLOOR = 1e-13  # losses at or below this are the float floor: clipped, and equal ones tie
 ALPHA = 0.05
@@ -33,7 +33,6 @@ LOSSES = ("train_loss", "val_loss")
 INFO_COLS = ("n_params", "status", "wall_time_s", "diverged_epoch", "epochs_run", "stack_size", "config_hash")
 RESERVED = ("run", "epoch", *LOSSES, *INFO_COLS)
 RUN_COLS = ("source", "run", "status")  # per-run columns of Loaded.runs that are not config
-DONE_STATUSES = ("complete", "diverged")
 METRIC_HELP = "final, best, epoch=K, to=EPS, auc"
 
 
@@ -160,22 +159,13 @@ def _subdirs(path: Path) -> list[Path]:
         raise UsageError(f"{path}: cannot read directory: {exc.strerror or exc}") from None
 
 
-def _status(run_dir: Path) -> dict | None:
-    """summary.json if the run is finished (complete or diverged), else None."""
-    try:
-        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("status") in DONE_STATUSES else None
-
-
 def _load_sweep_dir(path: Path, loss: str, notes: list[str]) -> list[_Part]:
     """results.csv when it is there and up to date, else the member run directories."""
     subdirs = _subdirs(path)
     run_dirs = [d for d in subdirs if _is_run_dir(d)]
     done: dict[str, dict] = {}
     for d in run_dirs:
-        summary = _status(d)
+        summary = finished_summary(d)
         if summary is None:
             notes.append(f"incomplete run skipped (no finished summary.json): {d}")
         else:
@@ -206,7 +196,7 @@ def _sweep_seed(done: dict[str, dict]) -> str | None:
 
 
 def _load_run_dir(path: Path, loss: str, notes: list[str], direct: bool) -> list[_Part]:
-    summary = _status(path)
+    summary = finished_summary(path)
     if summary is None:
         notes.append(f"incomplete run skipped (no finished summary.json): {path}")
         return []

@@ -145,16 +145,16 @@ def write_sweep_file(p: SweepPlan) -> None:
     runs.atomic_write(existing, config.dump_yaml(doc))
 
 
-def done_hashes(directory: Path) -> dict[str, Path]:
-    """config hash -> run directory, for every finished run under a sweep directory."""
-    out: dict[str, Path] = {}
+def done_hashes(directory: Path) -> dict[str, tuple[Path, dict]]:
+    """config hash -> (run directory, its summary), for every finished run under a sweep directory."""
+    out: dict[str, tuple[Path, dict]] = {}
     if not directory.is_dir():
         return out
     for child in directory.iterdir():
         if child.is_dir() and not child.name.startswith("."):
-            s = runs.read_summary(child)
-            if s and s.get("status") in runs.DONE_STATUSES and s.get("config_hash"):
-                out[s["config_hash"]] = child
+            s = runs.finished_summary(child)
+            if s and s.get("config_hash"):
+                out[s["config_hash"]] = (child, s)
     return out
 
 
@@ -206,11 +206,11 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
     members = []
     missing = 0
     for h, lab in zip(p.hashes, p.labels):
-        run_dir = done.get(h)
-        if run_dir is None:
+        if h not in done:
             missing += 1
             continue
-        n_params = (runs.read_summary(run_dir) or {}).get("n_params", "")
+        run_dir, summary = done[h]
+        n_params = summary.get("n_params", "")
         header, _, body = (run_dir / "losses.csv").read_text(encoding="utf-8").partition("\n")
         members.append((run_dir.name, n_params, lab, header.split(","), body))
     has_val = any("val_loss" in m[3] for m in members)

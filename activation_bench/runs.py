@@ -173,12 +173,11 @@ def _move_into_place(tmp: Path, final: Path, cfg_hash: str, replace: bool, uniqu
     while True:
         old = None
         if final.exists():
-            done = read_summary(final)
-            finished = bool(done) and done.get("status") in DONE_STATUSES
-            if finished and unique:
+            done = finished_summary(final)
+            if done and unique:
                 final, k = root / f"{name}-{k}", k + 1
                 continue
-            if finished and not replace:
+            if done and not replace:
                 if done.get("config_hash") == cfg_hash:
                     return final  # finished meanwhile by a concurrent process: keep that one
                 raise UsageError(f"{final} already holds a different finished run")
@@ -216,9 +215,14 @@ def read_summary(run_dir: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def is_done(run_dir: Path) -> bool:
+def finished_summary(run_dir: Path) -> dict | None:
+    """summary.json if the run finished (complete or diverged), else None: the completion check."""
     s = read_summary(run_dir)
-    return bool(s) and s.get("status") in DONE_STATUSES
+    return s if s and s.get("status") in DONE_STATUSES else None
+
+
+def is_done(run_dir: Path) -> bool:
+    return finished_summary(run_dir) is not None
 
 
 def clean_stale_temps(root: Path) -> int:
