@@ -160,15 +160,26 @@ class Cfg(dict):
 
     @classmethod
     def wrap(cls, value: Any) -> Any:
+        """A deep copy of plain containers, dicts becoming Cfg (10x faster than copy.deepcopy)."""
         if isinstance(value, dict):
             return cls({k: cls.wrap(v) for k, v in value.items()})
+        if isinstance(value, list):
+            return [cls.wrap(v) for v in value]
         return value
 
     def plain(self) -> dict[str, Any]:
-        return {k: v.plain() if isinstance(v, Cfg) else v for k, v in self.items()}
+        return _plain(self)
 
     def to_yaml(self) -> str:
         return dump_yaml(self.plain())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def dump_yaml(doc: Any) -> str:
@@ -234,36 +245,26 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                 # choice once, and splice the chosen subtrees in (8 activations x 2 data: 11
                 # compositions instead of 16; glob(*) x 2 data: 30 instead of 54).
                 container, scratch = composed(())
-                cfg = _copy(container)
+                cfg = Cfg.wrap(container)
                 for text, group in zip(structural, groups_chosen):
                     sub, sub_scratch = composed((text,))
-                    cfg[group] = _copy(sub[group])
+                    cfg[group] = Cfg.wrap(sub[group])
                     scratches[group] = ((text,), sub_scratch)
                 default = ((), scratch)
             else:
                 key = tuple(structural)
                 container, scratch = composed(key)
-                cfg = _copy(container)
+                cfg = Cfg.wrap(container)
                 default = (key, scratch)
             for text, ov in scalar:
                 key, scratch = scratches.get(ov.key_or_group.split(".")[0], default)
                 if (key, text) not in typed:
                     typed[(key, text)] = _typed_value(scratch, text, ov)
-                _set(cfg, ov.key_or_group, _copy(typed[(key, text)]))
-            result = Cfg.wrap(cfg)
-            validate(result, where)
-            out.append(result)
+                _set(cfg, ov.key_or_group, Cfg.wrap(typed[(key, text)]))
+            validate(cfg, where)
+            out.append(cfg)
     GlobalHydra.instance().clear()
     return out
-
-
-def _copy(value: Any) -> Any:
-    """Deep copy of plain containers (dicts, lists, scalars): 10x faster than copy.deepcopy."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _set(cfg: dict, dotted: str, value: Any) -> None:
