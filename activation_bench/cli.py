@@ -229,11 +229,9 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
 
     try:
         with progress:
-            if not todo:
-                pass
-            elif launcher:
+            if todo and launcher:
                 orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice)
-            else:
+            elif todo:
                 orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)
     except KeyboardInterrupt:
         path, have, missing = orchestrate.build_results(p)
