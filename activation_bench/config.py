@@ -233,7 +233,12 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                     structural.append(text)
             def composed(overrides: tuple[str, ...], where: str = where) -> tuple[dict, DictConfig]:
                 if overrides not in cache:
-                    cfg = _compose_one(hydra_compose, list(overrides))
+                    cfg = None
+                    if len(overrides) == 1 and () in cache:
+                        group, option = overrides[0].split("=", 1)
+                        cfg = _compose_option(cache[()][1], group, option)
+                    if cfg is None:
+                        cfg = _compose_one(hydra_compose, list(overrides))
                     cache[overrides] = (_container(cfg, where), cfg)
                 return cache[overrides]
 
@@ -315,6 +320,48 @@ def _check_group_choice(group: str, value: Any) -> None:
         return
     if not isinstance(value, str) or value not in options:
         raise UsageError(f"unknown {group} '{value}'; valid: {', '.join(options)}")
+
+
+def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | None:
+    """What Hydra composes for `group=option` on top of the defaults, without a Hydra call.
+
+    For a spliced group whose option file is plain (no defaults list, no @package header) and
+    which the primary config does not set itself, Hydra's result is the defaults' config with the
+    group's node replaced by the schema's node merged with the file; building that directly takes
+    about 2 ms instead of a composition's 50-100 ms. Anything else returns None: compose with
+    Hydra. (tests/test_config.py checks every option against Hydra's own composition.)
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = config_dir() / group / f"{option}.yaml"
+    if group not in SPLICED or _primary_sets(str(config_dir()), group):
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+        if "@package" in text:
+            return None
+        node = OmegaConf.create(text)
+        if not isinstance(node, DictConfig) or "defaults" in node:
+            return None
+        cfg = base.copy()
+        cfg[group] = OmegaConf.merge(_schema()[group], node)
+    except (OSError, OmegaConfBaseException):
+        return None  # let Hydra compose it and report the problem its own way
+    return cfg
+
+
+@functools.lru_cache(maxsize=1)
+def _schema() -> DictConfig:
+    return OmegaConf.structured(Config)
+
+
+@functools.cache
+def _primary_sets(directory: str, group: str) -> bool:
+    """Whether config.yaml's own body sets keys under group (it would merge over the option)."""
+    import yaml
+
+    doc = yaml.safe_load((Path(directory) / "config.yaml").read_text(encoding="utf-8")) or {}
+    return group in doc
 
 
 def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
