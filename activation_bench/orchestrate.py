@@ -222,9 +222,9 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
         prefix_buf = io.StringIO()
         csv.writer(prefix_buf, lineterminator="").writerow([lab[k] for k in p.keys] + [run_name, n_params, ""])
         prefix = prefix_buf.getvalue()  # the trailing empty field leaves the separator before epoch
-        if header == ["epoch", *loss_cols]:
+        if header == ["epoch", *loss_cols] and body.endswith("\n") and "\r" not in body:
             # the member's rows are already epoch,losses: prefix each line (fast path)
-            buf.write("".join(prefix + line + "\n" for line in body.splitlines()))
+            buf.write(prefix + body[:-1].replace("\n", "\n" + prefix) + "\n")
         else:
             pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
             for line in body.splitlines():

@@ -3,7 +3,8 @@
 A run directory is written whole into a hidden temporary directory beside its final place and
 renamed into place, so a crash never leaves a run that looks complete. Inside it, `summary.json`
 carries the completion marker (`status`: complete or diverged); a directory without it is
-incomplete. Every file is written atomically (temporary file, flush, fsync, rename).
+incomplete. Its files are fsynced before the rename; files outside run directories (sweep.yaml,
+results.csv) are written atomically on their own (temporary file, flush, fsync, rename).
 """
 
 from __future__ import annotations
@@ -30,15 +31,19 @@ def atomic_write(path: Path, text: str) -> None:
     """Write text to path via a temporary file in the same directory, fsync, then rename."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            _datasync(fh.fileno())
+        _write_synced(tmp, text)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        _datasync(fh.fileno())
 
 
 def _datasync(fd: int) -> None:
@@ -98,11 +103,21 @@ def ensure_root(root: Path) -> Path:
 
 def losses_csv(train_loss: list[float], val_loss: list[float] | None) -> str:
     """Long format, one row per epoch, floats at full precision (repr round-trips exactly)."""
+    prefixes = _epoch_prefixes(len(train_loss))
     if val_loss is None:
-        rows = [f"{e},{t!r}" for e, t in enumerate(train_loss, 1)]
-        return "epoch,train_loss\n" + "\n".join(rows) + "\n"
-    rows = [f"{e},{t!r},{v!r}" for e, (t, v) in enumerate(zip(train_loss, val_loss), 1)]
+        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train_loss))) + "\n"
+    rows = [f"{e}{t!r},{v!r}" for e, t, v in zip(prefixes, train_loss, val_loss)]
     return "epoch,train_loss,val_loss\n" + "\n".join(rows) + "\n"
+
+
+_PREFIXES: list[str] = []
+
+
+def _epoch_prefixes(n: int) -> list[str]:
+    """["1,", "2,", ...]: shared by every run's table (a sweep writes hundreds of them)."""
+    if len(_PREFIXES) < n:
+        _PREFIXES.extend(f"{e}," for e in range(len(_PREFIXES) + 1, n + 1))
+    return _PREFIXES[:n]
 
 
 def versions() -> dict[str, str]:
@@ -159,9 +174,17 @@ def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[st
     except OSError as exc:
         raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
     try:
-        atomic_write(tmp / "config.yaml", cfg.to_yaml())
-        atomic_write(tmp / "losses.csv", losses_csv(result.train_loss, result.val_loss))
-        atomic_write(tmp / "summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n")
+        # the hidden directory is the unit of atomicity: its files need no temporary names of
+        # their own, only to be on disk before it is renamed into place
+        for name, text in (
+            ("config.yaml", cfg.to_yaml()),
+            ("losses.csv", losses_csv(result.train_loss, result.val_loss)),
+            ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
+        ):
+            try:
+                _write_synced(tmp / name, text)
+            except OSError as exc:
+                raise UsageError(f"cannot write {final / name}: {exc.strerror or exc}") from None
         return _move_into_place(tmp, final, cfg_hash, replace, unique)
     finally:
         if tmp.exists():
