@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import os
 import platform
@@ -120,6 +121,7 @@ def _epoch_prefixes(n: int) -> list[str]:
     return _PREFIXES[:n]
 
 
+@functools.cache
 def versions() -> dict[str, str]:
     import torch
 
@@ -131,7 +133,8 @@ def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None 
     import math
 
     tl = result.train_loss
-    finite = [v for v in tl if math.isfinite(v)]
+    # sum() is a fast test that every loss is finite (an overflowing sum just takes the slow path)
+    finite = tl if math.isfinite(sum(tl)) else [v for v in tl if math.isfinite(v)]
     best = min(finite) if finite else None
     out = {
         "status": result.status,
@@ -150,7 +153,7 @@ def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None 
         "config_hash": cfg_hash,
         "labels": labels or {},
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "versions": versions(),
+        "versions": dict(versions()),
     }
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 

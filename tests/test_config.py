@@ -43,3 +43,12 @@ def test_option_with_defaults_list_falls_back_to_hydra(tmp_path, monkeypatch) ->
     got = config.compose_many([["data=wide"]])[0]
     assert got.data.input_dim == 128 and got.data.name == "normal" and got.data.std == 1.0
     assert config._compose_option(OmegaConf.create({"data": {}}), "data", "wide") is None
+
+
+def test_to_yaml_by_parts_equals_one_dump() -> None:
+    members = [["activation=leaky_relu", "lr=1e-05", "seed=7"], ["data=uniform", "data.noise=0.5"],
+               ["activation=custom", "activation._target_=torch.nn.Tanh"], ["dtype=float64", "batch_size=3"]]
+    cfgs = config.compose_many(members)
+    cfgs.append(config.Cfg.wrap({"s": "yes: no", "n": None, "l": [1, "2", {"a": float("inf")}], "t": True}))
+    for cfg in cfgs + cfgs:  # the second pass comes from the memo
+        assert cfg.to_yaml() == config.dump_yaml(cfg.plain())
