@@ -178,14 +178,14 @@ class Cfg(dict):
 
         parts = []
         for key, value in self.items():
-            memo = (key, json.dumps(value, allow_nan=True), type(value).__name__)
+            memo = (key, json.dumps(value, allow_nan=True))
             if memo not in _YAML_PARTS:
                 _YAML_PARTS[memo] = dump_yaml({key: _plain(value)})
             parts.append(_YAML_PARTS[memo])
         return "".join(parts)
 
 
-_YAML_PARTS: dict[tuple[str, str, str], str] = {}
+_YAML_PARTS: dict[tuple[str, str], str] = {}
 
 
 def _plain(value: Any) -> Any:
@@ -347,11 +347,11 @@ def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | N
     """
     from omegaconf.errors import OmegaConfBaseException
 
-    path = config_dir() / group / f"{option}.yaml"
-    if group not in SPLICED or _primary_sets(str(config_dir()), group):
+    root = config_dir()
+    if group not in SPLICED or _primary_sets(str(root), group):
         return None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = (root / group / f"{option}.yaml").read_text(encoding="utf-8")
         if "@package" in text:
             return None
         node = OmegaConf.create(text)
@@ -364,7 +364,7 @@ def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | N
     return cfg
 
 
-@functools.lru_cache(maxsize=1)
+@functools.cache
 def _schema() -> DictConfig:
     return OmegaConf.structured(Config)
 
