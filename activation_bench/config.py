@@ -87,11 +87,19 @@ def config_dir() -> Path:
 
 
 def groups() -> list[str]:
-    return sorted(p.name for p in config_dir().iterdir() if p.is_dir() and not p.name.startswith("_"))
+    return list(_listing(str(config_dir()), None))
 
 
 def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+    return list(_listing(str(config_dir()), group))
+
+
+@functools.cache
+def _listing(root: str, group: str | None) -> tuple[str, ...]:
+    """The groups under root, or a group's options: read once per process (checked per member)."""
+    if group is None:
+        return tuple(sorted(p.name for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith("_")))
+    return tuple(sorted(p.stem for p in (Path(root) / group).glob("*.yaml")))
 
 
 # ---------------------------------------------------------------------------------------------
