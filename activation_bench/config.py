@@ -77,6 +77,7 @@ def _register_schema() -> None:
         _registered = True
 
 
+@functools.cache
 def config_dir() -> Path:
     """The configs folder: inside the installed package, or the repository's top-level one."""
     here = Path(__file__).resolve().parent
