@@ -141,6 +141,24 @@ def test_cli_import_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_script_exit_flushes_output_and_keeps_exit_codes(tmp_path):
+    """The entry point skips torch's teardown (os._exit): piped output, files and codes survive."""
+    cmd = [sys.executable, "-m", "activation_bench.cli", "run", "--runs-dir", str(tmp_path), "-q"]
+    done = subprocess.run([*cmd, *TINY], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    run_dir = Path(done.stdout.strip().splitlines()[-1])  # printed last, through a pipe
+    assert run_dir.parent == tmp_path
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "complete"
+    assert len((run_dir / "losses.csv").read_text().splitlines()) == 1 + 4
+    # an error after torch is loaded still exits 2 with its one line
+    code = ("import sys, torch; from activation_bench.cli import main;"
+            f"sys.argv = ['actbench', 'run', '--runs-dir', {str(tmp_path)!r}, 'activation=nosuch'];"
+            "main()")
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: ") and "gelu" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
 def test_help_lists_commands_and_examples(runner):
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
