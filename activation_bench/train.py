@@ -272,7 +272,9 @@ class StackedOptimizer:
         if kind == "adam":
             self.exp_avgs = [torch.zeros_like(p) for p in params]
             self.exp_avg_sqs = [torch.zeros_like(p) for p in params]
-            self.steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in params]
+            # one step counter shared by every tensor (fused Adam only reads it): one increment a step
+            self.step_tensor = torch.zeros((), dtype=torch.float32, device=params[0].device)
+            self.steps = [self.step_tensor] * len(params)
             self.fused = hasattr(torch, "_fused_adam_")
 
     def zero_grad(self) -> None:
@@ -287,7 +289,7 @@ class StackedOptimizer:
             return
         self.step_count += 1
         if self.fused:
-            torch._foreach_add_(self.steps, 1)
+            self.step_tensor += 1
             torch._fused_adam_(
                 self.params, grads, self.exp_avgs, self.exp_avg_sqs, [], self.steps, lr=self.lr,
                 beta1=self.beta1, beta2=self.beta2, weight_decay=0.0, eps=self.eps, amsgrad=False,

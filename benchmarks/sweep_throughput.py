@@ -94,16 +94,27 @@ def stacked_by_hand(acts: list[str], data: list[str], seeds: int, epochs: int, d
     return m * epochs, time.perf_counter() - start
 
 
-def actbench_sweep(acts: list[str], data: list[str], seeds: int, epochs: int, device: str) -> tuple[int, float]:
-    root = tempfile.mkdtemp(prefix="actbench-bench-")
-    exe = shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli"
-    cmd = [*exe.split(), "sweep", "--runs-dir", root, "-q", f"activation={','.join(acts)}",
+def actbench_sweep(root: str, acts: list[str], data: list[str], seeds: int, epochs: int,
+                   device: str) -> tuple[int, float]:
+    cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(acts)}",
            f"data={','.join(data)}", f"seed=range({seeds})", f"epochs={epochs}", f"device={device}"]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    shutil.rmtree(root)
-    return len(acts) * len(data) * seeds * epochs, wall
+    return len(acts) * len(data) * seeds * epochs, time.perf_counter() - start
+
+
+ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+
+
+def _round(r: int, root: str, args: argparse.Namespace, ratios: list[float], ours: list[float],
+           naives: list[float]) -> None:
+    # interleaved, so a slow spell of a shared machine hits both sides of a round's ratio
+    steps, wall = actbench_sweep(root, ACTS, DATA, args.seeds, args.epochs, args.device)
+    n_steps, n_wall = naive(ACTS, DATA, args.naive_epochs or args.epochs, args.device)
+    base, rate = n_steps / n_wall, steps / wall
+    ratios.append(rate / base), ours.append(rate), naives.append(base)
+    print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} {rate / base:8.1f}")
+    print(f"{r:<6d} {'naive, as the seed (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} {1.0:8.1f}")
 
 
 def main() -> None:
@@ -123,14 +134,15 @@ def main() -> None:
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
     naive(ACTS, DATA, 2, args.device)  # warm-up: one-time imports (torch.optim pulls in torch._dynamo)
     ratios, ours, naives = [], [], []
-    for r in range(1, args.repeat + 1):
-        # interleaved, so a slow spell of a shared machine hits both sides of a round's ratio
-        steps, wall = actbench_sweep(ACTS, DATA, args.seeds, args.epochs, args.device)
-        n_steps, n_wall = naive(ACTS, DATA, args.naive_epochs or args.epochs, args.device)
-        base, rate = n_steps / n_wall, steps / wall
-        ratios.append(rate / base), ours.append(rate), naives.append(base)
-        print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} {rate / base:8.1f}")
-        print(f"{r:<6d} {'naive, as the seed (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} {1.0:8.1f}")
+    # Every round's 480 run directories are kept until the end: on an ext4 file system without a
+    # journal (this VM's), creating a file skips inodes freed in the last 1-6 minutes one by one,
+    # so deleting one round's 1,920 files would slow the next round's file creation ~20-fold.
+    keep = tempfile.mkdtemp(prefix="actbench-bench-")
+    try:
+        for r in range(1, args.repeat + 1):
+            _round(r, os.path.join(keep, f"round{r}"), args, ratios, ours, naives)
+    finally:
+        shutil.rmtree(keep)
     steps, wall = stacked_by_hand(ACTS, DATA, args.seeds, args.epochs, args.device)
     hand = steps / wall
     base = statistics.median(naives)
