@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,25 +215,30 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
         members.append((run_dir.name, n_params, lab, header.split(","), body))
     has_val = any("val_loss" in m[3] for m in members)
     loss_cols = ["train_loss", "val_loss"] if has_val else ["train_loss"]
+    path = p.directory / "results.csv"
+    with runs.locked(p.directory / ".results.lock"):
+        # streamed member by member: the whole table (tens of MB for a large sweep) is never
+        # built in memory
+        runs.atomic_write(path, _results_rows(p.keys, loss_cols, members))
+    return path, len(members), missing
+
+
+def _results_rows(keys: list[str], loss_cols: list[str], members: list[tuple]) -> Iterator[str]:
+    """results.csv's text in pieces: the header, then one piece per member."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*p.keys, "run", "n_params", "epoch", *loss_cols])
+    csv.writer(buf, lineterminator="\n").writerow([*keys, "run", "n_params", "epoch", *loss_cols])
+    yield buf.getvalue()
     for run_name, n_params, lab, header, body in members:
         prefix_buf = io.StringIO()
-        csv.writer(prefix_buf, lineterminator="").writerow([lab[k] for k in p.keys] + [run_name, n_params, ""])
+        csv.writer(prefix_buf, lineterminator="").writerow([lab[k] for k in keys] + [run_name, n_params, ""])
         prefix = prefix_buf.getvalue()  # the trailing empty field leaves the separator before epoch
         if header == ["epoch", *loss_cols] and body.endswith("\n") and "\r" not in body:
             # the member's rows are already epoch,losses: prefix each line (fast path)
-            buf.write(prefix + body[:-1].replace("\n", "\n" + prefix) + "\n")
+            yield prefix + body[:-1].replace("\n", "\n" + prefix) + "\n"
         else:
             pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
-            for line in body.splitlines():
-                row = line.split(",")
-                buf.write(prefix + ",".join(row[j] if j is not None else "" for j in pos) + "\n")
-    path = p.directory / "results.csv"
-    with runs.locked(p.directory / ".results.lock"):
-        runs.atomic_write(path, buf.getvalue())
-    return path, len(members), missing
+            yield "".join(prefix + ",".join(row[j] if j is not None else "" for j in pos) + "\n"
+                          for row in (line.split(",") for line in body.splitlines()))
 
 
 # ---------------------------------------------------------------------------------------------

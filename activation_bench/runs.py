@@ -17,7 +17,7 @@ import os
 import platform
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ DONE_STATUSES = ("complete", "diverged")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write text to path via a temporary file in the same directory, fsync, then rename."""
+def atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Write text (or pieces of text) to path via a temporary file in the same directory, fsync,
+    then rename."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         _write_synced(tmp, text)
@@ -40,9 +41,9 @@ def atomic_write(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _write_synced(path: Path, text: str) -> None:
+def _write_synced(path: Path, text: str | Iterable[str]) -> None:
     with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
+        fh.write(text) if isinstance(text, str) else fh.writelines(text)
         fh.flush()
         _datasync(fh.fileno())
 
