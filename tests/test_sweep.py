@@ -108,6 +108,23 @@ def test_sweep_writes_run_dirs_and_long_results(runner, runs_dir):
     assert [float(r["train_loss"]) for r in first] == train.train([cfg])[0].train_loss
 
 
+def test_results_csv_aligns_members_with_and_without_val_loss(runner, runs_dir):
+    """Members whose losses.csv lacks a column get an empty field there, never shifted values."""
+    result = _sweep(runner, runs_dir, "data.n_val=0,3", "seed=0,1", *TINY)
+    assert result.exit_code == 0, result.output
+    (sweep_dir,) = list(runs_dir.iterdir())
+    with open(sweep_dir / "results.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["data.n_val", "seed", "run", "n_params", "epoch", "train_loss", "val_loss"]
+    assert len(rows) == 4 * 4
+    for r in rows:
+        own = (sweep_dir / r["run"] / "losses.csv").read_text().splitlines()
+        line = dict(zip(own[0].split(","), own[int(r["epoch"])].split(",")))
+        assert r["train_loss"] == line["train_loss"]
+        assert r["val_loss"] == line.get("val_loss", "")
+        assert (r["val_loss"] == "") == (r["data.n_val"] == "0")
+
+
 def test_dry_run_prints_grid_and_writes_nothing(runner, runs_dir):
     result = _sweep(runner, runs_dir, "--dry-run", "activation=gelu,relu", "seed=range(3)", *TINY)
     assert result.exit_code == 0
