@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,9 +173,6 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     cfgs = [p.cfgs[i] for i in indices]
     trained = 0
 
-    def write(i: int, result: Any) -> None:
-        runs.write_run(p.directory / p.names[i], p.cfgs[i], result, p.hashes[i], p.labels[i], replace=force)
-
     for stack in train.plan_stacks(cfgs, memory_mb):
         members = [indices[j] for j in stack]
 
@@ -185,9 +181,8 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
                 on_progress(base + size * done / total)
 
         results = train.train([p.cfgs[i] for i in members], progress)
-        # a few threads overlap the file system's waits (open, fsync, rename) between runs
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(write, members, results))
+        runs.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
+                         for i, r in zip(members, results)], replace=force)
         for i, result in zip(members, results):
             if result.status == "diverged" and notice is not None:
                 notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")

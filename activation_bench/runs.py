@@ -3,8 +3,9 @@
 A run directory is written whole into a hidden temporary directory beside its final place and
 renamed into place, so a crash never leaves a run that looks complete. Inside it, `summary.json`
 carries the completion marker (`status`: complete or diverged); a directory without it is
-incomplete. Its files are fsynced before the rename; files outside run directories (sweep.yaml,
-results.csv) are written atomically on their own (temporary file, flush, fsync, rename).
+incomplete. Its files are on disk before the rename (one file-system flush per batch of runs);
+files outside run directories (sweep.yaml, results.csv) are written atomically on their own
+(temporary file, flush, fsync, rename).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import os
 import platform
 import re
 import shutil
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -161,38 +164,87 @@ def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None 
 
 def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None,
               replace: bool = False, unique: bool = False) -> Path:
-    """Write config.yaml, losses.csv and summary.json (last) into a hidden temporary directory,
-    then rename it into place, so `final` is either absent, incomplete from an older crash, or
-    whole. Returns the directory the run ended up in.
+    """Write one run directory: config.yaml, losses.csv and summary.json, atomically (see
+    `write_runs`). Returns the directory the run ended up in.
 
     - an incomplete directory at `final` (a run killed earlier) is replaced;
     - a finished one is replaced only with `replace` (--force); if it holds this very config
       (another process finished the same member first), the new copy is dropped;
     - with `unique` (single runs), a name taken in the meantime moves on to name-2, name-3, ...
     """
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    return write_runs([(final, cfg, result, cfg_hash, labels)], replace=replace, unique=unique)[0]
+
+
+def write_runs(items: Sequence[tuple[Path, Any, Any, str, dict[str, str] | None]], replace: bool = False,
+               unique: bool = False, threads: int = 8) -> list[Path]:
+    """Write several run directories, each (final, cfg, result, cfg_hash, labels), atomically.
+
+    Each run's files go into a hidden temporary directory beside its final place; then one flush
+    of the file system puts them all on disk, and only then is each directory renamed into place
+    (and the parents' entries flushed). So a run directory under its final name is whole even after
+    a power loss, and a batch of runs costs one disk flush instead of four per run.
+    """
+    tmps = [final.with_name(f".{final.name}.tmp-{os.getpid()}") for final, *_ in items]
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items)))) as pool:
+            # threads overlap the file system's waits (mkdir, open) between runs
+            list(pool.map(lambda tmp, item: _stage(tmp, *item), tmps, items))
+        for root in {final.parent for final, *_ in items}:
+            _sync_filesystem(root)
+        out = [_move_into_place(tmp, final, cfg_hash, replace, unique)
+               for tmp, (final, _, _, cfg_hash, _) in zip(tmps, items)]
+        for root in {final.parent for final in out}:
+            _fsync_dir(root)
+        return out
+    finally:
+        for tmp in tmps:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stage(tmp: Path, final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None) -> None:
+    """The run's files in its hidden temporary directory tmp (written, not yet flushed)."""
     try:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
     except OSError as exc:
         raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
+    # the hidden directory is the unit of atomicity: its files need no temporary names
+    for name, text in (
+        ("config.yaml", cfg.to_yaml()),
+        ("losses.csv", losses_csv(result.train_loss, result.val_loss)),
+        ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
+    ):
+        try:
+            with open(tmp / name, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {final / name}: {exc.strerror or exc}") from None
+
+
+def _sync_filesystem(path: Path) -> None:
+    """Flush everything written to the file system holding path: Linux's syncfs, os.sync elsewhere."""
     try:
-        # the hidden directory is the unit of atomicity: its files need no temporary names of
-        # their own, only to be on disk before it is renamed into place
-        for name, text in (
-            ("config.yaml", cfg.to_yaml()),
-            ("losses.csv", losses_csv(result.train_loss, result.val_loss)),
-            ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
-        ):
-            try:
-                _write_synced(tmp / name, text)
-            except OSError as exc:
-                raise UsageError(f"cannot write {final / name}: {exc.strerror or exc}") from None
-        return _move_into_place(tmp, final, cfg_hash, replace, unique)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            _syncfs(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {path}: {exc.strerror or exc}") from None
+
+
+def _syncfs(fd: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    else:
+        os.sync()
 
 
 def _move_into_place(tmp: Path, final: Path, cfg_hash: str, replace: bool, unique: bool) -> Path:
@@ -219,7 +271,6 @@ def _move_into_place(tmp: Path, final: Path, cfg_hash: str, replace: bool, uniqu
             if unique and final.exists():
                 continue  # lost a race for the name: try the next one
             raise UsageError(f"cannot move run into {final}: {exc.strerror or exc}") from None
-        _fsync_dir(root)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return final

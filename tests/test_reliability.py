@@ -91,15 +91,43 @@ def test_sigint_stops_cleanly_with_exit_130(tmp_path):
     _check_complete(sweep, 12, 3000)
 
 
-def test_full_disk_gives_clear_error_and_leaves_nothing(runner, runs_dir, monkeypatch):
-    def no_space(fd: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+def _no_space(*_args: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(runs, "_datasync", no_space)
-    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY])
+
+# the disk fills while flushing run files (_syncfs) or sweep.yaml (_datasync)
+@pytest.mark.parametrize(("command", "where"), [("run", "_syncfs"), ("sweep", "_syncfs"), ("sweep", "_datasync")])
+def test_full_disk_gives_clear_error_and_leaves_nothing(runner, runs_dir, monkeypatch, where, command):
+    monkeypatch.setattr(runs, where, _no_space)
+    args = [command, "--runs-dir", str(runs_dir), "-q", *TINY] + (["seed=0,1"] if command == "sweep" else [])
+    result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert "No space left on device" in result.stderr and "Traceback" not in result.output
-    assert files_under(runs_dir) == []
+    assert len(result.stderr.strip().splitlines()) == 1
+    if command == "run" or where == "_datasync":  # sweep.yaml is the sweep's first file
+        assert files_under(runs_dir) == []
+    else:  # sweep.yaml is written; no member directory, finished or temporary, is left
+        (sweep,) = runs_dir.iterdir()
+        assert [p.name for p in sweep.iterdir()] == ["sweep.yaml"]
+
+
+def test_stage_failure_in_a_batch_leaves_no_temporary_directories(tmp_path, monkeypatch):
+    cfg = config.compose(TINY)
+    res = train.train([cfg])[0]
+    real = runs.losses_csv
+    calls = []
+
+    def fail_third(*args: object) -> str:
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(*args)
+
+    monkeypatch.setattr(runs, "losses_csv", fail_third)
+    items = [(tmp_path / f"m{i}", cfg, res, f"h{i}", None) for i in range(6)]
+    with pytest.raises(OSError):
+        runs.write_runs(items, threads=2)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_runs_dir_that_is_a_file(runner, tmp_path):
