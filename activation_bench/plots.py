@@ -171,27 +171,51 @@ def _curve_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floo
 # activation functions
 
 
+def parse_activation(text: str) -> tuple[str, dict[str, Any]]:
+    """'leaky_relu' or 'leaky_relu:negative_slope=0.2' (several as 'softplus:beta=2,threshold=10')
+    -> (name, parameters). Values are read as YAML scalars, as in config overrides."""
+    import yaml
+
+    name, sep, rest = text.partition(":")
+    params: dict[str, Any] = {}
+    for item in rest.split(",") if sep else []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise UsageError(f"'{text}': parameters are key=value, e.g. leaky_relu:negative_slope=0.2")
+        try:
+            params[key.strip()] = yaml.safe_load(value.strip())
+        except yaml.YAMLError:
+            raise UsageError(f"'{text}': cannot read the value of {key.strip()}") from None
+    return name.strip(), params
+
+
 def activation_curves(names: Sequence[str], xmin: float, xmax: float, points: int = 801) -> tuple[np.ndarray, dict]:
-    """x and {name: (f(x), f'(x))}, computed in float64 with autograd (modules in eval mode)."""
+    """x and {label: (f(x), f'(x))}, computed in float64 with autograd (modules in eval mode).
+
+    A name may carry parameters, 'leaky_relu:negative_slope=0.2' (see `parse_activation`); its
+    label is then 'leaky_relu (negative_slope=0.2)'.
+    """
     import torch
 
     from activation_bench.activations import create, get_spec
 
     if not (math.isfinite(xmin) and math.isfinite(xmax) and xmin < xmax):
         raise UsageError(f"invalid range {xmin:g}..{xmax:g}: need finite xmin < xmax")
-    specs = [get_spec(n) for n in names]
+    parsed = [parse_activation(n) for n in names]
+    specs = [get_spec(name) for name, _ in parsed]
     gated = [s.name for s in specs if s.gated]
     if gated:
         raise UsageError(f"{', '.join(gated)}: gated activations (act(a) * b on two halves) are not elementwise "
                          "and cannot be plotted as a curve")
     x = torch.linspace(xmin, xmax, points, dtype=torch.float64)
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for spec in specs:
-        module = create(spec.name).double().eval()
+    for spec, (_, params) in zip(specs, parsed):
+        module = create(spec.name, **params).double().eval()
         xg = x.clone().requires_grad_(True)
         y = module(xg)
         (dy,) = torch.autograd.grad(y.sum(), xg)
-        out[spec.name] = (y.detach().numpy().copy(), dy.numpy().copy())
+        label = spec.name + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+        out[label] = (y.detach().numpy().copy(), dy.numpy().copy())
     return x.numpy().copy(), out
 
 

@@ -74,8 +74,32 @@ def test_activation_derivatives_are_right():
     assert curves["relu"][1][x > 0] == pytest.approx(1.0)
 
 
+def test_activation_parameters_are_applied():
+    x, curves = plots.activation_curves(["leaky_relu", "leaky_relu:negative_slope=0.2", "softplus:beta=2,threshold=10"],
+                                        -2.0, 2.0, points=41)
+    assert list(curves) == ["leaky_relu", "leaky_relu (negative_slope=0.2)", "softplus (beta=2, threshold=10)"]
+    y, dy = curves["leaky_relu (negative_slope=0.2)"]
+    assert y == pytest.approx(np.where(x >= 0, x, 0.2 * x))
+    assert dy[x < 0] == pytest.approx(0.2)
+    assert curves["leaky_relu"][1][x < 0] == pytest.approx(0.01)
+    y, dy = curves["softplus (beta=2, threshold=10)"]
+    assert y == pytest.approx(np.log1p(np.exp(2 * x)) / 2)
+    assert dy == pytest.approx(1 / (1 + np.exp(-2 * x)))
+
+
+def test_plot_activations_with_parameters_writes_file(tmp_path):
+    out = tmp_path / "acts.png"
+    result = CliRunner().invoke(app, ["plot-activations", "elu", "elu:alpha=0.5", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 1000
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["plot-activations", "swiglu", "--output", "{tmp}/a.png"], "gated"),
+    (["plot-activations", "leaky_relu:slope=0.2", "--output", "{tmp}/a.png"], "unknown parameter 'slope'"),
+    (["plot-activations", "leaky_relu:negative_slope", "--output", "{tmp}/a.png"], "parameters are key=value"),
+    (["plot-activations", "leaky_relu:negative_slope=abc", "--output", "{tmp}/a.png"], "must be a float"),
+    (["plot-activations", "softplus:beta=0", "--output", "{tmp}/a.png"], "beta must be > 0"),
     (["plot-activations", "nosuch", "--output", "{tmp}/a.png"], "unknown activation 'nosuch'"),
     (["plot-activations", "gelu", "--output", "{tmp}/a.jpg"], "unknown image type '.jpg'"),
     (["plot-activations", "gelu", "--xmin", "3", "--xmax", "1", "--output", "{tmp}/a.png"], "invalid range"),
