@@ -185,15 +185,16 @@ def write_runs(items: Sequence[tuple[Path, Any, Any, str, dict[str, str] | None]
     a power loss, and a batch of runs costs one disk flush instead of four per run.
     """
     tmps = [final.with_name(f".{final.name}.tmp-{os.getpid()}") for final, *_ in items]
+    roots = {final.parent for final, *_ in items}  # a run moved to name-2 stays in its parent
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items)))) as pool:
             # threads overlap the file system's waits (mkdir, open) between runs
             list(pool.map(lambda tmp, item: _stage(tmp, *item), tmps, items))
-        for root in {final.parent for final, *_ in items}:
+        for root in roots:
             _sync_filesystem(root)
         out = [_move_into_place(tmp, final, cfg_hash, replace, unique)
                for tmp, (final, _, _, cfg_hash, _) in zip(tmps, items)]
-        for root in {final.parent for final in out}:
+        for root in roots:
             _fsync_dir(root)
         return out
     finally:
