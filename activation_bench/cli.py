@@ -110,6 +110,8 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from activation_bench import runs
+
     table = Table(title="run summary", show_header=False)
     act = cfg.activation.get("name") or cfg.activation.get("_target_")
     tl = result.train_loss
@@ -121,6 +123,13 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
+    held = runs.held_out(result)
+    if held:
+        rows.append(("final test_loss", f"{held['final_test_loss']:.6g} (RMSE {held['final_test_rmse']:.6g} "
+                     f"in {held['data']['target']}'s units)"))
+        if held["early_stop_epoch"]:
+            rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
+                         f"{held['early_stop_test_loss']:.6g} (RMSE {held['early_stop_test_rmse']:.6g})"))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:

@@ -32,17 +32,26 @@ NOT_GLOBBED = {"custom"}  # group options that need user input (activation=custo
 @dataclass
 class DataConfig:
     name: str = "normal"
-    n_samples: int = 10
-    input_dim: int = 64
+    n_samples: int | None = 10
+    input_dim: int | None = 64
     mean: float | None = None
     std: float | None = None
     low: float | None = None
     high: float | None = None
-    target: str = "random"
+    target: str | None = "random"  # random | teacher; a table's column for real data
     n_val: int = 0
     noise: float = 0.0
     teacher_activation: str = "relu"
     teacher_hidden_dim: int = 64
+    # real tables and function tasks (activation_bench.datasets); null for normal/uniform
+    path: str | None = None
+    sha256: str | None = None
+    features: list[str] | None = None
+    fn: str | None = None
+    val_fraction: float | None = None
+    test_fraction: float | None = None
+    standardize: bool | None = None
+    dropna: bool | None = None
 
 
 @dataclass
@@ -428,13 +437,41 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
     _check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
     _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
-    _check(d.name in DISTRIBUTIONS, f"unknown data '{d.name}'; valid: {', '.join(DISTRIBUTIONS)}", where)
-    _check(d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
-    _check(d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
-    _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
+    from activation_bench import datasets
+
+    names = (*DISTRIBUTIONS, *datasets.REAL)
+    _check(d.name in names, f"unknown data '{d.name}'; valid: {', '.join(sorted(names))}", where)
     _check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
+    if d.name in datasets.REAL:
+        _check(d.n_val == 0, f"data.n_val does not apply to data={d.name}; use data.val_fraction", where)
+        datasets.validate(cfg, where)
+    else:
+        _validate_synthetic(cfg, where)
+    if cfg.device in ("cuda", "auto"):
+        import torch
+
+        _check(cfg.device == "auto" or torch.cuda.is_available(),
+               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
+    from activation_bench import activations
+
+    activations.check_config(cfg.activation, where)
+    if d.name in DISTRIBUTIONS and d.target == "teacher":
+        activations.check_config({"name": d.teacher_activation}, where)
+
+
+def _validate_synthetic(cfg: Cfg, where: str) -> None:
+    """normal / uniform data."""
+    from activation_bench import datasets
+
+    d = cfg.data
+    _check(d.n_samples is not None and d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
+    _check(d.input_dim is not None and d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
+    _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
     _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
     _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
+    for key in datasets.REAL_KEYS:
+        _check(d.get(key) is None, f"data.{key} applies to real and function data "
+               f"({', '.join(datasets.REAL)}), not {d.name}", where)
     if d.name == "normal":
         _check(d.mean is not None and _finite(d.mean), "data.mean must be a number for normal data", where)
         _check(d.std is not None and _finite(d.std) and d.std > 0, f"data.std must be > 0, got {d.std}", where)
@@ -446,16 +483,6 @@ def validate(cfg: Cfg, where: str = "") -> None:
     if cfg.batch_size is not None:
         _check(1 <= cfg.batch_size <= d.n_samples,
                f"batch_size must be between 1 and data.n_samples={d.n_samples}, got {cfg.batch_size}", where)
-    if cfg.device in ("cuda", "auto"):
-        import torch
-
-        _check(cfg.device == "auto" or torch.cuda.is_available(),
-               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
-    from activation_bench import activations
-
-    activations.check_config(cfg.activation, where)
-    if d.target == "teacher":
-        activations.check_config({"name": d.teacher_activation}, where)
 
 
 def config_hash(cfg: Cfg) -> str:

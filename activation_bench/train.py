@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from activation_bench import activations
-from activation_bench.data import DTYPES, derived_seed, generator, make_dataset
+from activation_bench import activations, datasets
+from activation_bench.data import DTYPES, Dataset, derived_seed, generator, make_dataset
 from activation_bench.model import Slice, StackedMLP, linear_init, member_mse
 
 ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
@@ -41,6 +41,8 @@ class RunResult:
     wall_time_s: float  # of the whole stack this member was trained in
     stack_size: int
     device: str
+    test_loss: list[float] | None = None  # real and function tasks
+    data_info: dict[str, Any] | None = None  # real and function tasks: split sizes, source, target scale
 
 
 def resolve_device(name: str) -> str:
@@ -53,27 +55,41 @@ def _act_cfg(cfg: Any) -> dict[str, Any]:
     return dict(cfg.activation)
 
 
+def data_shapes(cfg: Any) -> tuple[int, int, int, int]:
+    """(training rows, validation rows, test rows, input features) of a member's data."""
+    d = cfg.data
+    if datasets.is_real(d):
+        return datasets.shapes(cfg)
+    return d.n_samples, d.n_val, 0, d.input_dim
+
+
+def load_data(cfg: Any) -> Dataset:
+    """The member's data: real and function tasks from the per-process cache, else generated."""
+    return datasets.make_dataset(cfg) if datasets.is_real(cfg.data) else make_dataset(cfg)
+
+
 def stack_key(cfg: Any) -> tuple:
     """Members with equal keys can be trained in one stack."""
-    d = cfg.data
+    n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    return (d.n_samples, d.n_val, d.input_dim, h1, h2, cfg.batch_size or d.n_samples,
+    return (n, n_val, n_test, dim, h1, h2, cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg))
 
 
 def _shuffles(cfg: Any) -> bool:
-    return bool(cfg.shuffle) and (cfg.batch_size or cfg.data.n_samples) < cfg.data.n_samples
+    n = data_shapes(cfg)[0]
+    return bool(cfg.shuffle) and (cfg.batch_size or n) < n
 
 
 def member_bytes(cfg: Any) -> int:
     """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations)."""
-    d = cfg.data
+    n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    n_par = d.input_dim * h1 + h1 + h2 + 1
-    n_data = (d.n_samples + d.n_val) * (d.input_dim + 1)
-    n_act = (d.n_samples + d.n_val) * (4 * h1 + 2 * h2 + 4)
+    n_par = dim * h1 + h1 + h2 + 1
+    n_data = (n + n_val + n_test) * (dim + 1)
+    n_act = (n + n_val + n_test) * (4 * h1 + 2 * h2 + 4)
     itemsize = 8 if cfg.dtype == "float64" else 4
-    return itemsize * (5 * n_par + n_data + n_act) + itemsize * 2 * cfg.epochs
+    return itemsize * (5 * n_par + n_data + n_act) + itemsize * 3 * cfg.epochs
 
 
 MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
@@ -129,19 +145,21 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     ordered = [cfgs[i] for i in order]
     start = time.perf_counter()
 
-    data = [make_dataset(c) for c in ordered]
+    data = [load_data(c) for c in ordered]
+    n, n_val, n_test, dim = data_shapes(first)
     x = torch.stack([d.x for d in data]).to(device)
     y = torch.stack([d.y for d in data]).to(device)
-    n_val = first.data.n_val
     x_val = torch.stack([d.x_val for d in data]).to(device) if n_val else None
     y_val = torch.stack([d.y_val for d in data]).to(device) if n_val else None
+    x_test = torch.stack([d.x_test for d in data]).to(device) if n_test else None  # type: ignore[misc]
+    y_test = torch.stack([d.y_test for d in data]).to(device) if n_test else None  # type: ignore[misc]
 
     h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
     w1s, b1s, w2s, b2s = [], [], [], []
     for c in ordered:
         gen = generator(c.seed, "init")
         # drawn in float32 and converted: a float64 run starts from the float32 run's weights
-        w1, b1 = (t.to(dtype) for t in linear_init(c.data.input_dim, h1, gen, torch.float32))
+        w1, b1 = (t.to(dtype) for t in linear_init(dim, h1, gen, torch.float32))
         w2, b2 = (t.to(dtype) for t in linear_init(h2, 1, gen, torch.float32))
         w1s.append(w1), b1s.append(b1[None]), w2s.append(w2.T), b2s.append(b2[None])
     slices = _slices(ordered, [act_keys[i] for i in order], device, dtype)
@@ -153,7 +171,6 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     opt = StackedOptimizer(list(model.parameters()), first.optimizer, float(first.lr))
 
     m, epochs = len(ordered), first.epochs
-    n = first.data.n_samples
     bs = first.batch_size or n
     batches = [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, n, bs)]
     # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
@@ -162,6 +179,7 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     shufflers = {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}
     train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
     val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
+    test_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_test else None
     diverged = torch.zeros(m, dtype=torch.bool, device=device)
     diverged_at: list[int | None] = [None] * m
     done = checked = 0
@@ -187,10 +205,13 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
                 opt.step()
                 total += loss.detach()
             train_loss[epoch] = total / len(batches)
-        if val_loss is not None:
+        if val_loss is not None or test_loss is not None:
             model.eval()
             with torch.no_grad():
-                val_loss[epoch] = member_mse(model(x_val), y_val)
+                if val_loss is not None:
+                    val_loss[epoch] = member_mse(model(x_val), y_val)
+                if test_loss is not None:
+                    test_loss[epoch] = member_mse(model(x_test), y_test)
             model.train()
         done = epoch + 1
         # diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's
@@ -217,6 +238,7 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
 
     tl = train_loss[:done].T.cpu().tolist()
     vl = val_loss[:done].T.cpu().tolist() if val_loss is not None else None
+    sl = test_loss[:done].T.cpu().tolist() if test_loss is not None else None
     n_params = _param_counts(model, m)
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(order):
@@ -230,6 +252,8 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
             wall_time_s=wall,
             stack_size=n_real,
             device=device,
+            test_loss=sl[pos][:stop] if sl is not None else None,
+            data_info=data[pos].info,
         )
     return results[:n_real]  # type: ignore[return-value]
 
