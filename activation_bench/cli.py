@@ -125,11 +125,14 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
     held = runs.held_out(result)
     if held:
-        rows.append(("final test_loss", f"{held['final_test_loss']:.6g} (RMSE {held['final_test_rmse']:.6g} "
+        def g(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.6g}"
+
+        rows.append(("final test_loss", f"{g(held['final_test_loss'])} (RMSE {g(held['final_test_rmse'])} "
                      f"in {held['data']['target']}'s units)"))
         if held["early_stop_epoch"]:
             rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
-                         f"{held['early_stop_test_loss']:.6g} (RMSE {held['early_stop_test_rmse']:.6g})"))
+                         f"{g(held['early_stop_test_loss'])} (RMSE {g(held['early_stop_test_rmse'])})"))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:

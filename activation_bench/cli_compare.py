@@ -23,7 +23,10 @@ ByOpt = Annotated[
     typer.Option("--by", help="Group by these config columns (repeat or comma list). Default: every config "
                  "column that varies across the inputs, except seed.", show_default=False),
 ]
-LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
+LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss, val_loss or test_loss.")]
+CompareLossOpt = Annotated[str | None, typer.Option(
+    "--loss", help="Loss column: train_loss, val_loss or test_loss. Default: train_loss; for --metric early_stop "
+    "test_loss where the inputs have it.", show_default=False)]
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -45,7 +48,8 @@ def compare(
     paths: PathsArg,
     metric: Annotated[str, typer.Option(
         "--metric", "-m", help="final (last epoch), best, epoch=K (loss at epoch K), "
-        "to=EPS (first epoch with loss <= EPS), auc (mean log10 loss over epochs).")] = "final",
+        "to=EPS (first epoch with loss <= EPS), auc (mean log10 loss over epochs), early_stop (the loss at "
+        "each run's epoch of lowest val_loss, earliest on ties: held-out test loss after early stopping).")] = "final",
     by: ByOpt = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
                                                  "to, paired by seed. Default: the first value of the first group "
@@ -53,7 +57,7 @@ def compare(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
                                                 show_default=False)] = None,
-    loss: LossOpt = "train_loss",
+    loss: CompareLossOpt = None,
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
@@ -68,6 +72,8 @@ def compare(
       actbench compare runs/my-sweep --metric epoch=10 --format markdown --output table.md
 
       actbench compare runs/my-sweep --metric to=1e-6
+
+      actbench compare runs/my-real-data-sweep --metric early_stop
     """
     with reported():
         from activation_bench import compare as cmp
@@ -76,7 +82,8 @@ def compare(
         if fmt not in render.FORMATS:
             raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(render.FORMATS)}")
         m = cmp.parse_metric(metric)
-        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss)
+        loaded = cmp.load(paths, loss or "train_loss")
+        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss))
         _warn(result.warnings)
         if output is not None:
             write_atomic(output, render.render(result, fmt))
