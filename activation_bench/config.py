@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from activation_bench.errors import UsageError
 
@@ -332,7 +332,7 @@ def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
         value = OmegaConf.select(scratch, key, throw_on_missing=True)
     except OmegaConfBaseException as exc:
         raise UsageError(_friendly(exc, text)) from None
-    if isinstance(value, DictConfig):
+    if isinstance(value, (DictConfig, ListConfig)):  # data.features=[a,b]
         value = OmegaConf.to_container(value, resolve=True)
     return value
 

@@ -184,7 +184,7 @@ def resolve_csv(data: Any, where: str = "") -> None:
     if data.sha256 and data.sha256 != digest:
         raise UsageError(f"data.path {path}: its SHA-256 is {digest}, not the configured data.sha256={data.sha256} "
                          "(the file changed since that config was saved)")
-    data.path, data.sha256 = str(path), digest
+    data["path"], data["sha256"] = str(path), digest
 
 
 def _at(where: str) -> str:
