@@ -26,7 +26,7 @@ DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
-NOT_GLOBBED = {"custom"}  # group options that need user input (activation=custom needs a _target_)
+NOT_GLOBBED = {"custom", "csv"}  # group options that need user input (activation=custom a _target_, data=csv a file)
 
 
 @dataclass
