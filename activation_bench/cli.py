@@ -33,6 +33,10 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
   data.target=random    random | teacher (targets from a seeded random network);\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
+  data=diabetes|star98|randhie  real tables bundled with scikit-learn / statsmodels\n
+  data=csv data.path=FILE data.target=COLUMN [data.features=[a,b]]  your own table\n
+  data=function data.fn=exp_sin  function fitting (xy, bessel_j0, exp_sin4, ellipkinc, ...)\n
+  data.val_fraction=0.2 data.test_fraction=0.2 data.standardize=true data.dropna=false  (real data)\n
   model.hidden_dim=64   hidden width\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
   device=cpu|cuda|auto  dtype=float32|float64\n
