@@ -121,7 +121,8 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
     tl = result.train_loss
     best = min((v for v in tl if v == v), default=float("nan"))
     rows = [
-        ("activation", str(act)), ("data", f"{cfg.data.name} (target {cfg.data.target})"),
+        ("activation", str(act)), ("data", f"function {cfg.data.fn}" if cfg.data.name == "function"
+                  else f"{cfg.data.name} (target {cfg.data.target})"),
         ("seed", str(cfg.seed)), ("epochs", f"{len(tl)}/{cfg.epochs}"), ("lr", f"{cfg.lr:g}"),
         ("final train_loss", f"{tl[-1]:.6g}"), ("best train_loss", f"{best:.6g}"),
     ]
