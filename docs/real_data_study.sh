@@ -31,3 +31,4 @@ for name in tables randhie functions; do
     $ACTBENCH compare "$RUNS/$name" --metric early_stop --baseline activation=relu \
         --format csv --output "$RUNS/$name.csv"
 done
+python "$(dirname "$0")/real_data_rmse.py" "$RUNS" > "$RUNS/rmse.md"
