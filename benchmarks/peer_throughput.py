@@ -64,7 +64,14 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS), help=f"comma list of {', '.join(PATHS)}")
     ap.add_argument("--naive-epochs", type=int, default=200, help="epochs per naive sample member")
     ap.add_argument("--small", action="store_true", help="smoke test: 2 seeds, 20 and 60 epochs")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for every path (OMP/MKL and XLA's CPU); 0: each library's default. One "
+                    "thread each is the steadier comparison on a machine shared with other work")
     args = ap.parse_args()
+    if args.threads:
+        os.environ.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+                          XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={str(args.threads > 1).lower()} "
+                          f"intra_op_parallelism_threads={args.threads}")
     if args.small:
         args.seeds, args.epochs, args.naive_epochs = 2, [20, 60], 20
     paths = [p for p in args.paths.split(",") if p]
@@ -74,7 +81,10 @@ def main() -> None:
     members = len(ACTS) * len(DATA) * args.seeds
     import torch
 
-    print(f"torch {torch.__version__}, {os.cpu_count()} cores; {members} members; epochs {args.epochs}")
+    if args.threads:
+        torch.set_num_threads(args.threads)  # the naive loop, in this process
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores, threads {args.threads or 'default'}; "
+          f"{members} members; epochs {args.epochs}")
     print(f"{'round':6s} {'path':12s} {'epochs':>7s} {'seconds':>9s} {'model-steps/s':>14s}")
     times: dict[tuple[str, int], list[float]] = {}
     rates: list[float] = []
