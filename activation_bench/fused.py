@@ -42,7 +42,8 @@ def _native(fwd: Callable[[torch.Tensor], torch.Tensor],
     return rule
 
 
-def _with_derivative(h: torch.Tensor, a: torch.Tensor, d: torch.Tensor):
+def _with_derivative(a: torch.Tensor, d: torch.Tensor):
+    """A forward that also computed its derivative d: the backward is one multiply."""
     return a, lambda g: g * d
 
 
@@ -52,7 +53,7 @@ def _gelu(h: torch.Tensor):
     u = h * _SQRT_HALF
     phi_cdf = torch.erf(u).mul_(0.5).add_(0.5)
     pdf = u.square_().neg_().exp_().mul_(_INV_SQRT_2PI)
-    return _with_derivative(h, h * phi_cdf, torch.addcmul(phi_cdf, h, pdf))
+    return _with_derivative(h * phi_cdf, torch.addcmul(phi_cdf, h, pdf))
 
 
 def _mish(h: torch.Tensor):
@@ -64,7 +65,7 @@ def _mish(h: torch.Tensor):
     n2 = n + 2.0
     t = n / n2
     dt = (e + 1.0).mul_(e).mul_(4.0).div_(n2.square_())
-    return _with_derivative(h, h * t, torch.addcmul(t, h, dt))
+    return _with_derivative(h * t, torch.addcmul(t, h, dt))
 
 
 def _autograd(module: nn.Module) -> Rule:
@@ -161,9 +162,15 @@ class HandGradient:
         return loss
 
 
+LAYERS = {"w1", "b1", "w2", "b2_padded"}  # the parameters the hand-written gradient knows
+
+
 def hand_gradient(model: nn.Module) -> HandGradient | None:
-    """The hand-written gradient for this stack, or None where the model is not the two-layer
-    StackedMLP it is written for."""
-    if type(model) is not StackedMLP or not all(hasattr(model, k) for k in ("w1", "b1", "w2", "b2_padded")):
+    """The hand-written gradient for this stack, or None (then autograd) where the model is not
+    exactly the two-layer StackedMLP it is written for: any other layer's parameters would get no
+    gradient here."""
+    if type(model) is not StackedMLP:
+        return None
+    if {n for n, _ in model.named_parameters() if not n.startswith("acts.")} != LAYERS:
         return None
     return HandGradient(model)

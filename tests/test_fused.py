@@ -88,3 +88,16 @@ def test_training_equals_the_autograd_engine_within_rtol(monkeypatch):
     for a, r_hand, r_auto in zip(acts, hand, auto):
         assert r_hand.train_loss == pytest.approx(r_auto.train_loss, rel=1e-5), a
         assert r_hand.val_loss == pytest.approx(r_auto.val_loss, rel=1e-5), a
+
+
+def test_models_with_other_layers_fall_back_to_autograd():
+    model = _stack(["gelu", "relu"], torch.float32)
+    assert fused.hand_gradient(model) is not None
+    model.extra = nn.Parameter(torch.zeros(2, 3))  # e.g. a deeper model's next layer
+    assert fused.hand_gradient(model) is None
+
+    class Deeper(StackedMLP):
+        pass
+
+    assert fused.hand_gradient(Deeper(model.w1.data, model.b1.data, model.w2.data,
+                                      model.b2_padded.data[..., :1], model.slices)) is None
