@@ -489,6 +489,13 @@ def config_hash(cfg: Cfg) -> str:
     """Identity of a run: a hash of its fully resolved config (what resume matches on)."""
     import json
 
+    from activation_bench.datasets import REAL_KEYS
+
+    data = cfg.get("data")
+    if isinstance(data, dict) and any(data.get(k, 0) is None for k in REAL_KEYS):
+        # the real-data keys, null for normal/uniform data, leave the hash as it was before they
+        # existed: sweeps made earlier still resume
+        cfg = Cfg({**cfg, "data": {k: v for k, v in data.items() if not (k in REAL_KEYS and v is None)}})
     text = json.dumps(cfg, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
