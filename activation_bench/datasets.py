@@ -94,9 +94,11 @@ def read_csv(path: Path) -> Any:
 
 
 @functools.lru_cache(maxsize=32)
-def load_table(name: str, path: str | None, target: str, features: tuple[str, ...] | None, dropna: bool) -> Table:
-    """Read and validate a table once per process: the target and feature columns exist and are
-    numeric, and no value is missing or infinite (or, with dropna, such rows are dropped)."""
+def load_table(name: str, path: str | None, target: str, features: tuple[str, ...] | None, dropna: bool,
+               sha256: str | None = None) -> Table:
+    """Read and validate a table once per process (per file content: sha256): the target and
+    feature columns exist and are numeric, and no value is missing or infinite (or, with dropna,
+    such rows are dropped)."""
     if name == "csv":
         frame, source = read_csv(Path(path or "")), f"file {path}"
     else:
@@ -143,7 +145,7 @@ def _numeric(col: Any) -> bool:
 def table_for(data: Any) -> Table:
     """The validated table of a (resolved) data config."""
     features = tuple(data.features) if data.features is not None else None
-    return load_table(data.name, data.path, data.target, features, bool(data.dropna))
+    return load_table(data.name, data.path, data.target, features, bool(data.dropna), data.sha256)
 
 
 # ---------------------------------------------------------------------------------------------
