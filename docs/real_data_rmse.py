@@ -13,6 +13,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import yaml
+
 
 def main(root: Path) -> None:
     values: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -22,7 +24,8 @@ def main(root: Path) -> None:
         if s.get("status") != "complete" or s.get("early_stop_test_rmse") is None:
             continue
         labels = s["labels"]
-        task = labels.get("data.fn") or labels.get("data") or path.parent.parent.name
+        data = yaml.safe_load((path.parent / "config.yaml").read_text())["data"]
+        task = f"{data['fn'] if data['name'] == 'function' else data['name']}, {s['epochs']} epochs"
         values[(task, labels["activation"])].append(s["early_stop_test_rmse"])
         stops[(task, labels["activation"])].append(s["early_stop_epoch"])
     _table("mean test RMSE at the early-stopping epoch (the target's own units)", values,
