@@ -107,10 +107,13 @@ def run(
 
 
 def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from activation_bench import terminal
+
     table = Table(title="run summary", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)  # values are names and paths
     act = cfg.activation.get("name") or cfg.activation.get("_target_")
     tl = result.train_loss
     best = min((v for v in tl if v == v), default=float("nan"))
@@ -125,7 +128,7 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:
         table.add_row(k, v)
-    Console().print(table)
+    terminal.print_table(table)
     if result.status == "diverged":
         typer.echo(f"diverged: loss not finite at epoch {result.diverged_epoch}; stopped early", err=True)
     typer.echo(str(path))
@@ -181,18 +184,18 @@ def sweep(
 
 
 def _print_grid(p: Any, todo: list[int]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{len(p.members)} members, {len(todo)} to run ({p.directory})")
-    table.add_column("#")
-    for k in p.keys:
-        table.add_column(k)
-    table.add_column("state")
+    from activation_bench import terminal
+
+    typer.echo(f"{p.directory}: {len(p.members)} members, {len(todo)} to run")
+    table = Table()
+    for header in ("#", *p.keys, "state"):
+        table.add_column(header, no_wrap=True)
     todo_set = set(todo)
     for i, lab in enumerate(p.labels[:20]):
         table.add_row(str(i), *[lab[k] for k in p.keys], "to run" if i in todo_set else "done")
-    Console().print(table)
+    terminal.print_table(table)
     if len(p.members) > 20:
         typer.echo(f"... and {len(p.members) - 20} more")
 
@@ -266,17 +269,19 @@ def activations(
             params = ";".join(f"{k}={v}" for k, v in r["params"].items())
             writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"]])
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from activation_bench import terminal
 
     table = Table(title=f"{len(rows)} activations (activation=NAME; your own: activation=custom "
                   "activation._target_=pkg.mod.Class)")
     for col in ("name", "formula", "parameters", "aliases", "parameter count"):
-        table.add_column(col, overflow="fold")
+        # names never wrap; the other columns wrap between words (each parameter=value stays whole)
+        table.add_column(col, no_wrap=col == "name")
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
         table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"])
-    Console().print(table)
+    terminal.print_table(table)
 
 
 @app.command("config", help="Print the composed, validated config for the given overrides.\n\n"
