@@ -9,11 +9,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from activation_bench.errors import UsageError, reported
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
+    from activation_bench.orchestrate import SweepPlan
+    from activation_bench.train import RunResult
 
 
 def _options(group: str) -> str:
@@ -106,7 +111,7 @@ def run(
     _print_run_summary(path, cfg, result)
 
 
-def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
+def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
@@ -183,7 +188,7 @@ def sweep(
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
 
 
-def _print_grid(p: Any, todo: list[int]) -> None:
+def _print_grid(p: SweepPlan, todo: list[int]) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
@@ -200,17 +205,12 @@ def _print_grid(p: Any, todo: list[int]) -> None:
         typer.echo(f"... and {len(p.members) - 20} more")
 
 
-def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
+def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
                memory_mb: float, force: bool, quiet: bool) -> None:
+    import time
+
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from activation_bench import orchestrate
 
@@ -219,13 +219,21 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
     if skipped:
         typer.echo(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run", err=True)
     progress = Progress(
-        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("members"),
+        TextColumn("sweep"), BarColumn(bar_width=20), TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet,
     )
-    task = progress.add_task("sweep", total=len(p.members), completed=skipped)
+    total = len(p.members)
+    task = progress.add_task("sweep", total=total, completed=skipped, status=f"{skipped}/{total} members")
+    start = time.perf_counter()
 
-    def on_progress(done: float) -> None:
-        progress.update(task, completed=skipped + done)
+    def on_progress(now: orchestrate.SweepProgress) -> None:
+        parts = [f"{skipped + now.finished}/{total} members"]
+        if now.epochs:  # a stack is training: where it is
+            parts.append(f"stack {now.stack}/{now.stacks} epoch {now.epoch}/{now.epochs}")
+        seconds = time.perf_counter() - start
+        if now.steps and seconds > 0:
+            parts.append(f"{now.steps / seconds:,.0f} model-steps/s")
+        progress.update(task, completed=skipped + now.members, status=", ".join(parts))
 
     def notice(line: str) -> None:
         progress.console.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -159,7 +159,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 class Cfg(dict):
-    """A composed, resolved config: a plain dict with attribute access (cfg.data.n_samples)."""
+    """A composed, resolved config: a plain dict with attribute access (cfg.data.n_samples).
+
+    Its keys and value types are the schema's (`Config`, `DataConfig`, `ModelConfig`), checked
+    when it is composed; code that receives a config is annotated with this type.
+    """
 
     def __getattr__(self, key: str) -> Any:
         try:

@@ -22,10 +22,16 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from activation_bench import __version__
 from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
+    from activation_bench.train import RunResult
+
+    RunItem = tuple[Path, Cfg, RunResult, str, dict[str, str] | None]  # final, cfg, result, config hash, labels
 
 DONE_STATUSES = ("complete", "diverged")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
@@ -80,7 +86,7 @@ def inside(root: Path, path: Path) -> Path:
     return path_r
 
 
-def default_run_name(cfg: Any) -> str:
+def default_run_name(cfg: Cfg) -> str:
     act = cfg.activation.get("name") or str(cfg.activation.get("_target_", "custom")).rsplit(".")[-1]
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return slug(f"{stamp}_{act}_{cfg.data.name}_s{cfg.seed}")
@@ -132,7 +138,7 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "activation_bench": __version__}
 
 
-def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
+def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
     """summary.json's content; `status` is the completion marker."""
     import math
 
@@ -162,7 +168,7 @@ def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None 
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
-def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None,
+def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,
               replace: bool = False, unique: bool = False) -> Path:
     """Write one run directory: config.yaml, losses.csv and summary.json, atomically (see
     `write_runs`). Returns the directory the run ended up in.
@@ -175,7 +181,7 @@ def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[st
     return write_runs([(final, cfg, result, cfg_hash, labels)], replace=replace, unique=unique)[0]
 
 
-def write_runs(items: Sequence[tuple[Path, Any, Any, str, dict[str, str] | None]], replace: bool = False,
+def write_runs(items: Sequence[RunItem], replace: bool = False,
                unique: bool = False, threads: int = 8) -> list[Path]:
     """Write several run directories, each (final, cfg, result, cfg_hash, labels), atomically.
 
@@ -203,7 +209,8 @@ def write_runs(items: Sequence[tuple[Path, Any, Any, str, dict[str, str] | None]
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _stage(tmp: Path, final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None) -> None:
+def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
+           labels: dict[str, str] | None) -> None:
     """The run's files in its hidden temporary directory tmp (written, not yet flushed)."""
     try:
         if tmp.exists():

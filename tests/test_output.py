@@ -1,4 +1,5 @@
-"""Tables printed to a pipe keep every identifier whole, on one line (`actbench ... | grep NAME`)."""
+"""What a user sees: tables printed to a pipe keep every identifier whole, on one line
+(`actbench ... | grep NAME`); sweep progress moves epoch by epoch within a stack."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 from typer.testing import CliRunner
 
+from activation_bench import orchestrate
 from activation_bench.cli import app
 from tests.conftest import TINY
 
@@ -51,3 +53,17 @@ def test_run_summary_and_sweep_grid_keep_paths_and_values_whole(runner: CliRunne
     assert_whole(result.stdout, "stochastic_gelu", 2)
     assert_whole(result.stdout, "tanhshrink", 2)
     assert_whole(result.stdout, str(deep / "grid"), 1)  # on the line above the table
+
+
+def test_sweep_progress_moves_by_epochs_within_a_stack_and_counts_model_steps(tmp_path: Path) -> None:
+    # two stacks (lr values), 3 members each; batch_size=4 of 6 samples: 2 optimiser steps an epoch
+    p = orchestrate.plan(["lr=0.01,0.02", "seed=range(3)", "batch_size=4", *TINY], tmp_path, "prog")
+    seen: list[orchestrate.SweepProgress] = []
+    assert orchestrate.train_members(p, list(range(6)), 1024.0, False, seen.append) == 6
+    first = [s for s in seen if s.stack == 1 and s.epochs]
+    assert [s.epoch for s in first] == [1, 2, 3, 4]  # every epoch of the stack, before it finishes
+    assert all(s.finished == 0 for s in first)
+    assert [s.members for s in first] == [0.75, 1.5, 2.25, 3.0]
+    assert [s.steps for s in first] == [6, 12, 18, 24]  # 3 members x 2 steps per epoch
+    last = seen[-1]
+    assert (last.finished, last.members, last.steps, last.stack, last.stacks) == (6, 6, 48, 2, 2)
