@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from activation_bench import config_files
 from activation_bench.errors import UsageError, reported
 
 if TYPE_CHECKING:
@@ -22,11 +23,11 @@ if TYPE_CHECKING:
 
 
 def _options(group: str) -> str:
-    folder = Path(__file__).resolve().parent / "configs" / group
-    if not folder.is_dir():
-        folder = Path(__file__).resolve().parent.parent / "configs" / group
-    names = sorted(p[:-5] for p in os.listdir(folder) if p.endswith(".yaml")) if folder.is_dir() else []
-    return ", ".join(names)
+    """A group's options for the help text ('' if the configs folder cannot be found)."""
+    try:
+        return ", ".join(config_files.listing(str(config_files.config_dir()), group))
+    except (UsageError, OSError):
+        return ""
 
 
 KEYS_HELP = f"""
@@ -167,14 +168,14 @@ def sweep(
         min=0.001, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    from activation_bench import orchestrate
+    from activation_bench import config, orchestrate
 
     all_overrides = list(overrides or [])
-    hydra_overrides = [o for o in all_overrides if o.lstrip("+~").startswith("hydra.")]
+    hydra_overrides = config.hydra_settings(all_overrides)
     grid_overrides = [o for o in all_overrides if o not in hydra_overrides]
     with reported():
-        if hydra_overrides and not launcher:
-            raise UsageError("hydra.* overrides configure a launcher; add --launcher")
+        if not launcher:
+            config.refuse_hydra_settings(hydra_overrides)
         if launcher:
             orchestrate.check_launcher(launcher)
         if not grid_overrides:

@@ -4,8 +4,8 @@ A run directory is written whole into a hidden temporary directory beside its fi
 renamed into place, so a crash never leaves a run that looks complete. Inside it, `summary.json`
 carries the completion marker (`status`: complete or diverged); a directory without it is
 incomplete. Its files are on disk before the rename (one file-system flush per batch of runs);
-files outside run directories (sweep.yaml, results.csv) are written atomically on their own
-(temporary file, flush, fsync, rename).
+files outside run directories (sweep.yaml, results.csv, exported tables and figures) are written
+atomically on their own through `atomic_file` (temporary file, flush, fsync, rename).
 """
 
 from __future__ import annotations
@@ -37,24 +37,44 @@ DONE_STATUSES = ("complete", "diverged")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
 
 
+# ---------------------------------------------------------------------------------------------
+# atomic files: every file outside a run directory (sweep.yaml, results.csv, exported tables,
+# figures) is written through atomic_file
+
+
 def atomic_write(path: Path, text: str | Iterable[str]) -> None:
-    """Write text (or pieces of text) to path via a temporary file in the same directory, fsync,
-    then rename."""
+    """Write text (or pieces of text) to path atomically (see atomic_file)."""
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text) if isinstance(text, str) else fh.writelines(text)
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """A temporary path in path's folder to write to; once the block succeeds the file is flushed
+    to disk (fdatasync) and renamed to path, so path is never half a file. The temporary file is
+    removed whatever happens; an OSError becomes one line (UsageError)."""
+    check_folder(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        _write_synced(tmp, text)
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            _datasync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _write_synced(path: Path, text: str | Iterable[str]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text) if isinstance(text, str) else fh.writelines(text)
-        fh.flush()
-        _datasync(fh.fileno())
+def check_folder(path: Path) -> None:
+    """The folder a file is to be written into must exist (checked before any work is done)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: folder {parent} does not exist")
 
 
 def _datasync(fd: int) -> None:
