@@ -128,9 +128,11 @@ def rich_table(res: CompareResult) -> Any:
     caption = [*res.methods, *row_notes(res)]
     table = Table(title=_title(res), caption="\n".join(caption), caption_justify="left", box=box.SIMPLE_HEAD)
     cols = _columns(res, compact=True)
-    for header, _, right in cols:
-        # group values are identifiers: never wrapped (the notes column, prose, is not in this table)
-        table.add_column(header, justify="right" if right else "left", no_wrap=True)
+    for i, (header, _, right) in enumerate(cols):
+        # group values are identifiers: never wrapped; numbers fold only in a terminal too narrow for them
+        ident = i < len(res.group_cols)
+        table.add_column(header, justify="right" if right else "left", no_wrap=ident,
+                         overflow="ellipsis" if ident else "fold")
     for _, row in res.table.iterrows():
         style = "dim" if _is_base(row) else ("bold" if _significant(row) else None)
         table.add_row(*[fn(row) for _, fn, _ in cols], style=style)
