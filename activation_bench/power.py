@@ -57,25 +57,45 @@ def parse_power(ratio: str | float, power: str | float = 0.8, alpha: str | float
 
 
 def _solver():  # noqa: ANN202 (statsmodels type, imported lazily)
+    import statsmodels.tools.sm_exceptions  # noqa: F401 (sets its warning filters now, not inside ours)
     from statsmodels.stats.power import TTestPower
 
     return TTestPower()
 
 
 def seeds_needed(sd: float, spec: PowerSpec, solver=None) -> float:  # noqa: ANN001
-    """Pairs needed to detect spec.ratio with spec.power at spec.alpha (two-sided), rounded up;
-    at least 2 (a t-test needs two). NaN when sd is not positive and finite."""
+    """The smallest number of pairs (at least 2) whose paired t-test detects spec.ratio with power
+    spec.power at two-sided spec.alpha: statsmodels' solve_power, rounded up. NaN when sd is not
+    positive and finite."""
     if not (math.isfinite(sd) and sd > 0):
         return float("nan")
     solver = solver or _solver()
     d = spec.log_ratio / sd
-    kw = dict(alpha=spec.alpha, alternative="two-sided")
-    if solver.power(effect_size=d, nobs=2, **kw) >= spec.power:
+    kw = dict(effect_size=d, alpha=spec.alpha, alternative="two-sided")
+
+    def enough(n: float) -> bool:
+        # statsmodels' power is NaN for some large effects at few pairs (scipy's noncentral t);
+        # power grows with the effect, so a smaller effect's power is a safe lower bound
+        for scale in (1, 0.75, 0.5, 0.25):
+            p = float(solver.power(nobs=n, **{**kw, "effect_size": d * scale}))
+            if math.isfinite(p):
+                return p >= spec.power
+        return False
+
+    if enough(2):
         return 2.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        n = float(solver.solve_power(effect_size=d, nobs=None, power=spec.power, **kw))
-    return float(math.ceil(n - 1e-9)) if math.isfinite(n) else float("nan")
+        n = float(solver.solve_power(nobs=None, power=spec.power, **kw))
+    if math.isfinite(n):
+        return float(max(2, math.ceil(n - 1e-9)))
+    lo, hi = 2, 4  # the root finder failed (rare, near n = 2): bisect on statsmodels' power instead
+    while not enough(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return float(hi)
 
 
 def min_detectable_ratio(sd: float, n: int, spec: PowerSpec, solver=None) -> float:  # noqa: ANN001
