@@ -2,9 +2,10 @@
 
 Within every task (a combination of the other varying config values, seeds averaged) the groups are
 ranked by their mean score over seeds (losses: mean log10 loss, floored as in `compare`; ties get
-average ranks); ranks are averaged over tasks. Statistics come from libraries: the Friedman test from
-scipy, the post-hoc tests from scikit-posthocs (Nemenyi for mean ranks; pairwise Wilcoxon signed-rank
-over tasks with Holm's correction), the critical difference from scipy's studentized range.
+average ranks); ranks are averaged over tasks. Friedman's test is scipy's; Nemenyi's post-hoc p-values
+and critical difference come from scipy's studentized range (equal to scikit-posthocs'
+posthoc_nemenyi_friedman, checked in tests); Wilcoxon signed-rank tests over tasks are scipy's, Holm-
+corrected against the best, or over all pairs through scikit-posthocs' posthoc_wilcoxon.
 
 `rank(loaded, ...)` builds the task x group score matrix from loaded runs; `rank_matrix(scores)`
 does the statistics on any such matrix. No torch, no rich, no matplotlib here (see rank_render.py).
@@ -42,7 +43,7 @@ class RankResult:
     friedman_p: float
     critical_difference: float
     p_nemenyi: pd.DataFrame
-    p_wilcoxon: pd.DataFrame
+    p_wilcoxon: pd.DataFrame | None  # all pairs, Holm; computed with posthoc="wilcoxon" only
     groups: list[list[str]]
     alpha: float = cmp.ALPHA
     posthoc: str = "nemenyi"
@@ -57,7 +58,7 @@ class RankResult:
     @property
     def p_posthoc(self) -> pd.DataFrame:
         """The p-value matrix that decides the groups and the diagram's bars."""
-        return self.p_nemenyi if self.posthoc == "nemenyi" else self.p_wilcoxon
+        return self.p_wilcoxon if self.posthoc == "wilcoxon" and self.p_wilcoxon is not None else self.p_nemenyi
 
     @property
     def methods(self) -> list[str]:
@@ -99,25 +100,51 @@ def rank_matrix(scores: pd.DataFrame, alpha: float = cmp.ALPHA, posthoc: str = "
             warnings.simplefilter("ignore")
             res = stats.friedmanchisquare(*values.T)
         stat, p = float(res.statistic), float(res.pvalue)
-    p_nem = _nemenyi(ranks)
-    p_wil = _wilcoxon_holm(pd.DataFrame(values, index=scores.index, columns=scores.columns))
     mean_rank = ranks.mean(axis=0)
     order = list(mean_rank.sort_values(kind="stable").index)
+    p_nem = nemenyi(ranks)
+    frame = pd.DataFrame(values, index=scores.index, columns=scores.columns)
+    p_wil = wilcoxon_holm(frame) if posthoc == "wilcoxon" else None
     cd = critical_difference(k, n, alpha)
-    groups = contiguous_groups(order, p_nem if posthoc == "nemenyi" else p_wil, alpha)
+    groups = contiguous_groups(order, p_nem if p_wil is None else p_wil, alpha)
     return dict(ranks=ranks, mean_rank=mean_rank, order=order, friedman_stat=stat, friedman_p=p,
-                p_nemenyi=p_nem, p_wilcoxon=p_wil, critical_difference=cd, groups=groups)
+                p_nemenyi=p_nem, p_wilcoxon=p_wil, p_vs_best=wilcoxon_vs(frame, order[0]),
+                critical_difference=cd, groups=groups)
 
 
-def _nemenyi(ranks: pd.DataFrame) -> pd.DataFrame:
-    import scikit_posthocs as sp
+def nemenyi(ranks: pd.DataFrame) -> pd.DataFrame:
+    """Nemenyi's all-pairs p-values from the ranks (tasks x groups): the difference of mean ranks over
+    sqrt(k(k+1)/(6N)), times sqrt(2), against scipy's studentized range with k groups, as
+    scikit-posthocs' posthoc_nemenyi_friedman computes them (equal in tests). Computed here in one
+    vectorised call because importing scikit-posthocs costs about a second (it loads pyplot)."""
+    n, k = ranks.shape
+    r = ranks.mean(axis=0).to_numpy(float)
+    q = np.abs(r[:, None] - r[None, :]) / math.sqrt(k * (k + 1) / (6.0 * n))
+    p = stats.studentized_range.sf(q * math.sqrt(2), k, np.inf)
+    np.fill_diagonal(p, 1.0)
+    return pd.DataFrame(p, index=ranks.columns, columns=ranks.columns)
 
-    return sp.posthoc_nemenyi_friedman(ranks.to_numpy(float)).set_axis(ranks.columns, axis=0).set_axis(
-        ranks.columns, axis=1)
+
+def _wilcoxon(a: np.ndarray, b: np.ndarray) -> float:
+    """scipy's Wilcoxon signed-rank p (Pratt's zero handling); 1 when every pair ties."""
+    if np.all(a == b):
+        return 1.0
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return float(stats.wilcoxon(a, b, zero_method="pratt").pvalue)
 
 
-def _wilcoxon_holm(values: pd.DataFrame) -> pd.DataFrame:
-    """All pairs, Wilcoxon signed-rank over tasks (Pratt's zero handling), Holm-corrected."""
+def wilcoxon_vs(values: pd.DataFrame, best: str) -> pd.Series:
+    """Each group against `best`: Wilcoxon signed-rank over tasks, Holm-corrected over the k - 1
+    comparisons (Demšar's comparisons with a control). NaN for the best itself."""
+    others = [g for g in values.columns if g != best]
+    raw = [_wilcoxon(values[g].to_numpy(float), values[best].to_numpy(float)) for g in others]
+    return pd.Series(cmp.holm(raw), index=others).reindex(values.columns)
+
+
+def wilcoxon_holm(values: pd.DataFrame) -> pd.DataFrame:
+    """All pairs: Wilcoxon signed-rank over tasks (Pratt's zero handling), Holm-corrected over all
+    pairs, via scikit-posthocs' posthoc_wilcoxon."""
     import scikit_posthocs as sp
 
     long = pd.DataFrame({"value": values.to_numpy(float).T.ravel(),
@@ -252,7 +279,7 @@ def _table(scores: pd.DataFrame, st: dict, by: str) -> pd.DataFrame:
         "ties": (diff[order] == 0).sum(axis=0).to_numpy(int),
         "losses": (diff[order] > 0).sum(axis=0).to_numpy(int),
         "p_nemenyi": st["p_nemenyi"].loc[best, order].to_numpy(float),
-        "p_wilcoxon_holm": st["p_wilcoxon"].loc[best, order].to_numpy(float),
+        "p_wilcoxon_holm": st["p_vs_best"][order].to_numpy(float),
         "group": [letters[g] for g in order],
     })
     return table[[by, *RANK_COLS]]
@@ -277,11 +304,12 @@ def method_notes(res: RankResult) -> list[str]:
              f"wins/ties/losses: tasks where the {res.by} scores lower/equal/higher than the best ({res.best})."]
     lines.append(f"Friedman test over {n} tasks and {k} groups: scipy, tie-corrected." if k >= 3 else
                  "Friedman test: needs at least 3 groups; see the Wilcoxon p-value.")
-    lines.append(f"Post-hoc vs the best: Nemenyi (scikit-posthocs; critical difference CD = "
-                 f"{res.critical_difference:.3g} mean ranks at alpha {res.alpha:g}) and Wilcoxon signed-rank over "
-                 "tasks, Holm-corrected over all pairs.")
-    lines.append(f"group: {res.by}s sharing a letter cannot be told apart ({res.posthoc}, p >= {res.alpha:g} "
-                 "for every pair in the group).")
+    lines.append(f"Post-hoc vs the best: Nemenyi (all pairs; critical difference CD = {res.critical_difference:.3g} "
+                 f"mean ranks at alpha {res.alpha:g}) and Wilcoxon signed-rank over tasks, Holm-corrected over the "
+                 f"{k - 1} comparisons with the best.")
+    test = "Nemenyi" if res.posthoc == "nemenyi" else "Wilcoxon signed-rank, Holm over all pairs"
+    lines.append(f"group: {res.by}s sharing a letter cannot be told apart ({test}: p >= {res.alpha:g} for every "
+                 "pair in the group; groups are runs of consecutive mean ranks, as the diagram's bars).")
     if n < 6:
         lines.append(f"With {n} tasks no two-sided Wilcoxon test over tasks can reach p < 0.05: more tasks give "
                      "sharper answers.")

@@ -113,7 +113,8 @@ def to_json(res: RankResult) -> str:
         "friedman": {"statistic": _plain(res.friedman_stat), "p": _plain(res.friedman_p)},
         "critical_difference": _plain(res.critical_difference), "groups": res.groups,
         "rows": [{c: _plain(v) for c, v in r.items()} for r in res.table.to_dict("records")],
-        "p_nemenyi": _matrix(res.p_nemenyi), "p_wilcoxon_holm": _matrix(res.p_wilcoxon),
+        "p_nemenyi": _matrix(res.p_nemenyi),
+        "p_wilcoxon_holm_all_pairs": None if res.p_wilcoxon is None else _matrix(res.p_wilcoxon),
         "scores": {str(t): {str(g): _plain(v) for g, v in row.items()} for t, row in res.scores.iterrows()},
         "methods": res.methods, "warnings": res.warnings,
     }

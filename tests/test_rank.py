@@ -79,13 +79,27 @@ def test_demsar_worked_example(demsar):
     np.testing.assert_allclose(p.to_numpy(), ref.to_numpy(), rtol=1e-12)
 
 
-def test_wilcoxon_holm_matches_scipy_and_holm(demsar):
+def test_posthoc_p_values_match_scikit_posthocs(demsar):
+    rng = np.random.default_rng(0)
+    for scores in (demsar, pd.DataFrame(rng.normal(size=(6, 9)).round(1), columns=list("abcdefghi"))):
+        ranks = pd.DataFrame(stats.rankdata(scores.to_numpy(), axis=1), columns=scores.columns)
+        ref = sp.posthoc_nemenyi_friedman(scores.to_numpy())
+        np.testing.assert_allclose(rk.nemenyi(ranks).to_numpy(), ref.to_numpy(), rtol=1e-12)
+        st = rk.rank_matrix(scores, posthoc="wilcoxon")
+        long = scores.melt(var_name="g", value_name="v")
+        ref = sp.posthoc_wilcoxon(long, val_col="v", group_col="g", zero_method="pratt", p_adjust="holm")
+        np.testing.assert_allclose(st["p_wilcoxon"].to_numpy(), ref.loc[scores.columns, scores.columns].to_numpy())
+
+
+def test_wilcoxon_vs_best_is_holm_over_k_minus_1(demsar):
     st = rk.rank_matrix(demsar, lower_is_better=False)
-    pairs = [(a, b) for i, a in enumerate(DEMSAR_NAMES) for b in DEMSAR_NAMES[i + 1:]]
-    raw = [stats.wilcoxon(demsar[a], demsar[b], zero_method="pratt").pvalue for a, b in pairs]
-    for (a, b), adj in zip(pairs, cmp.holm(raw)):
-        assert st["p_wilcoxon"].loc[a, b] == pytest.approx(adj)
-        assert st["p_wilcoxon"].loc[b, a] == pytest.approx(adj)
+    best = st["order"][0]
+    assert best == "C4.5+m+cf" and st["p_wilcoxon"] is None
+    others = [g for g in DEMSAR_NAMES if g != best]
+    raw = [stats.wilcoxon(demsar[g], demsar[best], zero_method="pratt").pvalue for g in others]
+    for g, adj in zip(others, cmp.holm(raw)):
+        assert st["p_vs_best"][g] == pytest.approx(adj)
+    assert math.isnan(st["p_vs_best"][best])
 
 
 def test_contiguous_groups():
@@ -189,6 +203,7 @@ def test_task_option_and_render_formats(tmp_path):
     assert doc["friedman"]["statistic"] == pytest.approx(res.friedman_stat)
     assert doc["groups"] == res.groups and doc["rows"][0]["activation"] == res.best
     assert doc["p_nemenyi"]["gelu"]["tanh"] == pytest.approx(res.p_nemenyi.loc["gelu", "tanh"])
+    assert doc["p_wilcoxon_holm_all_pairs"] is None
     md = rank_render.to_markdown(res)
     assert "| activation | mean rank |" in md and "Friedman" in md
     text = rank_render.table_text(res)
