@@ -63,39 +63,69 @@ def _solver():  # noqa: ANN202 (statsmodels type, imported lazily)
     return TTestPower()
 
 
+def _enough(solver, d: np.ndarray, n: np.ndarray, spec: PowerSpec) -> np.ndarray:  # noqa: ANN001
+    """power(d, n) >= spec.power, elementwise, with statsmodels' power (vectorised). Its power is NaN
+    for some large effects at few pairs (scipy's noncentral t); power grows with the effect, so a
+    smaller effect's power then serves as a safe lower bound."""
+    ok = np.zeros(len(d), dtype=bool)
+    todo = np.ones(len(d), dtype=bool)
+    for scale in (1.0, 0.75, 0.5, 0.25):
+        if not todo.any():
+            break
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            p = np.asarray(solver.power(effect_size=d[todo] * scale, nobs=n[todo], alpha=spec.alpha,
+                                        alternative="two-sided"), dtype=float).reshape(-1)
+        idx = np.flatnonzero(todo)
+        done = np.isfinite(p)
+        ok[idx[done]] = p[done] >= spec.power
+        todo[idx[done]] = False
+    return ok
+
+
+def seeds_needed_many(sd: np.ndarray, spec: PowerSpec, solver=None) -> np.ndarray:  # noqa: ANN001
+    """For each sd: the smallest number of pairs (at least 2) whose two-sided paired t-test at
+    spec.alpha detects spec.ratio with power spec.power, found by bisection on statsmodels' power
+    over whole numbers (the same as rounding up statsmodels' solve_power, checked in tests, and
+    robust where its root finder fails). NaN where sd is not positive and finite, or where more
+    than 2**40 pairs would be needed."""
+    sd = np.asarray(sd, dtype=float)
+    out = np.full(len(sd), np.nan)
+    good = np.flatnonzero(np.isfinite(sd) & (sd > 0))
+    if not len(good):
+        return out
+    solver = solver or _solver()
+    d = spec.log_ratio / sd[good]
+    lo = np.full(len(d), 1.0)  # power(lo) < target (one pair: no test)
+    hi = np.full(len(d), 2.0)
+    grow = ~_enough(solver, d, hi, spec)
+    while grow.any():
+        lo[grow], hi[grow] = hi[grow], hi[grow] * 2
+        grow[grow] = ~_enough(solver, d[grow], hi[grow], spec) & (hi[grow] < 2.0**40)
+    while (wide := hi - lo > 1).any():
+        mid = np.floor((lo[wide] + hi[wide]) / 2)
+        ok = _enough(solver, d[wide], mid, spec)
+        hi[np.flatnonzero(wide)[ok]] = mid[ok]
+        lo[np.flatnonzero(wide)[~ok]] = mid[~ok]
+    out[good] = np.where(_enough(solver, d, hi, spec), hi, np.nan)
+    return out
+
+
 def seeds_needed(sd: float, spec: PowerSpec, solver=None) -> float:  # noqa: ANN001
-    """The smallest number of pairs (at least 2) whose paired t-test detects spec.ratio with power
-    spec.power at two-sided spec.alpha: statsmodels' solve_power, rounded up. NaN when sd is not
-    positive and finite."""
-    if not (math.isfinite(sd) and sd > 0):
+    """seeds_needed_many for one sd."""
+    return float(seeds_needed_many(np.array([sd]), spec, solver)[0])
+
+
+def min_detectable_d(n: int, spec: PowerSpec, solver=None) -> float:  # noqa: ANN001
+    """The smallest standardised effect (mean / sd of the differences) detectable with n pairs:
+    statsmodels' solve_power. NaN with fewer than 2 pairs."""
+    if n < 2:
         return float("nan")
     solver = solver or _solver()
-    d = spec.log_ratio / sd
-    kw = dict(effect_size=d, alpha=spec.alpha, alternative="two-sided")
-
-    def enough(n: float) -> bool:
-        # statsmodels' power is NaN for some large effects at few pairs (scipy's noncentral t);
-        # power grows with the effect, so a smaller effect's power is a safe lower bound
-        for scale in (1, 0.75, 0.5, 0.25):
-            p = float(solver.power(nobs=n, **{**kw, "effect_size": d * scale}))
-            if math.isfinite(p):
-                return p >= spec.power
-        return False
-
-    if enough(2):
-        return 2.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        n = float(solver.solve_power(nobs=None, power=spec.power, **kw))
-    if math.isfinite(n):
-        return float(max(2, math.ceil(n - 1e-9)))
-    lo, hi = 2, 4  # the root finder failed (rare, near n = 2): bisect on statsmodels' power instead
-    while not enough(hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
-    return float(hi)
+        return float(solver.solve_power(effect_size=None, nobs=n, power=spec.power, alpha=spec.alpha,
+                                        alternative="two-sided"))
 
 
 def min_detectable_ratio(sd: float, n: int, spec: PowerSpec, solver=None) -> float:  # noqa: ANN001
@@ -103,24 +133,22 @@ def min_detectable_ratio(sd: float, n: int, spec: PowerSpec, solver=None) -> flo
     NaN with fewer than 2 pairs or when sd is not positive and finite."""
     if n < 2 or not (math.isfinite(sd) and sd > 0):
         return float("nan")
-    solver = solver or _solver()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        d = float(solver.solve_power(effect_size=None, nobs=n, power=spec.power, alpha=spec.alpha,
-                                     alternative="two-sided"))
+    d = min_detectable_d(n, spec, solver)
     return 10 ** (d * sd) if math.isfinite(d) else float("nan")
 
 
 def add_power(comp: pd.DataFrame, spec: PowerSpec) -> pd.DataFrame:
     """The comparison table (with n_pairs and sd_diff of the paired log10 differences) with the
-    columns seeds_needed and min_detectable_ratio added."""
+    columns seeds_needed and min_detectable_ratio added. The smallest detectable effect depends on
+    the number of pairs only, so it is solved once per distinct number."""
     solver = _solver()
     sd = comp["sd_diff"].to_numpy(float)
-    n = comp["n_pairs"].to_numpy(float)
+    n = np.nan_to_num(comp["n_pairs"].to_numpy(float), nan=0).astype(int)
+    d_min = {k: min_detectable_d(k, spec, solver) for k in set(n[np.isfinite(sd) & (sd > 0)].tolist())}
     out = comp.copy()
-    out["seeds_needed"] = [seeds_needed(s, spec, solver) for s in sd]
-    out["min_detectable_ratio"] = [min_detectable_ratio(s, int(k) if np.isfinite(k) else 0, spec, solver)
-                                   for s, k in zip(sd, n)]
+    out["seeds_needed"] = seeds_needed_many(sd, spec, solver)
+    out["min_detectable_ratio"] = [10 ** (d_min[k] * s) if k in d_min and math.isfinite(d_min[k])
+                                   and math.isfinite(s) and s > 0 else float("nan") for s, k in zip(sd, n)]
     return out
 
 

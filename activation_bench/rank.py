@@ -164,10 +164,11 @@ def critical_difference(k: int, n: int, alpha: float = cmp.ALPHA) -> float:
 def contiguous_groups(order: Sequence[str], p: pd.DataFrame, alpha: float) -> list[list[str]]:
     """Maximal runs of groups, consecutive in rank order, in which no pair differs (p >= alpha), as
     drawn by the bars of a critical-difference diagram. Groups of one are included."""
+    same = p.loc[list(order), list(order)].to_numpy(float) >= alpha
     spans: list[tuple[int, int]] = []
     for i in range(len(order)):
         j = i
-        while j + 1 < len(order) and all(p.loc[order[m], order[j + 1]] >= alpha for m in range(i, j + 1)):
+        while j + 1 < len(order) and same[i:j + 1, j + 1].all():
             j += 1
         if not spans or j > spans[-1][1]:
             spans.append((i, j))

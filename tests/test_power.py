@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -104,3 +105,27 @@ def test_compare_without_power_imports_no_statsmodels(tmp_path):
             f"r = CliRunner().invoke(app, ['compare', {str(path)!r}]); assert r.exit_code == 0, r.output; "
             "heavy = {'torch', 'statsmodels', 'scikit_posthocs'} & set(sys.modules); assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_seeds_needed_equals_rounded_up_solve_power_over_many_spreads():
+    spec = pw.parse_power(1.1)
+    sds = np.geomspace(1e-3, 3.0, 60)
+    got = pw.seeds_needed_many(sds, spec)
+    solver = TTestPower()
+
+    def power(d, n):
+        return solver.power(effect_size=d, nobs=n, alpha=0.05)
+
+    checked = 0
+    for sd, n in zip(sds, got):
+        d = math.log10(1.1) / sd
+        assert power(d, n) >= 0.8 or math.isnan(power(d, n))  # enough pairs ...
+        assert n == 2 or not power(d, n - 1) >= 0.8  # ... and no fewer (NaN: scipy's noncentral t fails)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            need = solver.solve_power(effect_size=d, alpha=0.05, power=0.8, alternative="two-sided")
+        # where statsmodels' root finder lands on a true answer, it is ours rounded up
+        if math.isfinite(need) and power(d, math.ceil(need)) >= 0.8 and not power(d, math.ceil(need) - 1) >= 0.8:
+            assert n == max(2, math.ceil(need)), (sd, need)
+            checked += 1
+    assert checked > 40
