@@ -58,7 +58,7 @@ def write_results(path: str, seeds: int, epochs: int) -> int:
 def timed(cmd: list[str]) -> float:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     start = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    done = subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr.decode()}")
