@@ -302,3 +302,12 @@ def test_rank_and_help_import_no_torch_or_heavy_statistics():
             "activation_bench.power; heavy = {'torch', 'statsmodels', 'scikit_posthocs', 'matplotlib'} & "
             "set(sys.modules); assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_rank_command_imports_only_what_it_needs(tmp_path):
+    path = write_runs(tmp_path / "r.csv")
+    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli import app; "
+            f"r = CliRunner().invoke(app, ['rank', {str(path)!r}]); assert r.exit_code == 0, r.output; "
+            "heavy = {'torch', 'statsmodels', 'scikit_posthocs', 'matplotlib'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True)
