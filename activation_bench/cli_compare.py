@@ -86,6 +86,8 @@ def compare(
             raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(render.FORMATS)}")
         m = cmp.parse_metric(metric)
         spec = None
+        if power is None and (power_level, alpha) != ("0.8", "0.05"):
+            raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
         if power is not None:
             from activation_bench.power import parse_power
 

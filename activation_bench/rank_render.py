@@ -25,7 +25,9 @@ def summary_lines(res: RankResult) -> list[str]:
     """Friedman, critical difference and the groups, one line each."""
     if res.friedman_p == res.friedman_p:  # not NaN
         verdict = "the ranks differ" if res.friedman_p < res.alpha else "no evidence that the ranks differ"
-        lines = [f"Friedman: chi2 = {res.friedman_stat:.4g}, p = {fmt_p(res.friedman_p)} ({verdict} "
+        p = fmt_p(res.friedman_p)
+        p = p.replace("<", "< ") if p.startswith("<") else f"= {p}"
+        lines = [f"Friedman: chi2 = {res.friedman_stat:.4g}, p {p} ({verdict} "
                  f"at alpha {res.alpha:g})."]
     else:
         lines = ["Friedman: not defined here (needs 3 or more groups that do not all tie)."]
@@ -164,7 +166,7 @@ def _cd_bar(ax: Any, cd: float, k: int) -> None:
     ax.text(1 + cd / 2, 2.0, f"CD = {cd:.3g} (Nemenyi)", ha="center", va="bottom", fontsize=8)
     ax.set_ylim(bottom, 2.9)
     ax.set_xlim(min(ax.get_xlim()[0], 0.8), max(ax.get_xlim()[1], 1 + cd + 0.2, k + 0.2))
-    ax.set_xticks(sorted({1, *range(5, k + 1, 5), k}))
+    ax.set_xticks(range(1, k + 1) if k <= 12 else sorted({1, *range(5, k + 1, 5), k}))
 
 
 def write_cd(res: RankResult, output: Path) -> Path:

@@ -90,6 +90,7 @@ def test_command_power_columns(tmp_path):
     (["--power", "1.05", "--power-level", "1"], "--power-level 1: needs a number between 0 and 1"),
     (["--power", "1.05", "--alpha", "x"], "--alpha x: not a number"),
     (["--power", "1.05", "--metric", "to=0.1"], "--power works on loss metrics"),
+    (["--alpha", "0.01"], "give --power RATIO too"),
 ])
 def test_bad_power_exit_2(tmp_path, args, message):
     path = write_long_csv(tmp_path / "r.csv")
