@@ -314,6 +314,9 @@ from activation_bench.cli_compare import compare, plot, plot_activations  # noqa
 app.command("compare")(compare)
 app.command("plot")(plot)
 app.command("plot-activations")(plot_activations)
+from activation_bench.cli_rank import rank  # noqa: E402 (light imports only)
+
+app.command("rank")(rank)
 
 
 def main() -> None:
