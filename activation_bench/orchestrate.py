@@ -284,7 +284,9 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
 
 def steps_per_epoch(cfg: Cfg) -> int:
     """Optimiser steps in one epoch: one per minibatch."""
-    n = cfg.data.n_samples
+    from activation_bench import train
+
+    n = train.data_shapes(cfg)[0]
     return -(-n // (cfg.batch_size or n))
 
 
