@@ -329,20 +329,26 @@ def _permutation(n: int, gen: Any) -> np.ndarray:
 def standardize(x: np.ndarray, y: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, x_test: np.ndarray,
                 y_test: np.ndarray, enabled: bool = True, info: dict[str, Any] | None = None) -> Split:
     """Scale features and target with the training split's mean and standard deviation only
-    (scikit-learn's StandardScaler: population std, constant columns left unscaled), so nothing
-    about the held-out rows leaks into training. info gains target_mean and target_scale: a loss
-    times target_scale**2 is in the target's own units squared."""
+    (population std, constant columns left unscaled: what scikit-learn's StandardScaler computes,
+    checked against it in the tests, without its 0.9 s import), so nothing about the held-out rows
+    leaks into training. info gains target_mean and target_scale: a loss times target_scale**2 is
+    in the target's own units squared."""
     info = dict(info or {})
     if not enabled:
         info.update(target_mean=0.0, target_scale=1.0, standardized=False)
         return Split(x, y, x_val, y_val, x_test, y_test, info)
-    from sklearn.preprocessing import StandardScaler
+    mx, sx = _moments(x)
+    my, sy = _moments(y)
+    info.update(target_mean=float(my), target_scale=float(sy), standardized=True)
+    return Split((x - mx) / sx, (y - my) / sy, (x_val - mx) / sx, (y_val - my) / sy, (x_test - mx) / sx,
+                 (y_test - my) / sy, info)
 
-    fx = StandardScaler().fit(x)
-    fy = StandardScaler().fit(y[:, None])
-    info.update(target_mean=float(fy.mean_[0]), target_scale=float(fy.scale_[0]), standardized=True)
-    tx, ty = fx.transform, (lambda v: fy.transform(v[:, None])[:, 0])
-    return Split(tx(x), ty(y), tx(x_val), ty(y_val), tx(x_test), ty(y_test), info)
+
+def _moments(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population standard deviation along the rows; a (near-)constant column's scale is 1."""
+    mean, std = a.mean(axis=0), a.std(axis=0)
+    std = np.where(std < 10 * np.finfo(np.float64).eps * np.maximum(1.0, np.abs(mean)), 1.0, std)
+    return mean, std
 
 
 def make_dataset(cfg: Any) -> Any:

@@ -72,6 +72,14 @@ def test_standardisation_uses_the_training_split_only():
     np.testing.assert_allclose(s.y_val, (raw.y_val - raw.y.mean()) / raw.y.std(), rtol=1e-10)
     assert abs(s.x_test.mean()) > 1e-6  # held-out rows are not re-centred on themselves
     assert raw.info["target_scale"] == 1.0 and s.info["target_scale"] == pytest.approx(raw.y.std())
+    from sklearn.preprocessing import StandardScaler  # the reference
+
+    fx, fy = StandardScaler().fit(raw.x), StandardScaler().fit(raw.y[:, None])
+    np.testing.assert_allclose(s.x_val, fx.transform(raw.x_val), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(s.y_test, fy.transform(raw.y_test[:, None])[:, 0], rtol=1e-12, atol=1e-14)
+    const = datasets.standardize(np.ones((4, 1)), np.arange(4.0), np.ones((1, 1)), np.zeros(1), np.full((1, 1), 2.0),
+                                 np.zeros(1))
+    assert np.array_equal(const.x_test, [[1.0]])  # a constant column is centred, not scaled
 
 
 def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
