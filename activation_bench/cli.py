@@ -33,7 +33,9 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
   data.target=random    random | teacher (targets from a seeded random network);\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
-  model.hidden_dim=64   hidden width\n
+  model.hidden_dim=64   hidden width; model.depth=1 hidden layers\n
+  model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
+  log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
   device=cpu|cuda|auto  dtype=float32|float64\n
   experiment=NAME       a preset ({_options("experiment") or "none"})
@@ -261,21 +263,21 @@ def activations(
     rows = registry.describe()
     if fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(["name", "aliases", "formula", "params", "param_effect"])
+        writer.writerow(["name", "aliases", "formula", "params", "param_effect", "init"])
         for r in rows:
             params = ";".join(f"{k}={v}" for k, v in r["params"].items())
-            writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"]])
+            writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"], r["init"]])
         return
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} activations (activation=NAME; your own: activation=custom "
                   "activation._target_=pkg.mod.Class)")
-    for col in ("name", "formula", "parameters", "aliases", "parameter count"):
+    for col in ("name", "formula", "parameters", "aliases", "parameter count", "init (auto)"):
         table.add_column(col, overflow="fold")
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
-        table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"])
+        table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"], r["init"])
     Console().print(table)
 
 
