@@ -123,6 +123,9 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
+    if cfg.model.depth != 1 or cfg.model.init != "torch_default":
+        init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
+        rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}"))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:

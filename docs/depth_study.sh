@@ -8,8 +8,8 @@ RUNS=${RUNS:-runs}
 # cores are busy (20x slower here at these sizes); results are bit-identical at a fixed thread count.
 export OMP_NUM_THREADS=1
 ACT="python -m activation_bench.cli"
-TASK=(data.target=teacher data.input_dim=16 data.n_samples=128 data.n_val=512 data.noise=0.1
-      model.hidden_dim=32 epochs=500 lr=0.001 log.grad_norms=true log.every=10)
+TASK=(data.target=teacher data.input_dim=16 data.n_samples=64 data.n_val=256 data.noise=0.1
+      model.hidden_dim=32 epochs=300 lr=0.001 log.grad_norms=true log.every=10)
 
 $ACT sweep --runs-dir "$RUNS" --name depth-study -q \
     'model.depth=1,2,4,8' 'activation=gelu,relu,tanh,sigmoid,selu,silu' 'model.init=torch_default,auto' \
