@@ -26,3 +26,10 @@ python docs/depth_tables.py "$RUNS/depth-study" > docs/depth-tables.md
 $ACT plot --grads "$RUNS"/depth-study/*_model.depth=8_* --output docs/depth-grads-8.png
 $ACT plot --grads "$RUNS"/depth-study/*_model.depth=4_* --output docs/depth-grads-4.png
 $ACT plot "$RUNS/depth-study" --by model.depth,model.init --loss val_loss --output docs/depth-val-curves.png
+# modest file sizes for the repository: 256-colour palette PNGs
+python -c "
+import sys
+from PIL import Image
+for p in sys.argv[1:]:
+    Image.open(p).convert('RGB').quantize(256).save(p, optimize=True)
+" docs/depth-grads-8.png docs/depth-grads-4.png docs/depth-val-curves.png
