@@ -7,6 +7,8 @@ x 30 seeds x 200 epochs on the default data (10 samples of 64 features), 64 hidd
 - actbench: the real command, `actbench sweep ... model.depth=8` in a fresh process, timed whole
   (start-up, imports, composing, training stacked with one baddbmm per layer, writing the run
   directories and results.csv).
+- actbench engine alone: the same grid through `train.plan_stacks`/`train.train` in this process
+  (training only: no start-up, composing or files), against the median naive rate.
 - naive: one model at a time, as the seed notebook trains: nn.Sequential of depth x (Linear,
   activation) and a Linear output, a DataLoader, torch.optim.Adam, zero_grad/backward/step. Timed
   on one member per activation (its steps per second stand for the whole grid).
@@ -67,6 +69,20 @@ def actbench_sweep(root: str, depth: int, seeds: int, epochs: int) -> tuple[int,
     return len(ACTS) * seeds * epochs, time.perf_counter() - start
 
 
+def engine_in_process(depth: int, seeds: int, epochs: int) -> tuple[int, float]:
+    """actbench's engine alone (composed configs in, losses out), timed in this process: no start-up,
+    no files."""
+    from activation_bench import config, train
+
+    grid = config.expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
+                          f"model.depth={depth}"])
+    cfgs = config.compose_many(grid.members)
+    start = time.perf_counter()
+    for stack in train.plan_stacks(cfgs):
+        train.train([cfgs[i] for i in stack])
+    return len(cfgs) * epochs, time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--depth", type=int, default=8)
@@ -80,20 +96,24 @@ def main() -> None:
           f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs")
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
     naive(ACTS[:1], args.depth, 2)  # warm-up: one-time imports are not counted against the naive loop
-    ratios = []
+    ratios, bases = [], []
     keep = tempfile.mkdtemp(prefix="actbench-depth-bench-")  # kept until the end (see sweep_throughput.py)
     try:
         for r in range(1, args.repeat + 1):
             steps, wall = actbench_sweep(os.path.join(keep, f"round{r}"), args.depth, args.seeds, args.epochs)
             n_steps, n_wall = naive(ACTS, args.depth, args.epochs)
             rate, base = steps / wall, n_steps / n_wall
-            ratios.append(rate / base)
+            ratios.append(rate / base), bases.append(base)
             print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
                   f"{rate / base:8.1f}")
             print(f"{r:<6d} {'naive, one model at a time (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} "
                   f"{1.0:8.1f}")
     finally:
         shutil.rmtree(keep)
+    steps, wall = engine_in_process(args.depth, args.seeds, args.epochs)
+    rate = steps / wall
+    print(f"{'-':6s} {'actbench engine alone (in process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
+          f"{rate / statistics.median(bases):8.1f}")
     rounds = ", ".join(f"{x:.1f}" for x in ratios)
     print(f"depth {args.depth}: actbench / naive = {statistics.median(ratios):.1f}x "
           f"(median of {len(ratios)} rounds: {rounds})")
