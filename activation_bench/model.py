@@ -83,6 +83,11 @@ class Slice:
     modules: list[nn.Module]
     per_member: bool = False
 
+    @property
+    def module(self) -> nn.Module:
+        """The first hidden layer's module (the only one at depth 1)."""
+        return self.modules[0]
+
 
 class StackedMLP(nn.Module):
     def __init__(
@@ -94,8 +99,11 @@ class StackedMLP(nn.Module):
         slices: list[Slice],
     ) -> None:
         super().__init__()
-        self.ws = nn.ParameterList(nn.Parameter(w) for w in ws)
-        self.bs = nn.ParameterList(nn.Parameter(b) for b in bs)
+        # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
+        # hand-written gradient is written for); layers 2..depth follow in lists
+        self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0])
+        self.w_deep = nn.ParameterList(nn.Parameter(w) for w in ws[1:])
+        self.b_deep = nn.ParameterList(nn.Parameter(b) for b in bs[1:])
         # The output bias is one number per member. Stored alone it is an M-element tensor, and
         # vectorised optimiser kernels treat its elements by scalar or SIMD code depending on M,
         # which rounds differently. Padding each member's bias to 16 elements (one AVX-512
@@ -108,8 +116,17 @@ class StackedMLP(nn.Module):
         self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
 
     @property
+    def ws(self) -> list[torch.Tensor]:
+        """Every hidden layer's weight [M, in, h1], first layer first."""
+        return [self.w1, *self.w_deep]
+
+    @property
+    def bs(self) -> list[torch.Tensor]:
+        return [self.b1, *self.b_deep]
+
+    @property
     def depth(self) -> int:
-        return len(self.ws)
+        return 1 + len(self.w_deep)
 
     def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """Apply each slice's activation of this hidden layer to its members' rows of h."""

@@ -268,6 +268,19 @@ def test_member_bytes_counts_every_layer():
     assert train.member_bytes(wide) > 4 * 4 * 7 * 512 * 512
 
 
+def test_a_depth_whose_stack_cannot_fit_is_refused(runner, runs_dir):
+    """The memory refusal counts every layer: the same member fits at depth 1 and not at depth 8."""
+    shallow, deep = (config.compose(["epochs=4", f"model.depth={d}"]) for d in (1, 8))
+    budget = (train.member_bytes(shallow) + train.member_bytes(deep)) / 2 / 2**20
+    args = ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(budget), "epochs=4", "seed=0,1"]
+    result = runner.invoke(app, [*args, "model.depth=8"])
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err and "model.depth=8" in err, err
+    assert files_under(runs_dir) == []
+    assert runner.invoke(app, [*args, "model.depth=1"]).exit_code == 0
+
+
 # --------------------------------------------------------------------------------------------
 # diagnostics
 
