@@ -310,16 +310,30 @@ def test_grads_csv_long_format_and_values_against_autograd(runner, runs_dir):
     assert got == pytest.approx(expected, rel=1e-5)
 
 
-def test_grad_log_changes_no_loss_and_matches_in_a_stack():
-    base = ["model.depth=3", "activation=gelu,relu", "seed=0,1", *TINY, "epochs=7"]
+@pytest.mark.parametrize("depth", [1, 3])  # depth 1: the hand-written gradient (fused.py); 3: autograd
+def test_grad_log_changes_no_loss_and_matches_in_a_stack(depth):
+    base = [f"model.depth={depth}", "activation=gelu,relu,prelu", "seed=0,1", *TINY, "epochs=7"]
     on = _stacked_and_alone([*base, "log.grad_norms=true", "log.every=3"])
     off = _stacked_and_alone(base)
     for (labels, alone, stacked), (_, plain, _) in zip(on, off):
         assert alone.train_loss == stacked.train_loss == plain.train_loss, labels
         flat = [v for row in alone.grads for v in row]
         assert flat == pytest.approx([v for row in stacked.grads for v in row], rel=1e-6), labels
-        assert [r[:2] for r in alone.grads] == [(e, k) for e in (1, 3, 6, 7) for k in (1, 2, 3)]
+        assert [r[:2] for r in alone.grads] == [(e, k) for e in (1, 3, 6, 7) for k in range(1, depth + 1)]
     assert off[0][1].grads is None
+
+
+def test_grad_log_at_depth_one_against_autograd():
+    """Depth 1 trains through the hand-written gradient: its logged norms at epoch 1 are autograd's."""
+    cfg = config.compose(["activation=gelu", "log.grad_norms=true", *TINY])
+    row = train.train([cfg])[0].grads[0]
+    ds = make_dataset(cfg)
+    (w1, b1), (w2, b2) = [(w.requires_grad_(), b) for w, b in member_weights(
+        "torch_default", 3, 5, 5, 1, generator(cfg.seed, "init"), torch.float32)]
+    a1 = torch.nn.functional.gelu(ds.x @ w1 + b1)
+    (g1,) = torch.autograd.grad(((a1 @ w2 + b2 - ds.y) ** 2).mean(), [w1])
+    assert row[:2] == (1, 1)
+    assert list(row[2:]) == pytest.approx([float(g1.norm()), float(a1.detach().norm())], rel=1e-5)
 
 
 def test_grads_with_minibatches_log_the_last_batch():
