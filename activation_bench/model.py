@@ -80,8 +80,12 @@ class Slice:
 
     start: int
     stop: int
-    modules: list[nn.Module]
+    modules: list[nn.Module]  # or one module: it serves every hidden layer
     per_member: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.modules, nn.Module):
+            self.modules = [self.modules]
 
     @property
     def module(self) -> nn.Module:
@@ -92,13 +96,17 @@ class Slice:
 class StackedMLP(nn.Module):
     def __init__(
         self,
-        ws: list[torch.Tensor],  # per hidden layer [M, in, h1]
-        bs: list[torch.Tensor],  # per hidden layer [M, 1, h1]
+        ws: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, in, h1] (one tensor: depth 1)
+        bs: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, 1, h1]
         w2: torch.Tensor,  # [M, 1, h2]: the output layer's single row
         b2: torch.Tensor,  # [M, 1, 1]; stored padded to [M, 1, 16], see below
         slices: list[Slice],
     ) -> None:
         super().__init__()
+        ws, bs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (ws, bs))
+        for s in slices:  # a slice given one module uses it in every layer
+            if len(s.modules) == 1:
+                s.modules = s.modules * len(ws)
         # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
         # hand-written gradient is written for); layers 2..depth follow in lists
         self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0])
