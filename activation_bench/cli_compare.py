@@ -26,16 +26,6 @@ ByOpt = Annotated[
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write text via a temporary file in the same folder, then rename: never half a file."""
-    from activation_bench.runs import atomic_write
-
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{path}: folder {parent} does not exist")
-    atomic_write(path, text)
-
-
 def _warn(lines: list[str]) -> None:
     for line in lines:
         typer.echo(f"warning: {line}", err=True)
@@ -54,10 +44,17 @@ def compare(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
                                                 show_default=False)] = None,
     loss: LossOpt = "train_loss",
+    power: Annotated[str | None, typer.Option(
+        "--power", help="RATIO, e.g. 1.05: per comparison, the seeds needed to detect a geometric-mean ratio of "
+        "RATIO (paired t-test, from the observed spread) and the smallest ratio detectable with the current seeds.",
+        show_default=False)] = None,
+    power_level: Annotated[str, typer.Option("--power-level", help="Power for --power.")] = "0.8",
+    alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power.")] = "0.05",
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
     p-values (Holm-corrected) and Cohen's d_z. Loss metrics are compared on a log10 scale.
+    With --power: how many seeds a comparison needs.
 
     Examples:
 
@@ -68,18 +65,31 @@ def compare(
       actbench compare runs/my-sweep --metric epoch=10 --format markdown --output table.md
 
       actbench compare runs/my-sweep --metric to=1e-6
+
+      actbench compare runs/my-sweep --power 1.05
     """
     with reported():
         from activation_bench import compare as cmp
-        from activation_bench import render
+        from activation_bench import render, runs
 
         if fmt not in render.FORMATS:
             raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(render.FORMATS)}")
+        if output is not None:
+            runs.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
-        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss)
+        spec = None
+        if power is None and (power_level, alpha) != ("0.8", "0.05"):
+            raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
+        if power is not None:
+            from activation_bench.power import parse_power
+
+            spec = parse_power(power, power_level, alpha)
+            if not m.is_loss:
+                raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {m.label}")
+        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss, power=spec)
         _warn(result.warnings)
         if output is not None:
-            write_atomic(output, render.render(result, fmt))
+            runs.atomic_write(output, render.render(result, fmt))
             typer.echo(f"wrote {output}", err=True)
         elif fmt == "table":
             render.print_table(result)

@@ -91,7 +91,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     import torch
+    from provenance import header  # benchmarks/provenance.py, beside this script
 
+    print(header())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
           f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs")
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
