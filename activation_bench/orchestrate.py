@@ -91,8 +91,8 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
         return
     cfg = cfgs[worst]
     n, _, _, dim = train.data_shapes(cfg)
-    shape = (f"model.hidden_dim={cfg.model.hidden_dim}, data.input_dim={dim}, "
-             f"data.n_samples={n}, epochs={cfg.epochs}")
+    shape = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}, "
+             f"data.input_dim={dim}, data.n_samples={n}, epochs={cfg.epochs}")
     budget = "; ".join(
         ([f"--memory-mb {memory_mb:g}"] if memory_mb is not None else [])
         + ([f"{_mb(avail)} available on this machine{' (GPU)' if device == 'cuda' else ''}"]
