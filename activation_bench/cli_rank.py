@@ -47,23 +47,24 @@ def rank(
       actbench rank runs/my-sweep --task data,data.target --format csv --output ranks.csv
     """
     with reported():
-        from activation_bench import compare as cmp
         from activation_bench import rank as rk
         from activation_bench import rank_render, runs
+        from activation_bench.loading import load
+        from activation_bench.metrics import parse_metric
 
         if fmt not in rank_render.FORMATS:
             raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(rank_render.FORMATS)}")
         if posthoc not in rk.POSTHOCS:
             raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
         level = rk.parse_alpha(alpha)
-        m = cmp.parse_metric(metric)
+        m = parse_metric(metric)
         if plot is not None:
             from activation_bench.plots import check_output
 
             check_output(plot)
         if output is not None:
             runs.check_folder(output)  # before any work
-        result = rk.rank(cmp.load(paths, loss), m, by, task, loss, level, posthoc)
+        result = rk.rank(load(paths, loss), m, by, task, loss, level, posthoc)
         _warn(result.warnings)
         if plot is not None:
             rank_render.write_cd(result, plot)

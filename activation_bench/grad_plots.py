@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from activation_bench.compare import _read_yaml, flatten_config
 from activation_bench.errors import UsageError
+from activation_bench.loading import flatten_config, read_yaml
 from activation_bench.plots import _colors, check_output, save_figure
 from activation_bench.runs import finished_summary
 
@@ -48,7 +48,7 @@ def load_grads(paths: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
             raise UsageError(f"{d / 'grads.csv'}: expected columns epoch,layer,{','.join(VALUES)}")
         df.insert(0, "run", i)
         frames.append(df)
-        configs.append({k: str(v) for k, v in flatten_config(_read_yaml(d / "config.yaml")).items()})
+        configs.append({k: str(v) for k, v in flatten_config(read_yaml(d / "config.yaml")).items()})
     table = pd.concat(frames, ignore_index=True)
     cfg = pd.DataFrame(configs)
     varying = [c for c in cfg.columns if cfg[c].nunique(dropna=False) > 1]

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from activation_bench.compare import FLOOR, Loaded, Metric, resolve_groups, run_values
+from activation_bench.compare import resolve_groups
 from activation_bench.errors import UsageError
+from activation_bench.loading import Loaded
+from activation_bench.metrics import FLOOR, Metric, run_values
 from activation_bench.runs import atomic_file, check_folder
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}

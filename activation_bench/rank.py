@@ -22,8 +22,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from activation_bench import compare as cmp
 from activation_bench.errors import UsageError
+from activation_bench.loading import Loaded, varying_columns
+from activation_bench.metrics import FLOOR, Metric, parse_metric, run_values
+from activation_bench.stats import ALPHA, holm
 
 POSTHOCS = ("nemenyi", "wilcoxon")
 RANK_COLS = ["mean_rank", "n_tasks", "wins", "ties", "losses", "p_nemenyi", "p_wilcoxon_holm", "group"]
@@ -45,9 +47,9 @@ class RankResult:
     p_nemenyi: pd.DataFrame
     p_wilcoxon: pd.DataFrame | None  # all pairs, Holm; computed with posthoc="wilcoxon" only
     groups: list[list[str]]
-    alpha: float = cmp.ALPHA
+    alpha: float = ALPHA
     posthoc: str = "nemenyi"
-    metric: cmp.Metric = field(default_factory=lambda: cmp.Metric("final"))
+    metric: Metric = field(default_factory=lambda: Metric("final"))
     loss: str = "train_loss"
     warnings: list[str] = field(default_factory=list)
 
@@ -80,7 +82,7 @@ def parse_alpha(text: str | float, option: str = "--alpha") -> float:
 # statistics on a task x group matrix
 
 
-def rank_matrix(scores: pd.DataFrame, alpha: float = cmp.ALPHA, posthoc: str = "nemenyi",
+def rank_matrix(scores: pd.DataFrame, alpha: float = ALPHA, posthoc: str = "nemenyi",
                 lower_is_better: bool = True) -> dict:
     """Ranks, Friedman test, Nemenyi and Holm-corrected Wilcoxon p matrices, critical difference and
     groups for a complete task x group matrix of scores (rows: tasks, columns: groups)."""
@@ -139,7 +141,7 @@ def wilcoxon_vs(values: pd.DataFrame, best: str) -> pd.Series:
     comparisons (Demšar's comparisons with a control). NaN for the best itself."""
     others = [g for g in values.columns if g != best]
     raw = [_wilcoxon(values[g].to_numpy(float), values[best].to_numpy(float)) for g in others]
-    return pd.Series(cmp.holm(raw), index=others).reindex(values.columns)
+    return pd.Series(holm(raw), index=others).reindex(values.columns)
 
 
 def wilcoxon_holm(values: pd.DataFrame) -> pd.DataFrame:
@@ -155,7 +157,7 @@ def wilcoxon_holm(values: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(p.to_numpy(float), index=values.columns, columns=values.columns).fillna(1.0)
 
 
-def critical_difference(k: int, n: int, alpha: float = cmp.ALPHA) -> float:
+def critical_difference(k: int, n: int, alpha: float = ALPHA) -> float:
     """Nemenyi's CD = q_alpha * sqrt(k(k+1) / (6N)), q_alpha the studentized range quantile / sqrt(2)."""
     q = float(stats.studentized_range.ppf(1 - alpha, k, np.inf)) / math.sqrt(2)
     return q * math.sqrt(k * (k + 1) / (6.0 * n))
@@ -179,13 +181,13 @@ def contiguous_groups(order: Sequence[str], p: pd.DataFrame, alpha: float) -> li
 # from loaded runs
 
 
-def resolve_task(loaded: cmp.Loaded, by: str, task: Sequence[str] | None) -> list[str]:
+def resolve_task(loaded: Loaded, by: str, task: Sequence[str] | None) -> list[str]:
     """--task columns (checked), else every varying config column except `by` and seed."""
     columns = ", ".join(loaded.config_cols) or "none"
     if by not in loaded.config_cols:
         raise UsageError(f"--by {by}: no such config column (columns: {columns})")
     if not task:
-        return [c for c in cmp.varying_columns(loaded) if c not in (by, "seed")]
+        return [c for c in varying_columns(loaded) if c not in (by, "seed")]
     cols = list(dict.fromkeys(c.strip() for item in task for c in str(item).split(",") if c.strip()))
     unknown = [c for c in cols if c not in loaded.config_cols]
     if unknown:
@@ -195,7 +197,7 @@ def resolve_task(loaded: cmp.Loaded, by: str, task: Sequence[str] | None) -> lis
     return cols
 
 
-def task_scores(values: pd.DataFrame, loaded: cmp.Loaded, metric: cmp.Metric) -> np.ndarray:
+def task_scores(values: pd.DataFrame, loaded: Loaded, metric: Metric) -> np.ndarray:
     """One score per run (lower is better): log10 loss (floored) for loss metrics, else the value;
     for to=EPS a run that never got there counts as its last epoch + 1. NaN for unusable runs."""
     if metric.is_loss:
@@ -211,11 +213,11 @@ def _label(cols: Sequence[str], key: tuple) -> str:
     return ", ".join(f"{c}={v}" for c, v in zip(cols, key)) or "all runs"
 
 
-def score_matrix(loaded: cmp.Loaded, metric: cmp.Metric, by: str, task_cols: Sequence[str], loss: str,
+def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[str], loss: str,
                  floor: float, notes: list[str]) -> pd.DataFrame:
     """Task x group matrix of mean scores over each cell's usable runs; tasks missing a group are
     named in `notes` and left out; groups with fewer usable seeds than others in a task are named."""
-    values = cmp.run_values(loaded, metric, loss, floor)
+    values = run_values(loaded, metric, loss, floor)
     frame = pd.DataFrame({c: values[c].astype(object).where(values[c].notna(), "(none)") for c in [*task_cols, by]})
     frame["score"] = task_scores(values, loaded, metric)
     frame["status"] = values["status"].to_numpy(object)
@@ -251,11 +253,11 @@ def score_matrix(loaded: cmp.Loaded, metric: cmp.Metric, by: str, task_cols: Seq
     return pd.DataFrame(rows, index=pd.Index(kept, name="task"), columns=pd.Index(groups, name=by))
 
 
-def rank(loaded: cmp.Loaded, metric: cmp.Metric | str = "final", by: str = "activation",
-         task: Sequence[str] | None = None, loss: str = "train_loss", alpha: float = cmp.ALPHA,
-         posthoc: str = "nemenyi", floor: float = cmp.FLOOR) -> RankResult:
+def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
+         task: Sequence[str] | None = None, loss: str = "train_loss", alpha: float = ALPHA,
+         posthoc: str = "nemenyi", floor: float = FLOOR) -> RankResult:
     """Rank the `by` groups within each task and test the ranking (see the module docstring)."""
-    metric = cmp.parse_metric(metric) if isinstance(metric, str) else metric
+    metric = parse_metric(metric) if isinstance(metric, str) else metric
     if posthoc not in POSTHOCS:
         raise UsageError(f"unknown post-hoc test '{posthoc}'; valid: {', '.join(POSTHOCS)}")
     notes = list(loaded.warnings)
@@ -296,7 +298,7 @@ def method_notes(res: RankResult) -> list[str]:
     m = res.metric
     if m.is_loss:
         score = "mean log10 loss per run (auc)" if m.kind == "auc" else f"log10 {res.loss} ({m.label})"
-        score += f", floored at {cmp.FLOOR:g}"
+        score += f", floored at {FLOOR:g}"
     else:
         score = f"first epoch with {res.loss} <= {m.param:g} (a run that never gets there: its last epoch + 1)"
     tasks = ", ".join(res.task_cols) or "nothing"

@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from activation_bench import terminal
-from activation_bench.compare import COMPARE_COLS, EXTRA_COLS, STAT_COLS, CompareResult
+from activation_bench.compare import COMPARE_COLS, EXTRA_COLS, CompareResult
+from activation_bench.stats import STAT_COLS
 
 FORMATS = ("table", "csv", "markdown", "json")
 

@@ -7,6 +7,7 @@ import pytest
 
 from activation_bench import compare as cmp
 from activation_bench.errors import UsageError
+from activation_bench.metrics import run_values
 
 ROWS = [  # act, seed, epoch, train, val, test
     ("gelu", 0, 1, 0.9, 0.50, 0.60), ("gelu", 0, 2, 0.5, 0.30, 0.40), ("gelu", 0, 3, 0.2, 0.30, 0.10),
@@ -28,12 +29,12 @@ def table(tmp_path):
 
 def test_value_at_lowest_val_loss_earliest_on_ties(table):
     loaded = cmp.load([table])
-    values = cmp.run_values(loaded, cmp.parse_metric("early_stop"), "test_loss")
+    values = run_values(loaded, cmp.parse_metric("early_stop"), "test_loss")
     got = dict(zip(zip(values["activation"], values["seed"]), values["value"]))
     # gelu seed 0: val 0.30 at epochs 2 and 3 -> epoch 2 (earliest); seed 1: epoch 1
     # relu seed 1: a NaN val_loss is skipped, the lowest finite one (0.60, epoch 3) chosen
     assert got == {("gelu", "0"): 0.40, ("gelu", "1"): 0.25, ("relu", "0"): 0.45, ("relu", "1"): 0.65}
-    train = cmp.run_values(loaded, cmp.parse_metric("early_stop"), "train_loss")
+    train = run_values(loaded, cmp.parse_metric("early_stop"), "train_loss")
     assert list(train["value"]) == [0.5, 0.9, 0.2, 0.2]
 
 

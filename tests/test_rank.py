@@ -16,11 +16,12 @@ import scikit_posthocs as sp
 from scipy import stats
 from typer.testing import CliRunner
 
-from activation_bench import compare as cmp
 from activation_bench import rank as rk
 from activation_bench import rank_render
 from activation_bench.cli import app
 from activation_bench.errors import UsageError
+from activation_bench.loading import load
+from activation_bench.stats import holm
 
 # Demšar (2006), Table 6: AUC of C4.5 with and without curtailment (m) and pruning confidence (cf)
 # on 14 UCI data sets (higher is better)
@@ -97,7 +98,7 @@ def test_wilcoxon_vs_best_is_holm_over_k_minus_1(demsar):
     assert best == "C4.5+m+cf" and st["p_wilcoxon"] is None
     others = [g for g in DEMSAR_NAMES if g != best]
     raw = [stats.wilcoxon(demsar[g], demsar[best], zero_method="pratt").pvalue for g in others]
-    for g, adj in zip(others, cmp.holm(raw)):
+    for g, adj in zip(others, holm(raw)):
         assert st["p_vs_best"][g] == pytest.approx(adj)
     assert math.isnan(st["p_vs_best"][best])
 
@@ -145,7 +146,7 @@ def write_runs(path: Path, loss=final_loss, skip=()) -> Path:
 
 
 def test_rank_from_runs_by_hand(tmp_path):
-    res = rk.rank(cmp.load([write_runs(tmp_path / "r.csv")]), "final")
+    res = rk.rank(load([write_runs(tmp_path / "r.csv")]), "final")
     assert res.by == "activation" and res.task_cols == ["data", "data.target"]
     t = res.table.set_index("activation")
     assert list(res.table["activation"]) == ["gelu", "relu", "tanh"]
@@ -168,7 +169,7 @@ def test_ties_at_the_floor_share_ranks(tmp_path):
     def floor_loss(act, task, seed):
         return 1e-15 if act in ("relu", "gelu") else 1e-3 * (1 + task)
 
-    res = rk.rank(cmp.load([write_runs(tmp_path / "f.csv", floor_loss)]), "final")
+    res = rk.rank(load([write_runs(tmp_path / "f.csv", floor_loss)]), "final")
     t = res.table.set_index("activation")
     assert t.loc["relu", "mean_rank"] == t.loc["gelu", "mean_rank"] == 1.5
     assert t.loc["tanh", "mean_rank"] == 3
@@ -177,7 +178,7 @@ def test_ties_at_the_floor_share_ranks(tmp_path):
 
 def test_missing_group_and_short_seeds_are_named(tmp_path):
     path = write_runs(tmp_path / "m.csv", skip={(1, "tanh"), (3, "relu", 2)})
-    res = rk.rank(cmp.load([path]), "final")
+    res = rk.rank(load([path]), "final")
     assert len(res.scores) == 3
     assert any("data=normal, data.target=teacher left out" in w and "tanh (no runs)" in w for w in res.warnings)
     assert any("data=uniform, data.target=teacher" in w and "relu (2 of 3)" in w for w in res.warnings)
@@ -185,7 +186,7 @@ def test_missing_group_and_short_seeds_are_named(tmp_path):
 
 
 def test_to_eps_counts_not_reached_as_last_epoch_plus_one(tmp_path):
-    res = rk.rank(cmp.load([write_runs(tmp_path / "t.csv")]), "to=5e-4")
+    res = rk.rank(load([write_runs(tmp_path / "t.csv")]), "to=5e-4")
     # epoch 1 loss is 10 * final: gelu (1e-4) reaches 5e-4 at epoch 2, relu never (score 3) except task 2
     assert res.scores.loc["data=normal, data.target=random", "gelu"] == 2
     assert res.scores.loc["data=normal, data.target=random", "relu"] == 3
@@ -193,7 +194,7 @@ def test_to_eps_counts_not_reached_as_last_epoch_plus_one(tmp_path):
 
 
 def test_task_option_and_render_formats(tmp_path):
-    res = rk.rank(cmp.load([write_runs(tmp_path / "r.csv")]), "final", task=["data.target"])
+    res = rk.rank(load([write_runs(tmp_path / "r.csv")]), "final", task=["data.target"])
     assert res.task_cols == ["data.target"] and len(res.scores) == 2
     csv_text = rank_render.to_csv(res)
     assert csv_text.splitlines()[0].split(",")[:3] == ["activation", "mean_rank", "n_tasks"]
@@ -213,7 +214,7 @@ def test_task_option_and_render_formats(tmp_path):
 def test_cd_diagram_is_drawn(tmp_path, demsar):
     st = rk.rank_matrix(demsar, alpha=0.10, lower_is_better=False)
     assert st["groups"]  # the diagram draws them; check the file and the artists
-    res = rk.rank(cmp.load([write_runs(tmp_path / "r.csv")]), "final")
+    res = rk.rank(load([write_runs(tmp_path / "r.csv")]), "final")
     fig = rank_render.draw_cd(res)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert any(t.startswith("gelu (1.25)") for t in texts) and any("CD = " in t for t in texts)
@@ -251,7 +252,7 @@ def test_command_on_a_sweep(tiny_sweep, tmp_path):
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "r.csv")
     assert sorted(table["activation"]) == ["gelu", "relu", "tanh"] and (table["n_tasks"] == 4).all()
-    ref = rk.rank(cmp.load([tiny_sweep]), "final", posthoc="wilcoxon").table
+    ref = rk.rank(load([tiny_sweep]), "final", posthoc="wilcoxon").table
     np.testing.assert_allclose(table["mean_rank"], ref["mean_rank"])
 
 
@@ -294,7 +295,7 @@ def test_single_task_and_single_group(tmp_path):
     assert result.exit_code == 2 and "fewer than 2 groups" in result.stderr
     with pytest.raises(UsageError, match="tasks have a result for every activation"):
         path = write_runs(tmp_path / "m.csv", skip={(t, "tanh") for t in range(3)})
-        rk.rank(cmp.load([path]))
+        rk.rank(load([path]))
 
 
 def test_rank_and_help_import_no_torch_or_heavy_statistics():
