@@ -342,7 +342,8 @@ def _well_formed(df: pd.DataFrame, key_cols: Sequence[str], epoch: np.ndarray, b
         return False
     if not key_cols or len(bounds) <= 2:
         return True
-    keys = df[list(key_cols)].iloc[bounds[:-1]]
+    starts = bounds[:-1]  # one column at a time: df[list].iloc copies the whole columns first (0.3 s at 1M rows)
+    keys = pd.DataFrame({c: df[c].iloc[starts].to_numpy(object) for c in key_cols})
     return not keys.duplicated().any()
 
 

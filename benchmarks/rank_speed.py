@@ -65,6 +65,24 @@ def timed(cmd: list[str]) -> float:
     return elapsed
 
 
+def interleaved(cmds: dict[str, list[str]], rounds: int, goal: float = 1.5) -> dict[str, float]:
+    """Times every command once per round, in turn; prints each round and the median ratio of each
+    command to the first one (the baseline) over the rounds, and returns those medians."""
+    names = list(cmds)
+    timed(cmds[names[0]])  # warm the page cache and the interpreter's files, untimed
+    ratios: dict[str, list[float]] = {name: [] for name in names[1:]}
+    for r in range(rounds):
+        t = {name: timed(cmd) for name, cmd in cmds.items()}
+        for name in ratios:
+            ratios[name].append(t[name] / t[names[0]])
+        print(f"round {r + 1}: " + ", ".join(f"{name} {sec:.2f} s" for name, sec in t.items()) + "; "
+              + ", ".join(f"{name}/{names[0]} {ratios[name][-1]:.2f}x" for name in ratios))
+    for name, values in ratios.items():
+        print(f"median {name}/{names[0]}: {statistics.median(values):.2f}x "
+              f"(rounds {min(values):.2f}-{max(values):.2f}x; goal <= {goal:g}x)")
+    return {name: statistics.median(values) for name, values in ratios.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
@@ -84,17 +102,7 @@ def main() -> None:
             "rank": [py, "-m", "activation_bench.cli", "rank", path],
             "compare --power": [py, "-m", "activation_bench.cli", "compare", path, "--power", "1.05"],
         }
-        timed(cmds["read_csv"])  # warm the page cache and the interpreter's files, untimed
-        ratios: dict[str, list[float]] = {"rank": [], "compare --power": []}
-        for r in range(args.rounds):
-            t = {name: timed(cmd) for name, cmd in cmds.items()}
-            for name in ratios:
-                ratios[name].append(t[name] / t["read_csv"])
-            print(f"round {r + 1}: " + ", ".join(f"{name} {sec:.2f} s" for name, sec in t.items()) + "; "
-                  + ", ".join(f"{name}/read_csv {ratios[name][-1]:.2f}x" for name in ratios))
-        for name, values in ratios.items():
-            print(f"median {name}/read_csv: {statistics.median(values):.2f}x "
-                  f"(rounds {min(values):.2f}-{max(values):.2f}x; goal <= 1.5x)")
+        interleaved(cmds, args.rounds)
 
 
 if __name__ == "__main__":
