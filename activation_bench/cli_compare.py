@@ -74,6 +74,7 @@ def compare(
 
       actbench compare runs/my-sweep --power 1.05
     """
+    # Long only on paper: the Typer options and the docstring (the --help text) take 40 of its lines.
     with reported():
         from activation_bench import compare as cmp
         from activation_bench import render, runs
