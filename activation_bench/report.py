@@ -89,7 +89,6 @@ def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, An
               ("p_wilcoxon_holm", row["p_wilcoxon_holm"])),
         _cell(f(row["d_z"], 2), ("d_z", row["d_z"])),
         _cell("*" if row.get("significant") else "", num=False),
-        _cell(str(row.get("note") or ""), num=False),
     ]
     return cells
 
@@ -99,8 +98,7 @@ def _headers(res: cmp.CompareResult) -> list[str]:
     heads = [*res.group_cols, "n", "diverged"] + ([] if is_loss else ["not reached"])
     heads += ["geo mean" if is_loss else "mean epochs", "95% CI", "median"]
     if res.baseline is not None:
-        heads += ["pairs", "Δlog10" if is_loss else "Δepochs", "ratio", "win", "p Holm t / W", "d_z", "sig",
-                  "note"]
+        heads += ["pairs", "Δlog10" if is_loss else "Δepochs", "ratio", "win", "p Holm t / W", "d_z", "sig"]
     return heads
 
 
@@ -110,7 +108,7 @@ def compare_table(res: cmp.CompareResult) -> dict[str, Any]:
     rows = [{"cells": _row_cells(r, res), "baseline": bool(r.get("is_baseline")), "sig": bool(r.get("significant"))}
             for r in doc["rows"]]
     return {"metric": doc["metric"], "loss": doc["loss"], "headers": _headers(res), "rows": rows,
-            "methods": doc["methods"], "warnings": doc["warnings"], "json": doc}
+            "notes": render.row_notes(res), "methods": doc["methods"], "warnings": doc["warnings"], "json": doc}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +148,7 @@ def finding(table: dict[str, Any], res: cmp.CompareResult) -> dict[str, Any] | N
             "effect": effect, "interval": interval, "n_pairs": best["n_pairs"],
             "win": render.fmt_pct(best["win_rate"]), "p": render.fmt_p(best["p_t_holm"]),
             "significant": bool(best.get("significant")), "note": best.get("note") or "",
+            "all_tie": all("pairs tie" in (r.get("note") or "") for r in rows),
             "n_significant": sum(bool(r.get("significant")) for r in rows), "n_compared": len(rows)}
 
 
@@ -184,8 +183,8 @@ def svg(fig: Any, prefix: str) -> str:
 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "actbench"}):
-        fig.savefig(buf, format="svg", bbox_inches="tight",
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        # the figures use the constrained layout: no bbox_inches="tight" (a second full draw)
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buf.getvalue()
     text = text[text.index("<svg"):]
     text = re.sub(r'\bid="', f'id="{prefix}-', text)
@@ -260,12 +259,13 @@ def problems(loaded: cmp.Loaded, statuses: np.ndarray, group_cols: Sequence[str]
 def _run_dirs(loaded: cmp.Loaded) -> list[Path]:
     """The run directories behind the loaded runs (none for plain CSV inputs)."""
     out = []
-    for source, run in zip(loaded.runs["source"], loaded.runs.get("run", [None] * len(loaded.runs))):
+    runs = loaded.runs["run"] if "run" in loaded.runs.columns else [None] * len(loaded.runs)
+    for source, run in zip(loaded.runs["source"], runs):
         src = Path(str(source))
-        for d in (src / str(run), src) if run else (src,):
-            if (d / "summary.json").is_file():
-                out.append(d)
-                break
+        if run and (src / str(run) / "summary.json").is_file():
+            out.append(src / str(run))
+        elif (src / "summary.json").is_file():
+            out.append(src)
     return out
 
 
