@@ -148,7 +148,8 @@ def report(
                                                 "the first input directory.", show_default=False)] = None,
     metric: Annotated[list[str] | None, typer.Option(
         "--metric", "-m", help="A compare table per metric (repeat): final, best, epoch=K, to=EPS, auc. "
-        "Default: final.", show_default=False)] = None,
+        "Default: final (and early_stop where validation losses exist and compare has it).",
+        show_default=False)] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
                                                  "to, as in compare.", show_default=False)] = None,
     title: Annotated[str | None, typer.Option("--title", help="The page's title.", show_default=False)] = None,
@@ -172,12 +173,11 @@ def report(
     with reported():
         from activation_bench import report as rep
 
-        metrics = list(metric or ["final"])
         argv = ["actbench", "report", *map(str, paths)]
-        argv += [a for m in metrics for a in ("--metric", m)]
+        argv += [a for m in metric or [] for a in ("--metric", m)]
         for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
             argv += [flag, str(value)] if value is not None else []
         argv += ["--loss", loss] if loss != "train_loss" else []
         argv += [] if shapes else ["--no-shapes"]
-        out = rep.write_report(paths, output, metrics, baseline, title, loss, shapes, shlex.join(argv))
+        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv))
         typer.echo(f"wrote {out}", err=True)

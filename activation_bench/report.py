@@ -340,13 +340,27 @@ def provenance(loaded: cmp.Loaded, command: str) -> dict[str, Any]:
 # the page
 
 
-def build(paths: Sequence[Path], metrics: Sequence[str] = ("final",), baseline: str | None = None,
+def default_metrics(loaded: cmp.Loaded) -> list[str]:
+    """`final`, and `early_stop` where the runs have validation losses and compare knows that metric."""
+    metrics = ["final"]
+    if "val_loss" in loaded.losses and np.isfinite(loaded.losses["val_loss"]).any():
+        try:
+            cmp.parse_metric("early_stop")
+            metrics.append("early_stop")
+        except UsageError:
+            pass
+    return metrics
+
+
+def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline: str | None = None,
           title: str | None = None, loss: str = "train_loss", draw_shapes: bool = True,
           command: str = "") -> dict[str, Any]:
     """Everything the template shows. Each metric's table is `compare.compare` on the same loaded
     runs, through `render.to_json`, so its numbers equal `actbench compare --format json`."""
-    parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or ["final"])]
+    for m in metrics or []:
+        cmp.parse_metric(m)
     loaded = cmp.load(paths, loss)
+    parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
     results = [cmp.compare(loaded, m, None, baseline, loss) for m in parsed]
     tables = [compare_table(r) for r in results]
     first = results[0]
@@ -360,7 +374,7 @@ def build(paths: Sequence[Path], metrics: Sequence[str] = ("final",), baseline: 
         "summary": about,
         "findings": [f for f in (finding(t, r) for t, r in zip(tables, results)) if f],
         "tables": tables,
-        "ranking": None,
+        "ranking": None,  # slot: the ranking across tasks and its diagram (more than one task)
         "curves": curves(loaded, about["task_cols"]),
         "shapes": shapes(loaded, first.group_cols) if draw_shapes else None,
         "shapes_off": not draw_shapes,
@@ -381,7 +395,7 @@ def render_html(context: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(**context)
 
 
-def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Sequence[str] = ("final",),
+def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Sequence[str] | None = None,
                  baseline: str | None = None, title: str | None = None, loss: str = "train_loss",
                  draw_shapes: bool = True, command: str = "") -> Path:
     """Check the output, build, render and write the page atomically. Returns its path."""
@@ -390,7 +404,7 @@ def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Seq
     if not paths:
         raise UsageError("no input: give sweep directories, run directories or CSV files")
     output = check_output(output if output is not None else default_output(paths))
-    for m in metrics:
+    for m in metrics or []:
         cmp.parse_metric(m)
     page = render_html(build(paths, metrics, baseline, title, loss, draw_shapes, command))
     atomic_write(output, page)

@@ -114,7 +114,9 @@ def test_sections_in_order_and_self_contained(sweep, tmp_path):
     result = invoke(sweep, "--output", out)
     assert result.exit_code == 0, result.output
     html = out.read_text(encoding="utf-8")
-    assert parse(html).section_ids == SECTIONS
+    page = parse(html)
+    assert page.section_ids == SECTIONS
+    assert list(page.tables) == rep.default_metrics(rep.cmp.load([sweep])) and "final" in page.tables
     assert html.count("<svg") == 3  # train_loss curves, val_loss curves, activation shapes
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", html, re.I)
     assert not re.search(r"<script|<link|<iframe|@import|url\((?!#)", html, re.I)
