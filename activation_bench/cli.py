@@ -78,6 +78,9 @@ def run(
     name: Annotated[str | None, typer.Option(
         help="Run directory name (default: <date>_<time>_<activation>_<data>_s<seed>).")] = None,
     runs_dir: RunsDirOpt = Path("runs"),
+    memory_mb: Annotated[float | None, typer.Option(
+        min=0.001, help="Memory budget of the run (MB); default: the memory available on this machine.",
+        show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     from rich.console import Console
@@ -86,7 +89,7 @@ def run(
     from activation_bench import orchestrate
 
     with reported():
-        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name)
+        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name, memory_mb)
         progress = Progress(
             TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.total:.0f}"),
             TextColumn("loss {task.fields[loss]:.4g}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -156,7 +159,8 @@ def sweep(
     jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) with --launcher.")] = max(
         1, os.cpu_count() or 1),
     memory_mb: Annotated[float, typer.Option(
-        min=0.001, help="Memory budget of one training stack (MB); larger sweeps are chunked.")] = 1024.0,
+        min=0.001, help="Memory budget of one training stack (MB; never more than the machine has "
+        "available); larger sweeps are chunked, a member larger than the budget is refused.")] = 1024.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     from activation_bench import orchestrate
@@ -176,6 +180,8 @@ def sweep(
         if dry_run:
             _print_grid(p, todo)
             return
+        # SLURM jobs run on other machines: only --memory-mb applies there
+        orchestrate.check_memory([p.cfgs[i] for i in todo], memory_mb, local=launcher != "submitit_slurm")
         orchestrate.write_sweep_file(p)
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
 

@@ -85,3 +85,44 @@ def test_sweep_bad_values(runner, runs_dir, overrides, message):
 def test_sweep_unknown_launcher(runner, runs_dir):
     result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "--launcher", "ray", "seed=0,1", *TINY])
     assert result.exit_code == 2 and "unknown launcher" in result.stderr
+
+
+HUGE = ["model.hidden_dim=100000000"]  # about 145 GB a member: more than any budget or machine
+
+
+@pytest.mark.parametrize("command", [["run"], ["sweep", "seed=0,1"], ["sweep", "--memory-mb", "1e9", "seed=0,1"]])
+def test_member_that_cannot_fit_is_refused_before_anything_is_allocated(runner, runs_dir, command):
+    result = runner.invoke(app, [*command, "--runs-dir", str(runs_dir), "-q", *HUGE])
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip()
+    assert err.startswith("error: a member needs about ") and "\n" not in err, err
+    assert "model.hidden_dim=100000000" in err and "available on this machine" in err
+    assert ("--memory-mb 1024" in err) == (command == ["sweep", "seed=0,1"])
+    assert "Traceback" not in result.output
+    assert not runs_dir.exists()
+
+
+def test_member_larger_than_memory_mb_is_refused_with_the_estimate(runner, runs_dir):
+    from activation_bench import config, train
+
+    small = ["epochs=4"]  # default sizes: about 0.1 MB a member (TINY's is under --memory-mb's minimum)
+    per_mb = train.member_bytes(config.compose(small)) / 2**20
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(per_mb / 2),
+                                 "seed=0,1", *small])
+    assert result.exit_code == 2, result.output
+    assert f"--memory-mb {per_mb / 2:g}" in result.stderr
+    assert files_under(runs_dir) == []
+    # a budget that holds one member but not the stack chunks it instead
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(per_mb * 1.5),
+                                 "seed=0,1", *small])
+    assert result.exit_code == 0, result.output
+
+
+def test_memory_check_without_a_known_budget_refuses_nothing(monkeypatch):
+    from activation_bench import config, orchestrate
+
+    monkeypatch.setattr(orchestrate, "available_mb", lambda device="cpu": None)
+    orchestrate.check_memory([config.compose(HUGE)], None)  # nothing to compare with: no refusal
+    with pytest.raises(orchestrate.UsageError, match="--memory-mb 10"):
+        orchestrate.check_memory([config.compose(HUGE)], 10)
+    assert orchestrate.stack_budget_mb(10) == 10 and orchestrate.stack_budget_mb(None) == 1024.0

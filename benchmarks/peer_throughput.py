@@ -1,0 +1,141 @@
+"""actbench against the fastest things a user could write instead, as whole processes, interleaved.
+
+Grid: 8 activations x 2 data x 30 seeds (480 members, 64-64-1 MLP, 10 samples, Adam lr 1e-3,
+each member's loss kept every epoch), at 1000 and 3000 epochs. Each path is a fresh process timed
+whole, start-up and imports included:
+
+- actbench: `actbench sweep ...`; it also validates every member's config and writes 480 run
+  directories and results.csv;
+- jax: benchmarks/peers/jax_peer.py (vmap over members, optax.adam, all epochs in one
+  jax.jit-compiled lax.scan; compilation included; writes nothing);
+- torch.func: benchmarks/peers/torchfunc_peer.py (stack_module_state + vmap(functional_call) +
+  torch.optim.Adam per activation; writes nothing);
+- naive: the seed notebook's loop (one model at a time), in this process on a sample of members
+  (its rate in model-steps/s; the whole grid would take minutes).
+
+Each round runs every path at every epoch count in turn, so a slow spell of a shared machine
+hits all of them. Printed: each run; the whole-process ratios at the first epoch count; and each
+path's marginal training rate, (model-steps at the last count - at the first) / (seconds at the
+last - at the first), which leaves out start-up, compilation and fixed costs. Ratios above 1 mean
+actbench is faster. `python benchmarks/peers/jax_peer.py --check` (and torchfunc_peer.py) show
+the peers compute what actbench computes.
+
+Usage:
+    python benchmarks/peer_throughput.py [--seeds 30] [--epochs 1000 3000] [--repeat 1]
+    python benchmarks/peer_throughput.py --small      # a smoke test: 2 seeds, 20 and 60 epochs
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sweep_throughput import ACTBENCH, ACTS, DATA, naive
+
+PEERS = Path(__file__).resolve().parent / "peers"
+PATHS = ("actbench", "jax", "torch.func", "naive")
+
+
+def whole_process(path: str, root: str, seeds: int, epochs: int) -> float:
+    if path == "actbench":
+        cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
+               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}"]
+    else:
+        script = "jax_peer.py" if path == "jax" else "torchfunc_peer.py"
+        cmd = [sys.executable, str(PEERS / script), "--seeds", str(seeds), "--epochs", str(epochs)]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--epochs", type=int, nargs="+", default=[1000, 3000])
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds; ratios are the rounds' medians")
+    ap.add_argument("--paths", default=",".join(PATHS), help=f"comma list of {', '.join(PATHS)}")
+    ap.add_argument("--naive-epochs", type=int, default=200, help="epochs per naive sample member")
+    ap.add_argument("--small", action="store_true", help="smoke test: 2 seeds, 20 and 60 epochs")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for every path (OMP/MKL and XLA's CPU); 0: each library's default. One "
+                    "thread each is the steadier comparison on a machine shared with other work")
+    args = ap.parse_args()
+    if args.threads:
+        os.environ.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+                          XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={str(args.threads > 1).lower()} "
+                          f"intra_op_parallelism_threads={args.threads}")
+    if args.small:
+        args.seeds, args.epochs, args.naive_epochs = 2, [20, 60], 20
+    paths = [p for p in args.paths.split(",") if p]
+    if "jax" in paths and importlib.util.find_spec("jax") is None:
+        print("jax is not installed (pip install -e '.[bench]'): the jax peer is skipped")
+        paths.remove("jax")
+    members = len(ACTS) * len(DATA) * args.seeds
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)  # the naive loop, in this process
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores, threads {args.threads or 'default'}; "
+          f"{members} members; epochs {args.epochs}")
+    print(f"{'round':6s} {'path':12s} {'epochs':>7s} {'seconds':>9s} {'model-steps/s':>14s}")
+    times: dict[tuple[str, int], list[float]] = {}
+    rates: list[float] = []
+    if "naive" in paths:
+        naive(ACTS, DATA, 2, "cpu")  # warm-up: one-time imports (torch.optim pulls in torch._dynamo)
+    # every round's run directories are kept until the end (see sweep_throughput.py: deleting
+    # thousands of files slows the next round's file creation on this VM's ext4)
+    keep = tempfile.mkdtemp(prefix="actbench-peers-")
+    try:
+        for r in range(1, args.repeat + 1):
+            for epochs in args.epochs:
+                for path in paths:
+                    if path == "naive":
+                        steps, wall = naive(ACTS, DATA, args.naive_epochs, "cpu")
+                        rates.append(steps / wall)
+                        print(f"{r:<6d} {'naive':12s} {args.naive_epochs:7d} {wall:9.2f} {steps / wall:14.0f}")
+                        continue
+                    wall = whole_process(path, os.path.join(keep, f"r{r}-{epochs}"), args.seeds, epochs)
+                    times.setdefault((path, epochs), []).append(wall)
+                    print(f"{r:<6d} {path:12s} {epochs:7d} {wall:9.2f} {members * epochs / wall:14.0f}", flush=True)
+    finally:
+        shutil.rmtree(keep)
+    report(times, rates, paths, args.epochs, members)
+
+
+def report(times: dict, rates: list[float], paths: list[str], epochs: list[int], members: int) -> None:
+    first, last = epochs[0], epochs[-1]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    others = [p for p in paths if p not in ("actbench", "naive")]
+    if "actbench" not in paths:
+        return
+    for p in others:
+        rounds = [o / a for o, a in zip(times[(p, first)], times[("actbench", first)])]
+        print(f"whole process at {first} epochs: {p} / actbench = {statistics.median(rounds):.2f}x "
+              f"(rounds: {', '.join(f'{x:.2f}' for x in rounds)}; above 1: actbench faster)")
+    if rates:
+        naive_rate = statistics.median(rates)
+        print(f"whole process at {first} epochs: actbench / naive = "
+              f"{members * first / med[('actbench', first)] / naive_rate:.1f}x (naive {naive_rate:.0f} steps/s)")
+    if last == first:
+        return
+    grew = {p: med[(p, last)] - med[(p, first)] for p in ["actbench", *others]}
+    if min(grew.values()) <= 0:
+        print(f"marginal training rate: n/a (a path took no longer at {last} epochs than at {first})")
+        return
+    marginal = {p: members * (last - first) / grew[p] for p in grew}
+    for p in grew:
+        print(f"marginal training rate {first}->{last} epochs: {p} {marginal[p]:.0f} model-steps/s")
+    for p in others:
+        print(f"marginal training rate: actbench / {p} = {marginal['actbench'] / marginal[p]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
