@@ -9,19 +9,25 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from activation_bench import config_files
 from activation_bench.errors import UsageError, reported
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
+    from activation_bench.orchestrate import SweepPlan
+    from activation_bench.train import RunResult
 
 
 def _options(group: str) -> str:
-    folder = Path(__file__).resolve().parent / "configs" / group
-    if not folder.is_dir():
-        folder = Path(__file__).resolve().parent.parent / "configs" / group
-    names = sorted(p[:-5] for p in os.listdir(folder) if p.endswith(".yaml")) if folder.is_dir() else []
-    return ", ".join(names)
+    """A group's options for the help text ('' if the configs folder cannot be found)."""
+    try:
+        return ", ".join(config_files.listing(str(config_files.config_dir()), group))
+    except (UsageError, OSError):
+        return ""
 
 
 KEYS_HELP = f"""
@@ -109,11 +115,14 @@ def run(
     _print_run_summary(path, cfg, result)
 
 
-def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
-    from rich.console import Console
+def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     from rich.table import Table
 
+    from activation_bench import terminal
+
     table = Table(title="run summary", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)  # values are names and paths
     act = cfg.activation.get("name") or cfg.activation.get("_target_")
     tl = result.train_loss
     best = min((v for v in tl if v == v), default=float("nan"))
@@ -128,7 +137,7 @@ def _print_run_summary(path: Path, cfg: Any, result: Any) -> None:
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:
         table.add_row(k, v)
-    Console().print(table)
+    terminal.print_table(table)
     if result.status == "diverged":
         typer.echo(f"diverged: loss not finite at epoch {result.diverged_epoch}; stopped early", err=True)
     typer.echo(str(path))
@@ -163,14 +172,14 @@ def sweep(
         "available); larger sweeps are chunked, a member larger than the budget is refused.")] = 1024.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    from activation_bench import orchestrate
+    from activation_bench import config, orchestrate
 
     all_overrides = list(overrides or [])
-    hydra_overrides = [o for o in all_overrides if o.lstrip("+~").startswith("hydra.")]
+    hydra_overrides = config.hydra_settings(all_overrides)
     grid_overrides = [o for o in all_overrides if o not in hydra_overrides]
     with reported():
-        if hydra_overrides and not launcher:
-            raise UsageError("hydra.* overrides configure a launcher; add --launcher")
+        if not launcher:
+            config.refuse_hydra_settings(hydra_overrides)
         if launcher:
             orchestrate.check_launcher(launcher)
         if not grid_overrides:
@@ -186,34 +195,29 @@ def sweep(
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
 
 
-def _print_grid(p: Any, todo: list[int]) -> None:
-    from rich.console import Console
+def _print_grid(p: SweepPlan, todo: list[int]) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{len(p.members)} members, {len(todo)} to run ({p.directory})")
-    table.add_column("#")
-    for k in p.keys:
-        table.add_column(k)
-    table.add_column("state")
+    from activation_bench import terminal
+
+    typer.echo(f"{p.directory}: {len(p.members)} members, {len(todo)} to run")
+    table = Table()
+    for header in ("#", *p.keys, "state"):
+        table.add_column(header, no_wrap=True)
     todo_set = set(todo)
     for i, lab in enumerate(p.labels[:20]):
         table.add_row(str(i), *[lab[k] for k in p.keys], "to run" if i in todo_set else "done")
-    Console().print(table)
+    terminal.print_table(table)
     if len(p.members) > 20:
         typer.echo(f"... and {len(p.members) - 20} more")
 
 
-def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
+def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
                memory_mb: float, force: bool, quiet: bool) -> None:
+    import time
+
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from activation_bench import orchestrate
 
@@ -222,13 +226,21 @@ def _run_sweep(p: Any, todo: list[int], launcher: str | None, jobs: int, hydra_o
     if skipped:
         typer.echo(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run", err=True)
     progress = Progress(
-        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("members"),
+        TextColumn("sweep"), BarColumn(bar_width=20), TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet,
     )
-    task = progress.add_task("sweep", total=len(p.members), completed=skipped)
+    total = len(p.members)
+    task = progress.add_task("sweep", total=total, completed=skipped, status=f"{skipped}/{total} members")
+    start = time.perf_counter()
 
-    def on_progress(done: float) -> None:
-        progress.update(task, completed=skipped + done)
+    def on_progress(now: orchestrate.SweepProgress) -> None:
+        parts = [f"{skipped + now.finished}/{total} members"]
+        if now.epochs:  # a stack is training: where it is
+            parts.append(f"stack {now.stack}/{now.stacks} epoch {now.epoch}/{now.epochs}")
+        seconds = time.perf_counter() - start
+        if now.steps and seconds > 0:
+            parts.append(f"{now.steps / seconds:,.0f} model-steps/s")
+        progress.update(task, completed=skipped + now.members, status=", ".join(parts))
 
     def notice(line: str) -> None:
         progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
@@ -272,17 +284,19 @@ def activations(
             params = ";".join(f"{k}={v}" for k, v in r["params"].items())
             writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"]])
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from activation_bench import terminal
 
     table = Table(title=f"{len(rows)} activations (activation=NAME; your own: activation=custom "
                   "activation._target_=pkg.mod.Class)")
     for col in ("name", "formula", "parameters", "aliases", "parameter count"):
-        table.add_column(col, overflow="fold")
+        # names never wrap; the other columns wrap between words (each parameter=value stays whole)
+        table.add_column(col, no_wrap=col == "name")
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
         table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"])
-    Console().print(table)
+    terminal.print_table(table)
 
 
 @app.command("config", help="Print the composed, validated config for the given overrides.\n\n"

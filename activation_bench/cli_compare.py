@@ -26,16 +26,6 @@ ByOpt = Annotated[
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write text via a temporary file in the same folder, then rename: never half a file."""
-    from activation_bench.runs import atomic_write
-
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{path}: folder {parent} does not exist")
-    atomic_write(path, text)
-
-
 def _warn(lines: list[str]) -> None:
     for line in lines:
         typer.echo(f"warning: {line}", err=True)
@@ -71,15 +61,17 @@ def compare(
     """
     with reported():
         from activation_bench import compare as cmp
-        from activation_bench import render
+        from activation_bench import render, runs
 
         if fmt not in render.FORMATS:
             raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(render.FORMATS)}")
+        if output is not None:
+            runs.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
         result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss)
         _warn(result.warnings)
         if output is not None:
-            write_atomic(output, render.render(result, fmt))
+            runs.atomic_write(output, render.render(result, fmt))
             typer.echo(f"wrote {output}", err=True)
         elif fmt == "table":
             render.print_table(result)

@@ -617,7 +617,7 @@ def paired_test(d: np.ndarray) -> dict[str, Any]:
         out["note"] = f"{n} pair{'s' if n != 1 else ''}: no test"
         return out
     if np.all(d == 0):
-        out.update(p_t=1.0, p_wilcoxon=1.0, d_z=0.0, note=f"all {n} pairs tie (e.g. both at the float floor)")
+        out.update(p_t=1.0, p_wilcoxon=1.0, d_z=0.0, note=f"all {n} pairs tie: every paired difference is exactly zero")
         return out
     sd = float(np.std(d, ddof=1))
     if sd <= 1e-12 * max(abs(out["mean_diff"]), 1e-300):
@@ -679,6 +679,9 @@ def compare_one(pairs: pd.DataFrame, metric: Metric) -> dict[str, Any]:
         d = (pairs["log10_c"].to_numpy(float) - pairs["log10_b"].to_numpy(float))[both_ok]
         out = paired_test(d)
         out["ratio"] = 10 ** out["mean_diff"] if out["n_pairs"] else float("nan")
+        if out["n_pairs"] >= 2 and out["n_ties"] == out["n_pairs"]:
+            vc, vb = pairs["value_c"].to_numpy(float), pairs["value_b"].to_numpy(float)
+            out["note"] = _tie_note(vc[both_ok], vb[both_ok])
         return out
     vc, vb = pairs["value_c"].to_numpy(float), pairs["value_b"].to_numpy(float)
     out = paired_test(vc[both_ok] - vb[both_ok])
@@ -687,6 +690,17 @@ def compare_one(pairs: pd.DataFrame, metric: Metric) -> dict[str, Any]:
     ec, eb = np.where(sc == "ok", vc, np.inf)[usable], np.where(sb == "ok", vb, np.inf)[usable]
     out["win_rate"] = float(np.mean(ec < eb)) if len(ec) else float("nan")
     return out
+
+
+def _tie_note(vc: np.ndarray, vb: np.ndarray) -> str:
+    """Why every pair of a loss metric ties: the same losses (identical functions on these inputs,
+    e.g. relu6 and relu below 6, celu and elu at alpha 1), or both runs clipped at the float floor."""
+    n, same = len(vc), int(np.sum(vc == vb))
+    if same == n:
+        return f"all {n} pairs tie: identical losses (every paired difference is exactly zero)"
+    if same == 0:
+        return f"all {n} pairs tie: both runs at or below the float floor in every pair"
+    return f"all {n} pairs tie: identical losses in {same}, both at or below the float floor in {n - same}"
 
 
 COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "mean_diff", "ratio", "win_rate", "p_t", "p_wilcoxon",

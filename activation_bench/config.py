@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from activation_bench.config_files import config_dir, listing
 from activation_bench.errors import UsageError
 
 OPTIMIZERS = ("adam", "sgd")
@@ -77,30 +78,30 @@ def _register_schema() -> None:
         _registered = True
 
 
-@functools.cache
-def config_dir() -> Path:
-    """The configs folder: inside the installed package, or the repository's top-level one."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "configs", here.parent / "configs"):
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise UsageError(f"config folder not found next to {here} (broken installation?)")
-
-
 def groups() -> list[str]:
-    return list(_listing(str(config_dir()), None))
+    return list(listing(str(config_dir()), None))
 
 
 def group_options(group: str) -> list[str]:
-    return list(_listing(str(config_dir()), group))
+    return list(listing(str(config_dir()), group))
 
 
-@functools.cache
-def _listing(root: str, group: str | None) -> tuple[str, ...]:
-    """The groups under root, or a group's options: read once per process (checked per member)."""
-    if group is None:
-        return tuple(sorted(p.name for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith("_")))
-    return tuple(sorted(p.stem for p in (Path(root) / group).glob("*.yaml")))
+def hydra_settings(overrides: Sequence[str]) -> list[str]:
+    """The overrides that configure Hydra itself (hydra.*, hydra/launcher=...), not a run: they
+    go to a launcher (`actbench sweep --launcher`) and never into a run's config."""
+    return [text for text in overrides if _is_hydra_setting(text)]
+
+
+def refuse_hydra_settings(overrides: Sequence[str]) -> None:
+    """One line, exit 2, for hydra.* settings where no launcher takes them."""
+    found = hydra_settings(overrides)
+    if found:
+        raise UsageError(f"'{found[0]}': hydra.* settings configure a launcher; add --launcher to an `actbench sweep`")
+
+
+def _is_hydra_setting(text: str) -> bool:
+    key = text.lstrip("+~").split("=", 1)[0]
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +160,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 class Cfg(dict):
-    """A composed, resolved config: a plain dict with attribute access (cfg.data.n_samples)."""
+    """A composed, resolved config: a plain dict with attribute access (cfg.data.n_samples).
+
+    Its keys and value types are the schema's (`Config`, `DataConfig`, `ModelConfig`), checked
+    when it is composed; code that receives a config is annotated with this type.
+    """
 
     def __getattr__(self, key: str) -> Any:
         try:
@@ -240,11 +245,10 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
         for member in members:
             where = " ".join(member)
             structural, scalar = [], []
+            refuse_hydra_settings(member)
             for text, ov in zip(member, parse_overrides(member)):
                 if ov.is_sweep_override():
                     raise UsageError(f"'{text}' is a sweep; use `actbench sweep` for grids")
-                if ov.get_key_element().startswith("hydra"):
-                    raise UsageError(f"'{text}': hydra.* settings apply to sweeps with --launcher")
                 if ov.key_or_group in group_names:
                     if ov.key_or_group == "experiment" and ov.value() is None:
                         continue  # experiment=null: no preset, the default
@@ -482,6 +486,7 @@ class Grid:
 
 def expand(overrides: Sequence[str]) -> Grid:
     """Expand sweep overrides (comma lists, range(), choice(), glob()) to the cartesian product."""
+    refuse_hydra_settings(overrides)
     parsed = parse_overrides(overrides)
     group_names = set(groups())
     common: list[str] = []
@@ -489,8 +494,6 @@ def expand(overrides: Sequence[str]) -> Grid:
     axes: list[list[str]] = []
     for text, ov in zip(overrides, parsed):
         key = ov.get_key_element()
-        if key.startswith("hydra"):
-            raise UsageError(f"'{text}': hydra.* settings go with --launcher, not in the grid")
         if not ov.is_sweep_override():
             common.append(text)
             continue

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -33,7 +36,7 @@ class Dataset:
     y_val: torch.Tensor  # [n_val, 1]
 
 
-def _draw(d: Any, shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+def _draw(d: Cfg, shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
     # drawn in float32 whatever the dtype (torch draws other numbers for float64), so a float64
     # run sees the same data as the float32 run of the same seed
     if d.name == "normal":
@@ -41,7 +44,7 @@ def _draw(d: Any, shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dty
     return torch.rand(shape, generator=gen).to(dtype) * (d.high - d.low) + d.low
 
 
-def make_dataset(cfg: Any) -> Dataset:
+def make_dataset(cfg: Cfg) -> Dataset:
     """Inputs from the configured distribution; targets random (as in the seed) or from a teacher."""
     d = cfg.data
     dtype = DTYPES[cfg.dtype]
@@ -64,7 +67,7 @@ def make_dataset(cfg: Any) -> Dataset:
     return Dataset(x, y, x_val, y_val)
 
 
-def teacher_targets(cfg: Any, x: torch.Tensor) -> torch.Tensor:
+def teacher_targets(cfg: Cfg, x: torch.Tensor) -> torch.Tensor:
     """A fixed random two-layer teacher network, seeded from the run's seed (not the student's
     init stream): Linear(input_dim, teacher_hidden_dim) -> teacher_activation (eval mode, so the
     stochastic ones are deterministic) -> Linear(., 1). Gated teacher activations get a 2h-wide

@@ -16,13 +16,32 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from activation_bench import runs
 from activation_bench.errors import UsageError
 
-Progress = Callable[[float], None]  # members finished so far (fractional while a stack trains)
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
+    from activation_bench.train import RunResult
+
 Notice = Callable[[str], None]
+
+
+@dataclass
+class SweepProgress:
+    """Where a sweep stands; reported after every epoch of a stack (counts, no formatting)."""
+
+    finished: int  # members finished so far
+    members: float  # the same, fractional while a stack trains (its members count by epochs done)
+    steps: int  # model-steps taken so far: members x optimiser steps
+    epoch: int = 0  # epochs done by the stack training now (0 with a launcher)
+    epochs: int = 0
+    stack: int = 0  # that stack's number (1-based), of `stacks`
+    stacks: int = 0
+
+
+Progress = Callable[[SweepProgress], None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +74,7 @@ def stack_budget_mb(memory_mb: float | None, device: str = "cpu") -> float:
     return min(limits) if limits else 1024.0
 
 
-def check_memory(cfgs: Sequence[Any], memory_mb: float | None, local: bool = True) -> None:
+def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = True) -> None:
     """Raise UsageError (one line: estimate and budget) if a member cannot fit in the budget of one
     stack, --memory-mb (None: no limit) and, when it trains on this machine, the memory available
     now. Plan-level arithmetic on configs (train.member_bytes): nothing is allocated."""
@@ -91,7 +110,7 @@ def _mb(mb: float) -> str:
 
 
 def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
-                memory_mb: float | None = None) -> tuple[Any, Path]:
+                memory_mb: float | None = None) -> tuple[Cfg, Path]:
     """Compose and validate one run, check it fits in memory and choose its directory; writes nothing."""
     from activation_bench import config
 
@@ -110,7 +129,8 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
     return cfg, final
 
 
-def run_one(cfg: Any, final: Path, on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, Any]:
+def run_one(cfg: Cfg, final: Path,
+            on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, RunResult]:
     """Train one run (a stack of one) and write its directory. Returns (directory, RunResult)."""
     from activation_bench import config, train
 
@@ -134,7 +154,7 @@ class SweepPlan:
     members: list[list[str]]
     labels: list[dict[str, str]]
     names: list[str]
-    cfgs: list[Any] = field(default_factory=list)
+    cfgs: list[Cfg] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
 
 
@@ -162,7 +182,7 @@ def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPla
                      cfgs, [config.config_hash(c) for c in cfgs])
 
 
-def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str, str]]) -> list[Any]:
+def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str, str]]) -> list[Cfg]:
     from activation_bench import config
 
     try:
@@ -234,15 +254,19 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
 
     runs.clean_stale_temps(p.directory)
     cfgs = [p.cfgs[i] for i in indices]
-    trained = 0
-
     budget = stack_budget_mb(memory_mb, train.resolve_device(cfgs[0].device)) if cfgs else memory_mb
-    for stack in train.plan_stacks(cfgs, budget):
-        members = [indices[j] for j in stack]
+    stacks = train.plan_stacks(cfgs, budget)
+    trained = steps = 0
 
-        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(stack)) -> None:
+    for k, stack in enumerate(stacks, 1):
+        members = [indices[j] for j in stack]
+        per_epoch = len(members) * steps_per_epoch(p.cfgs[members[0]])
+
+        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(stack),
+                     base_steps: int = steps, per_epoch: int = per_epoch, k: int = k) -> None:
             if on_progress is not None:
-                on_progress(base + size * done / total)
+                on_progress(SweepProgress(base, base + size * done / total, base_steps + per_epoch * done,
+                                          done, total, k, len(stacks)))
 
         results = train.train([p.cfgs[i] for i in members], progress)
         runs.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
@@ -251,9 +275,16 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
             if result.status == "diverged" and notice is not None:
                 notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
         trained += len(members)
+        steps += per_epoch * p.cfgs[members[0]].epochs
         if on_progress is not None:
-            on_progress(trained)
+            on_progress(SweepProgress(trained, trained, steps, stack=k, stacks=len(stacks)))
     return trained
+
+
+def steps_per_epoch(cfg: Cfg) -> int:
+    """Optimiser steps in one epoch: one per minibatch."""
+    n = cfg.data.n_samples
+    return -(-n // (cfg.batch_size or n))
 
 
 def build_results(p: SweepPlan) -> tuple[Path, int, int]:
@@ -355,14 +386,20 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
     log = p.directory / ".hydra_launch.log"
     before = set(done_hashes(p.directory))
     targets = {p.hashes[i] for i in indices}
+    member_steps = {p.hashes[i]: p.cfgs[i].epochs * steps_per_epoch(p.cfgs[i]) for i in indices}
+
+    def report() -> int:
+        finished = (set(done_hashes(p.directory)) - before) & targets
+        if on_progress is not None:
+            on_progress(SweepProgress(len(finished), len(finished), sum(member_steps[h] for h in finished)))
+        return len(finished)
+
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         try:
             while proc.poll() is None:
                 time.sleep(0.5)
-                if on_progress is not None:
-                    now = set(done_hashes(p.directory))
-                    on_progress(len((now - before) & targets))
+                report()
         except KeyboardInterrupt:
             proc.terminate()
             proc.wait()
@@ -372,10 +409,7 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
                  if ln.strip() and "HYDRA_FULL_ERROR" not in ln and not ln.startswith("See https")]
         tail = lines[-1] if lines else "(no output)"
         raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail} (see {log})")
-    now = set(done_hashes(p.directory))
-    if on_progress is not None:
-        on_progress(len((now - before) & targets))
-    return len((now - before) & targets)
+    return report()
 
 
 def _quoted(path: Path) -> str:

@@ -6,9 +6,7 @@ atomically: a temporary file beside the output, then renamed, so a failure never
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import numpy as np
 
 from activation_bench.compare import FLOOR, Loaded, Metric, resolve_groups, run_values
 from activation_bench.errors import UsageError
+from activation_bench.runs import atomic_file, check_folder
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
@@ -26,24 +25,15 @@ def check_output(output: Path) -> str:
     fmt = FORMATS.get(output.suffix.lower())
     if fmt is None:
         raise UsageError(f"{output}: unknown image type '{output.suffix or '(none)'}'; use .png, .svg or .pdf")
-    parent = output.parent if str(output.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{output}: folder {parent} does not exist")
+    check_folder(output)
     return fmt
 
 
 def save_figure(fig: Any, output: Path) -> Path:
-    """Write the figure to a temporary file in the same folder, then rename it into place."""
+    """Write the figure atomically (a temporary file in the same folder, then renamed into place)."""
     fmt = check_output(output)
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_file(output) as tmp:
         fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
-        os.replace(tmp, output)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
     return output
 
 

@@ -5,13 +5,13 @@ rich is imported only inside `rich_table`, so `import activation_bench.render` s
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from typing import Any
 
 import pandas as pd
 
+from activation_bench import terminal
 from activation_bench.compare import COMPARE_COLS, STAT_COLS, CompareResult
 
 FORMATS = ("table", "csv", "markdown", "json")
@@ -128,8 +128,11 @@ def rich_table(res: CompareResult) -> Any:
     caption = [*res.methods, *row_notes(res)]
     table = Table(title=_title(res), caption="\n".join(caption), caption_justify="left", box=box.SIMPLE_HEAD)
     cols = _columns(res, compact=True)
-    for header, _, right in cols:
-        table.add_column(header, justify="right" if right else "left", overflow="fold")
+    for i, (header, _, right) in enumerate(cols):
+        # group values are identifiers: never wrapped; numbers fold only in a terminal too narrow for them
+        ident = i < len(res.group_cols)
+        table.add_column(header, justify="right" if right else "left", no_wrap=ident,
+                         overflow="ellipsis" if ident else "fold")
     for _, row in res.table.iterrows():
         style = "dim" if _is_base(row) else ("bold" if _significant(row) else None)
         table.add_row(*[fn(row) for _, fn, _ in cols], style=style)
@@ -137,22 +140,13 @@ def rich_table(res: CompareResult) -> Any:
 
 
 def print_table(res: CompareResult) -> None:
-    """The rich table on stdout (at least 160 columns wide when stdout is not a terminal)."""
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 160))
-    console.print(rich_table(res))
+    """The rich table on stdout (at its natural width when stdout is not a terminal)."""
+    terminal.print_table(rich_table(res))
 
 
-def table_text(res: CompareResult, width: int = 160) -> str:
+def table_text(res: CompareResult) -> str:
     """The rich table as plain text (for --output with --format table)."""
-    from rich.console import Console
-
-    console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
-    console.print(rich_table(res))
-    return console.export_text()
+    return terminal.table_text(rich_table(res))
 
 
 def _md_escape(text: str) -> str:

@@ -4,8 +4,8 @@ A run directory is written whole into a hidden temporary directory beside its fi
 renamed into place, so a crash never leaves a run that looks complete. Inside it, `summary.json`
 carries the completion marker (`status`: complete or diverged); a directory without it is
 incomplete. Its files are on disk before the rename (one file-system flush per batch of runs);
-files outside run directories (sweep.yaml, results.csv) are written atomically on their own
-(temporary file, flush, fsync, rename).
+files outside run directories (sweep.yaml, results.csv, exported tables and figures) are written
+atomically on their own through `atomic_file` (temporary file, flush, fsync, rename).
 """
 
 from __future__ import annotations
@@ -22,33 +22,59 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from activation_bench import __version__
 from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
+    from activation_bench.train import RunResult
+
+    RunItem = tuple[Path, Cfg, RunResult, str, dict[str, str] | None]  # final, cfg, result, config hash, labels
 
 DONE_STATUSES = ("complete", "diverged")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
 
 
+# ---------------------------------------------------------------------------------------------
+# atomic files: every file outside a run directory (sweep.yaml, results.csv, exported tables,
+# figures) is written through atomic_file
+
+
 def atomic_write(path: Path, text: str | Iterable[str]) -> None:
-    """Write text (or pieces of text) to path via a temporary file in the same directory, fsync,
-    then rename."""
+    """Write text (or pieces of text) to path atomically (see atomic_file)."""
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text) if isinstance(text, str) else fh.writelines(text)
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """A temporary path in path's folder to write to; once the block succeeds the file is flushed
+    to disk (fdatasync) and renamed to path, so path is never half a file. The temporary file is
+    removed whatever happens; an OSError becomes one line (UsageError)."""
+    check_folder(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        _write_synced(tmp, text)
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            _datasync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _write_synced(path: Path, text: str | Iterable[str]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text) if isinstance(text, str) else fh.writelines(text)
-        fh.flush()
-        _datasync(fh.fileno())
+def check_folder(path: Path) -> None:
+    """The folder a file is to be written into must exist (checked before any work is done)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: folder {parent} does not exist")
 
 
 def _datasync(fd: int) -> None:
@@ -80,7 +106,7 @@ def inside(root: Path, path: Path) -> Path:
     return path_r
 
 
-def default_run_name(cfg: Any) -> str:
+def default_run_name(cfg: Cfg) -> str:
     act = cfg.activation.get("name") or str(cfg.activation.get("_target_", "custom")).rsplit(".")[-1]
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return slug(f"{stamp}_{act}_{cfg.data.name}_s{cfg.seed}")
@@ -132,7 +158,7 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "activation_bench": __version__}
 
 
-def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
+def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
     """summary.json's content; `status` is the completion marker."""
     import math
 
@@ -162,7 +188,7 @@ def summary(cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None 
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
-def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None = None,
+def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,
               replace: bool = False, unique: bool = False) -> Path:
     """Write one run directory: config.yaml, losses.csv and summary.json, atomically (see
     `write_runs`). Returns the directory the run ended up in.
@@ -175,7 +201,7 @@ def write_run(final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[st
     return write_runs([(final, cfg, result, cfg_hash, labels)], replace=replace, unique=unique)[0]
 
 
-def write_runs(items: Sequence[tuple[Path, Any, Any, str, dict[str, str] | None]], replace: bool = False,
+def write_runs(items: Sequence[RunItem], replace: bool = False,
                unique: bool = False, threads: int = 8) -> list[Path]:
     """Write several run directories, each (final, cfg, result, cfg_hash, labels), atomically.
 
@@ -203,7 +229,8 @@ def write_runs(items: Sequence[tuple[Path, Any, Any, str, dict[str, str] | None]
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _stage(tmp: Path, final: Path, cfg: Any, result: Any, cfg_hash: str, labels: dict[str, str] | None) -> None:
+def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
+           labels: dict[str, str] | None) -> None:
     """The run's files in its hidden temporary directory tmp (written, not yet flushed)."""
     try:
         if tmp.exists():

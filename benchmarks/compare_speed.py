@@ -63,8 +63,11 @@ def main() -> None:
     args = ap.parse_args()
 
     import pandas as pd
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
     from activation_bench import compare as cmp
+
+    print(header())
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "results.csv")

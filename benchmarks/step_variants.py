@@ -60,6 +60,9 @@ def main() -> None:
     steps = len(cfgs) * args.epochs
     found = variants()
     times: dict[str, list[float]] = {k: [] for k in found}
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+
+    print(header())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {len(cfgs)} members x {args.epochs} epochs")
     for use in found.values():  # warm-up: first-call costs
         run_grid(cfgs[:: max(1, len(cfgs) // 16)], *use)

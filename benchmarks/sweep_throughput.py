@@ -147,8 +147,12 @@ def main() -> None:
     import statistics
 
     import torch
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, device {args.device}")
+    print(header())
+    gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" and torch.cuda.is_available() else ""
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
+          f"device {args.device}{gpu}")
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
     naive(ACTS, DATA, 2, args.device)  # warm-up: one-time imports (torch.optim pulls in torch._dynamo)
     ratios, ours, naives = [], [], []

@@ -163,8 +163,9 @@ def test_gelu_reference_values_and_gradients() -> None:
 
 
 def test_regression_seed_api_doc_gelu_gradient_is_wrong() -> None:
-    """The seed's API doc claims GELU'(-1) = 0.1588 (and 0.8413, 1.0 at 1, 2); the truth is
-    Phi(-1) - phi(-1) = -0.083315. Its value -0.1588 at -1 is the tanh approximation's."""
+    """A GELU API page that came with the seed notebook claims GELU'(-1) = 0.1588 (and 0.8413, 1.0
+    at 1, 2); the truth is Phi(-1) - phi(-1) = -0.083315. Its value -0.1588 at -1 is the tanh
+    approximation's."""
     x = torch.tensor([-1.0, 1.0, 2.0], dtype=torch.float64)
     _, g = _value_and_grad(create("gelu"), x)
     assert g[0].item() == pytest.approx(-0.083315, abs=5e-7)

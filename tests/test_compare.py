@@ -162,16 +162,18 @@ def test_to_eps_counts_not_reached_and_pairs_epochs(tmp_path):
         r = row(res, activation=act)
         got = ep[reached]
         assert r["n"] == reached.sum() and r["n_not_reached"] == (~reached).sum()
+        assert len(got) > 1  # the data are built so every group has an interval to check
         assert r["mean"] == pytest.approx(got.mean())
-        if len(got) > 1:
-            lo, hi = stats.t.interval(0.95, len(got) - 1, loc=got.mean(), scale=stats.sem(got))
-            assert (r["ci_low"], r["ci_high"]) == pytest.approx((lo, hi))
+        lo, hi = stats.t.interval(0.95, len(got) - 1, loc=got.mean(), scale=stats.sem(got))
+        assert (r["ci_low"], r["ci_high"]) == pytest.approx((lo, hi))
     both = ~np.isnan(epochs["gelu"]) & ~np.isnan(epochs["relu"])
     d = (epochs["gelu"] - epochs["relu"])[both]
     r = row(res, activation="gelu")
     assert r["n_pairs"] == both.sum()
     assert r["mean_diff"] == pytest.approx(d.mean())
-    assert "log10" not in " ".join(res.methods).split("Paired")[0] or True
+    # an epoch count is compared as epochs, never on the log10 scale of the loss metrics
+    assert not any("log10" in m for m in res.methods)
+    assert any("differences of epochs" in m for m in res.methods)
 
 
 def test_ties_at_the_float_floor(tmp_path):
@@ -181,7 +183,7 @@ def test_ties_at_the_float_floor(tmp_path):
     r = row(res, activation="gelu")
     assert r["n_ties"] == 5 and r["mean_diff"] == 0
     assert r["p_t"] == 1.0 and r["p_wilcoxon"] == 1.0
-    assert "tie" in r["note"]
+    assert r["note"] == "all 5 pairs tie: both runs at or below the float floor in every pair"
     assert row(res, activation="relu")["geo_mean"] == pytest.approx(1e-13)
     assert any("log10" in m for m in res.methods)
     # partial ties: Wilcoxon with Pratt's zero handling, no crash
@@ -191,6 +193,17 @@ def test_ties_at_the_float_floor(tmp_path):
     d = np.log10(np.maximum(final["gelu"], 1e-13)) - np.log10(np.maximum(final["relu"], 1e-13))
     assert r["n_ties"] == 2
     assert r["p_wilcoxon"] == pytest.approx(stats.wilcoxon(d, zero_method="pratt").pvalue)
+
+
+def test_identical_functions_tie_as_identical_losses(tmp_path):
+    """relu6 equals relu below 6 (celu equals elu at alpha 1): every pair has the same losses."""
+    final = {"relu": FINAL["relu"], "relu6": list(FINAL["relu"]), "gelu": FINAL["gelu"]}
+    res = cmp.run_compare([write_long_csv(tmp_path / "same.csv", final)], "final", baseline="activation=relu")
+    r = row(res, activation="relu6")
+    assert r["n_ties"] == 5 and r["mean_diff"] == 0 and r["p_t"] == 1.0
+    assert r["note"] == "all 5 pairs tie: identical losses (every paired difference is exactly zero)"
+    assert row(res, activation="gelu")["note"] == ""
+    assert "identical losses" in render.table_text(res)  # the note is shown below the table
 
 
 def test_diverged_runs_counted_apart(tmp_path):

@@ -52,3 +52,12 @@ def test_to_yaml_by_parts_equals_one_dump() -> None:
     cfgs.append(config.Cfg.wrap({"s": "yes: no", "n": None, "l": [1, "2", {"a": float("inf")}], "t": True}))
     for cfg in cfgs + cfgs:  # the second pass comes from the memo
         assert cfg.to_yaml() == config.dump_yaml(cfg.plain())
+
+
+def test_hydra_settings_are_recognised_in_every_spelling() -> None:
+    texts = ["hydra.launcher.n_jobs=2", "+hydra.x=1", "++hydra.y=2", "~hydra", "hydra/launcher=joblib", "seed=1",
+             "hydra_like=1", "data.hydra=1"]
+    assert config.hydra_settings(texts) == texts[:5]
+    for where in (config.compose, config.expand):
+        with pytest.raises(config.UsageError, match="hydra.* settings configure a launcher"):
+            where(["seed=1", "hydra.job.chdir=true"])

@@ -16,7 +16,7 @@ TEACHER = ["data.target=teacher", "data.n_val=4", "data.teacher_hidden_dim=7"]
 
 @pytest.fixture(scope="module")
 def cfgs() -> dict[str, config.Cfg]:
-    """Compose every config these tests use in one Hydra session (composing costs ~0.1 s each)."""
+    """Compose every config these tests use in one call (composing costs ~0.1 s each)."""
     wanted = {
         "gelu": ["activation=gelu"],
         "relu": ["activation=relu"],
@@ -149,8 +149,17 @@ def test_stochastic_teacher_is_deterministic(cfgs) -> None:
 
 
 def test_gated_teacher_activation_gets_a_2h_wide_first_layer(cfgs) -> None:
-    d = make_dataset(cfgs["f64_t_glu"])
-    assert d.y.shape == (6, 1)
+    """glu teacher: Linear(3, 2 x 7) -> sigmoid(a) * b on the halves -> Linear(7, 1)."""
+    from activation_bench.model import linear_init
+
+    cfg = cfgs["f64_t_glu"]
+    gen = data.generator(cfg.seed, "teacher")
+    w1, b1 = (t.double() for t in linear_init(3, 14, gen, torch.float32))
+    w2, b2 = (t.double() for t in linear_init(7, 1, gen, torch.float32))
+    x = make_dataset(cfg).x
+    a, b = (x @ w1 + b1).chunk(2, dim=-1)
+    torch.testing.assert_close(teacher_targets(cfg, x), (torch.sigmoid(a) * b) @ w2 + b2)
+    assert make_dataset(cfg).y.shape == (6, 1)
 
 
 def test_normal_and_uniform_ranges(cfgs) -> None:

@@ -106,10 +106,17 @@ def test_shape_guard_refuses_broadcasting():
 
 
 def test_model_output_has_one_column():
-    from activation_bench.data import make_dataset
+    from activation_bench.data import generator, make_dataset
+    from activation_bench.model import Slice, StackedMLP, linear_init
 
     cfg = config.compose(TINY)
-    assert make_dataset(cfg).y.shape == (6, 1)
+    ds = make_dataset(cfg)
+    gen = generator(cfg.seed, "init")
+    w1, b1 = linear_init(3, 5, gen, torch.float32)
+    w2, b2 = linear_init(5, 1, gen, torch.float32)
+    model = StackedMLP(w1[None], b1[None, None], w2.T[None], b2[None, None], [Slice(0, 1, torch.nn.GELU())])
+    out = model(ds.x[None])
+    assert out.shape == (1, 6, 1) == ds.y[None].shape  # one output per sample, like the target
     res = train.train([cfg])[0]
     assert len(res.train_loss) == 4 and all(v == v for v in res.train_loss)
 
@@ -180,4 +187,4 @@ def test_every_config_in_every_group_composes(group):
     options = [o for o in config.group_options(group) if o not in config.NOT_GLOBBED]
     assert options
     cfgs = config.compose_many([[f"{group}={o}"] for o in options])
-    assert len(cfgs) == len(options)
+    assert [cfg[group]["name"] for cfg in cfgs] == options  # each option composes to itself

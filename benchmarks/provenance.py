@@ -1,0 +1,41 @@
+"""The first line of every benchmark's output: when, on which commit and on which machine it ran.
+
+Recorded measurements (docs/performance.md, benchmarks/results_*.txt) are identified by these three.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+
+def header() -> str:
+    """'# 2026-11-23 14:05 UTC, commit 26c9478, 2-core AMD EPYC 7B13, Linux x86_64'."""
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"# {when}, commit {_commit()}, {os.cpu_count()}-core {_cpu()}, {platform.system()} {platform.machine()}"
+
+
+def _commit() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"{head} with uncommitted changes" if dirty else head
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
