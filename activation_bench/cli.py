@@ -315,6 +315,9 @@ app.command("compare")(compare)
 app.command("plot")(plot)
 app.command("plot-activations")(plot_activations)
 app.command("report")(report)
+from activation_bench.cli_rank import rank  # noqa: E402 (light imports only)
+
+app.command("rank")(rank)
 
 
 def main() -> None:

@@ -44,10 +44,17 @@ def compare(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
                                                 show_default=False)] = None,
     loss: LossOpt = "train_loss",
+    power: Annotated[str | None, typer.Option(
+        "--power", help="RATIO, e.g. 1.05: per comparison, the seeds needed to detect a geometric-mean ratio of "
+        "RATIO (paired t-test, from the observed spread) and the smallest ratio detectable with the current seeds.",
+        show_default=False)] = None,
+    power_level: Annotated[str, typer.Option("--power-level", help="Power for --power.")] = "0.8",
+    alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power.")] = "0.05",
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
     p-values (Holm-corrected) and Cohen's d_z. Loss metrics are compared on a log10 scale.
+    With --power: how many seeds a comparison needs.
 
     Examples:
 
@@ -58,6 +65,8 @@ def compare(
       actbench compare runs/my-sweep --metric epoch=10 --format markdown --output table.md
 
       actbench compare runs/my-sweep --metric to=1e-6
+
+      actbench compare runs/my-sweep --power 1.05
     """
     with reported():
         from activation_bench import compare as cmp
@@ -68,7 +77,16 @@ def compare(
         if output is not None:
             runs.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
-        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss)
+        spec = None
+        if power is None and (power_level, alpha) != ("0.8", "0.05"):
+            raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
+        if power is not None:
+            from activation_bench.power import parse_power
+
+            spec = parse_power(power, power_level, alpha)
+            if not m.is_loss:
+                raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {m.label}")
+        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss, power=spec)
         _warn(result.warnings)
         if output is not None:
             runs.atomic_write(output, render.render(result, fmt))

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from activation_bench import terminal
-from activation_bench.compare import COMPARE_COLS, STAT_COLS, CompareResult
+from activation_bench.compare import COMPARE_COLS, EXTRA_COLS, STAT_COLS, CompareResult
 
 FORMATS = ("table", "csv", "markdown", "json")
 
@@ -81,6 +81,9 @@ def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
         ("d_z", lambda r: _cmp(r, fmt_num(r["d_z"], 2)), True),
         ("sig", lambda r: "*" if _significant(r) else "", False),
     ]
+    if res.power is not None and "seeds_needed" in res.table.columns:
+        cols += [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
+                 ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)]
     if not compact:
         cols.append(("note", lambda r: str(r.get("note") or ""), False))
     return cols
@@ -171,7 +174,8 @@ def to_markdown(res: CompareResult) -> str:
 
 
 def _csv_columns(res: CompareResult) -> list[str]:
-    return [*res.group_cols, *STAT_COLS] + [c for c in [*COMPARE_COLS, "is_baseline"] if c in res.table.columns]
+    extra = [*COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
+    return [*res.group_cols, *STAT_COLS] + [c for c in extra if c in res.table.columns]
 
 
 def to_csv(res: CompareResult) -> str:

@@ -171,6 +171,31 @@ def summary(loaded: cmp.Loaded, res: cmp.CompareResult, statuses: np.ndarray) ->
 
 
 # ---------------------------------------------------------------------------------------------
+# ranking across tasks
+
+
+def ranking(loaded: cmp.Loaded, res: cmp.CompareResult) -> dict[str, Any] | None:
+    """`actbench rank` of the compared column (the baseline's key) across the tasks, with its
+    critical-difference diagram; None with fewer than two tasks."""
+    key = res.baseline[0] if res.baseline else None
+    tasks = [c for c in res.group_cols if c != key]
+    if key is None or not tasks or len(cmp.group_index(loaded.runs, tasks)) < 2:
+        return None
+    from activation_bench import rank as rk
+    from activation_bench import rank_render
+
+    try:
+        rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss)
+    except UsageError as exc:
+        return {"svg": None, "caption": "", "headers": [], "rows": [], "notes": [f"not ranked: {exc}"]}
+    cols = rank_render._columns(rr)
+    rows = [[fn(r) for _, fn, _ in cols] for _, r in rr.table.iterrows()]
+    return {"svg": svg(rank_render.draw_cd(rr), "ranking"), "caption": rank_render._title(rr),
+            "headers": [h for h, _, _ in cols], "rows": rows,
+            "notes": [*rank_render.summary_lines(rr), *rr.methods, *rr.warnings]}
+
+
+# ---------------------------------------------------------------------------------------------
 # figures
 
 
@@ -288,7 +313,7 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         "summary": about,
         "findings": [f for f in (finding(t, r) for t, r in zip(tables, results)) if f],
         "tables": tables,
-        "ranking": None,  # slot: the ranking across tasks and its diagram (more than one task)
+        "ranking": ranking(loaded, first),
         "curves": curves(loaded, about["task_cols"]),
         "shapes": shapes(loaded, first.group_cols) if draw_shapes else None,
         "shapes_off": not draw_shapes,

@@ -22,7 +22,7 @@ from activation_bench import report as rep
 from activation_bench.cli import app
 from tests.conftest import TINY
 
-SECTIONS = ["summary", "tables", "curves", "shapes", "problems", "methods", "provenance"]
+SECTIONS = ["summary", "tables", "ranking", "curves", "shapes", "problems", "methods", "provenance"]
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_sections_in_order_and_self_contained(sweep, tmp_path):
     page = parse(html)
     assert page.section_ids == SECTIONS
     assert list(page.tables) == rep.default_metrics(rep.cmp.load([sweep])) and "final" in page.tables
-    assert html.count("<svg") == 3  # train_loss curves, val_loss curves, activation shapes
+    assert html.count("<svg") == 4  # ranking diagram, train_loss and val_loss curves, activation shapes
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", html, re.I)
     assert not re.search(r"<script|<link|<iframe|@import|url\((?!#)", html, re.I)
     assert "<?xml" not in html and "<!DOCTYPE svg" not in html
@@ -126,6 +126,22 @@ def test_sections_in_order_and_self_contained(sweep, tmp_path):
     assert "actbench sweep activation=gelu,relu data=normal,uniform" in html  # provenance from sweep.yaml
     assert "teacher_hidden_dim" in html  # one member's resolved config
     assert "n_val: 5" in html
+
+
+def test_ranking_equals_actbench_rank(sweep, tmp_path):
+    out = tmp_path / "r.html"
+    assert invoke(sweep, "--output", out, "--no-shapes", "--metric", "epoch=2").exit_code == 0
+    html = out.read_text(encoding="utf-8")
+    body = html[html.index('<table class="ranking">'):]
+    body = body[body.index("<tbody>"):body.index("</tbody>")]
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", body)]
+    res = CliRunner().invoke(app, ["rank", str(sweep), "--metric", "epoch=2", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["tasks"] == ["data=normal", "data=uniform"]
+    assert [(r[0], r[1], r[-1]) for r in rows] == [(w["activation"], f"{w['mean_rank']:.2f}", w["group"])
+                                                  for w in doc["rows"]]
+    assert 'aria-label="ranking"' in html  # the critical-difference diagram
 
 
 def test_default_output_inside_the_sweep(sweep):

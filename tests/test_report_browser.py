@@ -119,14 +119,14 @@ def test_rendered_dom_has_sections_tables_and_figures(report, tmp_path):
     dom.feed(chromium(tmp_path, report, "--dump-dom"))
     assert dom.sections == SECTIONS
     assert dom.tables == {"final": 4, "epoch=2": 4}
-    assert len(dom.figures) == 3 and all(n > 50 for n in dom.figures), dom.figures  # curves x2, shapes
+    assert len(dom.figures) == 4 and all(n > 20 for n in dom.figures), dom.figures  # ranking, curves x2, shapes
 
 
 def test_nothing_fetched_or_blocked_and_figures_rendered(report, tmp_path):
     found = probe(tmp_path, report.read_text(encoding="utf-8"))
     assert found["blocked"] == [] and found["fetched"] == [] and found["images"] == []
-    assert len(found["svgs"]) == 3
-    assert all(w > 400 and h > 150 for w, h in found["svgs"]), found["svgs"]
+    assert len(found["svgs"]) == 4
+    assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
 
 
 def test_the_probe_sees_failed_and_external_loads(tmp_path):

@@ -1,0 +1,77 @@
+"""Typer command `rank` (registered in cli.py): rank groups across tasks, Friedman and post-hoc tests.
+
+Heavy imports happen inside the command: scipy and pandas always, scikit-posthocs for the post-hoc
+tests, matplotlib only with --plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from activation_bench.cli_compare import LossOpt, PathsArg, _warn
+from activation_bench.errors import UsageError, reported
+
+
+def rank(
+    paths: PathsArg,
+    metric: Annotated[str, typer.Option(
+        "--metric", "-m", help="final, best, epoch=K, to=EPS or auc (as in compare).")] = "final",
+    loss: LossOpt = "train_loss",
+    by: Annotated[str, typer.Option("--by", help="The config column whose values are ranked.")] = "activation",
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", help="Config columns that define a task (repeat or comma list). Default: every varying "
+        "config column except --by and seed.", show_default=False)] = None,
+    posthoc: Annotated[str, typer.Option(
+        "--posthoc", help="Test that decides the groups that cannot be told apart: nemenyi (mean ranks) or "
+        "wilcoxon (signed-rank over tasks, Holm-corrected).")] = "nemenyi",
+    alpha: Annotated[str, typer.Option("--alpha", help="Significance level of the post-hoc tests.")] = "0.05",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
+                                                show_default=False)] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the critical-difference diagram here "
+                                              "(.png, .svg or .pdf).", show_default=False)] = None,
+) -> None:
+    """Which activation is best across many tasks: rank the --by values within each task (mean over
+    seeds of the metric; losses on a log10 scale), average the ranks over tasks, and test them
+    (Friedman; Nemenyi and Holm-corrected Wilcoxon post-hoc tests), with a critical-difference diagram.
+
+    Examples:
+
+      actbench rank runs/my-sweep
+
+      actbench rank runs/my-sweep --metric epoch=100 --plot cd.png
+
+      actbench rank runs/my-sweep --task data,data.target --format csv --output ranks.csv
+    """
+    with reported():
+        from activation_bench import compare as cmp
+        from activation_bench import rank as rk
+        from activation_bench import rank_render, runs
+
+        if fmt not in rank_render.FORMATS:
+            raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(rank_render.FORMATS)}")
+        if posthoc not in rk.POSTHOCS:
+            raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
+        level = rk.parse_alpha(alpha)
+        m = cmp.parse_metric(metric)
+        if plot is not None:
+            from activation_bench.plots import check_output
+
+            check_output(plot)
+        if output is not None:
+            runs.check_folder(output)  # before any work
+        result = rk.rank(cmp.load(paths, loss), m, by, task, loss, level, posthoc)
+        _warn(result.warnings)
+        if plot is not None:
+            rank_render.write_cd(result, plot)
+            typer.echo(f"wrote {plot}", err=True)
+        if output is not None:
+            runs.atomic_write(output, rank_render.render(result, fmt))
+            typer.echo(f"wrote {output}", err=True)
+        elif fmt == "table":
+            rank_render.print_table(result)
+        else:
+            typer.echo(rank_render.render(result, fmt), nl=False)
