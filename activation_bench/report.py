@@ -190,7 +190,7 @@ def ranking(loaded: cmp.Loaded, res: cmp.CompareResult) -> dict[str, Any] | None
         return {"svg": None, "caption": "", "headers": [], "rows": [], "notes": [f"not ranked: {exc}"]}
     cols = rank_render._columns(rr)
     rows = [[fn(r) for _, fn, _ in cols] for _, r in rr.table.iterrows()]
-    return {"svg": svg(rank_render.draw_cd(rr), "ranking"), "caption": rank_render._title(rr),
+    return {"svg": svg(rank_render.draw_cd(rr), "ranking", tight=True), "caption": rank_render._title(rr),
             "headers": [h for h, _, _ in cols], "rows": rows,
             "notes": [*rank_render.summary_lines(rr), *rr.methods, *rr.warnings]}
 
@@ -199,15 +199,16 @@ def ranking(loaded: cmp.Loaded, res: cmp.CompareResult) -> dict[str, Any] | None
 # figures
 
 
-def svg(fig: Any, prefix: str) -> str:
+def svg(fig: Any, prefix: str, tight: bool = False) -> str:
     """A matplotlib figure as an inline <svg> element: no XML prolog or DOCTYPE, no metadata, and
     every id prefixed so several figures can share one page."""
     import matplotlib
 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "actbench"}):
-        # the figures use the constrained layout: no bbox_inches="tight" (a second full draw)
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+        # curves and shapes use the constrained layout: no bbox_inches="tight" there (a second full draw)
+        fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None,
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buf.getvalue()
     text = text[text.index("<svg"):]
     text = re.sub(r'\bid="', f'id="{prefix}-', text)
