@@ -7,6 +7,13 @@ formula for `actbench activations`, and two facts the training engine needs:
 - gated: the first layer feeds 2h values; the unit returns act(a) * b on the two halves.
 - per_member: the module has parameters (PReLU) or draws random numbers (RReLU, stochastic GELU),
   so a stacked sweep gives each member its own instance (and its own seeded generator).
+
+Each entry also names the weight initialisation it recommends, which `model.init=auto` uses: he
+(Kaiming, fan-in, gain sqrt 2) for the ReLU family and the ReLU-like smooth functions (GELU, SiLU,
+Mish, ELU, CELU, softplus, hardswish) and for the gated units with a ReLU-like gate; lecun for
+SELU (its self-normalising fixed point assumes variance 1/fan-in weights); xavier (Glorot) for the
+bounded, zero-centred or sigmoid-shaped ones (tanh, sigmoid, hardtanh, hardsigmoid, softsign,
+tanhshrink) and GLU's sigmoid gate.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class Spec:
     per_member: bool = False
     effect: str = "none"  # effect on the model's parameter count, for `actbench activations`
     stochastic: bool = False  # draws random numbers while training (deterministic in eval)
+    init: str = "he"  # the initialisation model.init=auto uses: he, lecun or xavier
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,24 +137,24 @@ _SPECS = [
          {"lower": 1.0 / 8, "upper": 1.0 / 3}, per_member=True,
          stochastic=True, effect="none (random slope while training)"),
     Spec("elu", lambda alpha=1.0: nn.ELU(alpha), "x if x > 0 else alpha (exp(x) - 1)", {"alpha": 1.0}),
-    Spec("selu", lambda: nn.SELU(), "scale * elu(x, alpha), scale=1.0507010, alpha=1.6732632"),
+    Spec("selu", lambda: nn.SELU(), "scale * elu(x, alpha), scale=1.0507010, alpha=1.6732632", init="lecun"),
     Spec("celu", lambda alpha=1.0: nn.CELU(alpha), "max(0, x) + min(0, alpha (exp(x/alpha) - 1))",
          {"alpha": 1.0}),
     Spec("silu", lambda: nn.SiLU(), "x * sigmoid(x)", aliases=("swish",)),
     Spec("mish", lambda: nn.Mish(), "x * tanh(softplus(x))"),
     Spec("softplus", lambda beta=1.0, threshold=20.0: nn.Softplus(beta, threshold),
          "log(1 + exp(beta x)) / beta", {"beta": 1.0, "threshold": 20.0}),
-    Spec("tanh", lambda: nn.Tanh(), "tanh(x)"),
-    Spec("sigmoid", lambda: nn.Sigmoid(), "1 / (1 + exp(-x))"),
+    Spec("tanh", lambda: nn.Tanh(), "tanh(x)", init="xavier"),
+    Spec("sigmoid", lambda: nn.Sigmoid(), "1 / (1 + exp(-x))", init="xavier"),
     Spec("hardswish", lambda: nn.Hardswish(), "x * relu6(x + 3) / 6", aliases=("hard_swish",)),
-    Spec("hardsigmoid", lambda: nn.Hardsigmoid(), "relu6(x + 3) / 6", aliases=("hard_sigmoid",)),
+    Spec("hardsigmoid", lambda: nn.Hardsigmoid(), "relu6(x + 3) / 6", aliases=("hard_sigmoid",), init="xavier"),
     Spec("hardtanh", lambda min_val=-1.0, max_val=1.0: nn.Hardtanh(min_val, max_val),
-         "clamp(x, min_val, max_val)", {"min_val": -1.0, "max_val": 1.0}),
-    Spec("softsign", lambda: nn.Softsign(), "x / (1 + |x|)"),
-    Spec("tanhshrink", lambda: nn.Tanhshrink(), "x - tanh(x)"),
+         "clamp(x, min_val, max_val)", {"min_val": -1.0, "max_val": 1.0}, init="xavier"),
+    Spec("softsign", lambda: nn.Softsign(), "x / (1 + |x|)", init="xavier"),
+    Spec("tanhshrink", lambda: nn.Tanhshrink(), "x - tanh(x)", init="xavier"),
     Spec("relu2", ReLU2, "relu(x)^2  (squared ReLU)", aliases=("squared_relu", "relu_squared")),
     Spec("glu", _gated(nn.Sigmoid), "sigmoid(a) * b on the two halves of a 2h-wide first layer",
-         {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
+         {"param_matched": False}, gated=True, effect=_GATED_EFFECT, init="xavier"),
     Spec("reglu", _gated(nn.ReLU), "relu(a) * b (gated, 2h-wide first layer)",
          {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
     Spec("geglu", _gated(nn.GELU), "gelu(a) * b (gated, 2h-wide first layer)",
@@ -195,6 +203,9 @@ def create_from_config(cfg: dict[str, Any]) -> nn.Module:
 
 def _has_target(cfg: dict[str, Any]) -> bool:
     return "_target_" in cfg and cfg["_target_"] not in (None, "")
+
+
+has_target = _has_target  # a user's own module (activation._target_): no registry entry
 
 
 def _import_target(path: Any, where: str) -> Callable[..., nn.Module]:
@@ -291,7 +302,8 @@ def describe() -> list[dict[str, Any]]:
     """One row per registered activation, for `actbench activations`.
 
     Keys: name, aliases (list), formula, params (name -> default), param_effect (effect on the
-    model's parameter count), gated, stochastic (draws random numbers while training).
+    model's parameter count), gated, stochastic (draws random numbers while training), init (the scheme
+    model.init=auto uses).
     """
     rows = []
     for spec in REGISTRY.values():
@@ -303,5 +315,6 @@ def describe() -> list[dict[str, Any]]:
             "param_effect": spec.effect,
             "gated": spec.gated,
             "stochastic": spec.stochastic,
+            "init": spec.init,
         })
     return rows

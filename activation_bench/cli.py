@@ -39,7 +39,9 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
   data.target=random    random | teacher (targets from a seeded random network);\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
-  model.hidden_dim=64   hidden width\n
+  model.hidden_dim=64   hidden width; model.depth=1 hidden layers\n
+  model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
+  log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
   device=cpu|cuda|auto  dtype=float32|float64\n
   experiment=NAME       a preset ({_options("experiment") or "none"})
@@ -133,6 +135,9 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
+    if cfg.model.depth != 1 or cfg.model.init != "torch_default":
+        init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
+        rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}"))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:
@@ -279,10 +284,10 @@ def activations(
     rows = registry.describe()
     if fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(["name", "aliases", "formula", "params", "param_effect"])
+        writer.writerow(["name", "aliases", "formula", "params", "param_effect", "init"])
         for r in rows:
             params = ";".join(f"{k}={v}" for k, v in r["params"].items())
-            writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"]])
+            writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"], r["init"]])
         return
     from rich.table import Table
 
@@ -290,12 +295,12 @@ def activations(
 
     table = Table(title=f"{len(rows)} activations (activation=NAME; your own: activation=custom "
                   "activation._target_=pkg.mod.Class)")
-    for col in ("name", "formula", "parameters", "aliases", "parameter count"):
+    for col in ("name", "formula", "parameters", "aliases", "parameter count", "init (auto)"):
         # names never wrap; the other columns wrap between words (each parameter=value stays whole)
         table.add_column(col, no_wrap=col == "name")
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
-        table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"])
+        table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"], r["init"])
     terminal.print_table(table)
 
 

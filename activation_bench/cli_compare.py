@@ -102,22 +102,37 @@ def plot(
     output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
                                          show_default=False)],
     by: ByOpt = None,
-    loss: LossOpt = "train_loss",
+    loss: Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss; with --grads "
+                                      "weight_grad_norm (default) or act_norm.", show_default=False)] = "",
+    grads: Annotated[bool, typer.Option("--grads", help="Per-layer gradient norms (grads.csv, from "
+                                        "log.grad_norms=true) of run or sweep directories instead of losses: "
+                                        "a panel per group, a line per hidden layer, median over seeds.")] = False,
 ) -> None:
     """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
-    over epochs on a log scale, with the interquartile range over seeds as a band.
+    over epochs on a log scale, with the interquartile range over seeds as a band. With --grads, each
+    hidden layer's weight-gradient norm instead.
 
     Examples:
 
       actbench plot runs/my-sweep --output curves.png
 
       actbench plot runs/my-sweep --by lr --loss val_loss --output curves.svg
+
+      actbench plot --grads runs/my-deep-sweep --output grads.png
     """
     with reported():
-        from activation_bench import compare as cmp
         from activation_bench import plots
 
         plots.check_output(output)
+        if grads:
+            from activation_bench import grad_plots
+
+            grad_plots.plot_grads(paths, output, by, loss or "weight_grad_norm")
+            typer.echo(f"wrote {output}", err=True)
+            return
+        from activation_bench import compare as cmp
+
+        loss = loss or "train_loss"
         loaded = cmp.load(paths, loss)
         _warn(loaded.warnings)
         plots.plot_curves(loaded, output, by, loss)

@@ -26,6 +26,7 @@ DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
+INITS = ("torch_default", "he", "lecun", "xavier", "auto")
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom"}  # group options that need user input (activation=custom needs a _target_)
 
@@ -49,6 +50,15 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     hidden_dim: int = 64
+    depth: int = 1  # hidden layers, each hidden_dim wide with the same activation
+    init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (the activation's recommendation)
+    init_resolved: str | None = None  # the scheme that ran (model.init with auto resolved); set by validate
+
+
+@dataclass
+class LogConfig:
+    grad_norms: bool = False  # write grads.csv: per layer, the weight-gradient and activation-output norms
+    every: int = 10  # ... every this many epochs (and at epochs 1 and the last)
 
 
 @dataclass
@@ -56,6 +66,7 @@ class Config:
     activation: dict[str, Any] = field(default_factory=lambda: {"name": "gelu"})
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    log: LogConfig = field(default_factory=LogConfig)
     epochs: int = 1000
     lr: float = 1e-3
     seed: int = 0
@@ -432,6 +443,9 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
     _check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
     _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
+    _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
+           where)
+    _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
     _check(d.name in DISTRIBUTIONS, f"unknown data '{d.name}'; valid: {', '.join(DISTRIBUTIONS)}", where)
     _check(d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
     _check(d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
@@ -458,8 +472,28 @@ def validate(cfg: Cfg, where: str = "") -> None:
     from activation_bench import activations
 
     activations.check_config(cfg.activation, where)
+    _resolve_init(cfg, where)
     if d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
+
+
+def _resolve_init(cfg: Cfg, where: str) -> None:
+    """Check model.init and record the scheme that runs in model.init_resolved (auto: the activation's
+    registry recommendation), so config.yaml says what ran and re-running it gives the same hash."""
+    from activation_bench import activations
+
+    m = cfg.model
+    _check(m.init in INITS, f"unknown model.init '{m.init}'; valid: {', '.join(INITS)}", where)
+    resolved = m.init
+    if m.init == "auto":
+        _check(not activations.has_target(cfg.activation),
+               "model.init=auto needs a registered activation (a _target_ one has no recommendation); "
+               "choose torch_default, he, lecun or xavier", where)
+        resolved = activations.get_spec(cfg.activation["name"]).init
+    _check(m.get("init_resolved") in (None, resolved),
+           f"model.init_resolved is derived from model.init ({resolved} here), got '{m.get('init_resolved')}'",
+           where)
+    m["init_resolved"] = resolved
 
 
 def config_hash(cfg: Cfg) -> str:

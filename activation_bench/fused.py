@@ -143,9 +143,12 @@ class HandGradient:
         return (a * m.w2).sum(dim=-1, keepdim=True) + m.b2_padded[..., :1]
 
     @torch.no_grad()
-    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def loss(self, x: torch.Tensor, y: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """With `record`, the hidden layer's activation output is appended to it (gradient-norm log)."""
         m = self.model
         a, backs = self.hidden(x)
+        if record is not None:
+            record.append(a)
         r = (a * m.w2).sum(dim=-1, keepdim=True).add_(m.b2_padded[..., :1]).sub_(y)  # [M, N, 1]
         loss = r.square().mean(dim=(1, 2))
         g_out = r.mul_(2.0 / r.shape[1])  # d(mean of squares)/d prediction
@@ -162,7 +165,7 @@ class HandGradient:
         return loss
 
 
-LAYERS = {"w1", "b1", "w2", "b2_padded"}  # the parameters the hand-written gradient knows
+LAYERS = {"w1", "b1", "w2", "b2_padded"}  # the parameters the hand-written gradient knows (depth 1)
 
 
 def hand_gradient(model: nn.Module) -> HandGradient | None:

@@ -1,9 +1,11 @@
-"""The two-layer MLP regressor, as a stack of independent members trained at once.
+"""The MLP regressor, as a stack of independent members trained at once.
 
-Member m computes  y = act_m(x_m @ W1[m] + b1[m]) @ W2[m] + b2[m]  with one output per sample
-(the output layer, a single row, is evaluated as a multiply and a sum).
-A single run is a stack of one. Weights are stored [members, in, out] so one `baddbmm` evaluates
-every member's layer; activations are applied per contiguous slice of members that share one.
+Member m computes, for hidden layers k = 1..depth (depth 1: the two-layer MLP),
+    a_0 = x_m,   a_k = act_m(a_{k-1} @ W_k[m] + b_k[m]),   y = a_depth @ W_out[m] + b_out[m]
+with one output per sample (the output layer, a single row, is evaluated as a multiply and a sum).
+A single run is a stack of one. Weights are stored [members, in, out] so one `baddbmm` per layer
+evaluates every member; activations are applied per contiguous slice of members that share one.
+Initial weights come from one of the schemes in INITS, drawn per member from its own generator.
 """
 
 from __future__ import annotations
@@ -28,27 +30,88 @@ def linear_init(
     return w.t().contiguous(), b
 
 
+INITS = ("torch_default", "he", "lecun", "xavier")
+
+
+def init_layer(
+    scheme: str, fan_in: int, fan_out: int, gen: torch.Generator, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer's weight [fan_in, fan_out] and bias [fan_out] under an initialisation scheme.
+
+    - torch_default: nn.Linear's, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and bias;
+    - he: Kaiming normal, fan-in mode, gain sqrt(2): N(0, 2/fan_in); bias 0;
+    - lecun: N(0, 1/fan_in) (what SELU's self-normalisation assumes); bias 0;
+    - xavier: Glorot uniform, U(-sqrt(6/(fan_in+fan_out)), +sqrt(6/(fan_in+fan_out))); bias 0.
+    Weights are drawn as nn.Linear stores them ([out, in]) and transposed.
+    """
+    if scheme == "torch_default":
+        return linear_init(fan_in, fan_out, gen, dtype)
+    if scheme in ("he", "lecun"):
+        std = math.sqrt((2.0 if scheme == "he" else 1.0) / fan_in)
+        w = torch.randn(fan_out, fan_in, generator=gen, dtype=dtype) * std
+    elif scheme == "xavier":
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        w = torch.empty(fan_out, fan_in, dtype=dtype).uniform_(-bound, bound, generator=gen)
+    else:
+        raise ValueError(f"unknown init scheme '{scheme}'; valid: {', '.join(INITS)}")
+    return w.t().contiguous(), torch.zeros(fan_out, dtype=dtype)
+
+
+def member_weights(
+    scheme: str, input_dim: int, h1: int, h2: int, depth: int, gen: torch.Generator, dtype: torch.dtype
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A member's layers in order, [(W [in, out], b [out])] for the depth hidden layers and then the
+    output layer, drawn from gen in that order (so depth 1 draws exactly what it always did, and
+    at one seed a deeper model's first layer equals the shallower one's).
+
+    A hidden layer produces h1 values and the activation leaves h2 (gated units: h1 = 2 h2), so
+    layer 1 maps input_dim -> h1, layers 2..depth map h2 -> h1, and the output layer h2 -> 1.
+    Drawn in float32 and converted: a float64 run starts from the float32 run's weights.
+    """
+    fans = [(input_dim, h1)] + [(h2, h1)] * (depth - 1) + [(h2, 1)]
+    return [tuple(t.to(dtype) for t in init_layer(scheme, i, o, gen, torch.float32)) for i, o in fans]
+
+
 @dataclass
 class Slice:
-    """Members [start, stop) of the stack share this activation module."""
+    """Members [start, stop) of the stack share these activation modules, one per hidden layer
+    (the same stateless module for every layer, or each layer its own where the activation has
+    parameters or randomness)."""
 
     start: int
     stop: int
-    module: nn.Module
+    modules: list[nn.Module]  # or one module: it serves every hidden layer
     per_member: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.modules, nn.Module):
+            self.modules = [self.modules]
+
+    @property
+    def module(self) -> nn.Module:
+        """The first hidden layer's module (the only one at depth 1)."""
+        return self.modules[0]
 
 
 class StackedMLP(nn.Module):
     def __init__(
         self,
-        w1: torch.Tensor,  # [M, in, h1]
-        b1: torch.Tensor,  # [M, 1, h1]
+        ws: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, in, h1] (one tensor: depth 1)
+        bs: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, 1, h1]
         w2: torch.Tensor,  # [M, 1, h2]: the output layer's single row
         b2: torch.Tensor,  # [M, 1, 1]; stored padded to [M, 1, 16], see below
         slices: list[Slice],
     ) -> None:
         super().__init__()
-        self.w1, self.b1 = nn.Parameter(w1), nn.Parameter(b1)
+        ws, bs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (ws, bs))
+        for s in slices:  # a slice given one module uses it in every layer
+            if len(s.modules) == 1:
+                s.modules = s.modules * len(ws)
+        # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
+        # hand-written gradient is written for); layers 2..depth follow in lists
+        self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0])
+        self.w_deep = nn.ParameterList(nn.Parameter(w) for w in ws[1:])
+        self.b_deep = nn.ParameterList(nn.Parameter(b) for b in bs[1:])
         # The output bias is one number per member. Stored alone it is an M-element tensor, and
         # vectorised optimiser kernels treat its elements by scalar or SIMD code depending on M,
         # which rounds differently. Padding each member's bias to 16 elements (one AVX-512
@@ -57,17 +120,38 @@ class StackedMLP(nn.Module):
         self.w2 = nn.Parameter(w2)
         self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, 15)))
         self.slices = slices
-        self.acts = nn.ModuleList(s.module for s in slices)  # registers PReLU weights etc.
+        # registers PReLU weights etc. (a module shared by several layers once)
+        self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [M, N, in] -> [M, N, 1]."""
-        h = torch.baddbmm(self.b1, x, self.w1)
+    @property
+    def ws(self) -> list[torch.Tensor]:
+        """Every hidden layer's weight [M, in, h1], first layer first."""
+        return [self.w1, *self.w_deep]
+
+    @property
+    def bs(self) -> list[torch.Tensor]:
+        return [self.b1, *self.b_deep]
+
+    @property
+    def depth(self) -> int:
+        return 1 + len(self.w_deep)
+
+    def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """Apply each slice's activation of this hidden layer to its members' rows of h."""
         if len(self.slices) == 1:
-            a = self.slices[0].module(h)
-        else:
-            # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
-            parts = h.split([s.stop - s.start for s in self.slices], dim=0)
-            a = torch.cat([s.module(part) for s, part in zip(self.slices, parts)], dim=0)
+            return self.slices[0].modules[layer](h)
+        # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
+        parts = h.split([s.stop - s.start for s in self.slices], dim=0)
+        return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
+
+    def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """x: [M, N, in] -> [M, N, 1]. With `record`, each hidden layer's activation output is
+        appended to it (for the gradient-norm log)."""
+        a = x
+        for layer, (w, b) in enumerate(zip(self.ws, self.bs)):
+            a = self.activate(layer, torch.baddbmm(b, a, w))
+            if record is not None:
+                record.append(a)
         # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
         # (forward and two in backward) by about 1 ms a step for 480 members
         return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2_padded[..., :1]

@@ -90,8 +90,8 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
     if not limits or sizes[worst] <= min(limits):
         return
     cfg = cfgs[worst]
-    shape = (f"model.hidden_dim={cfg.model.hidden_dim}, data.input_dim={cfg.data.input_dim}, "
-             f"data.n_samples={cfg.data.n_samples}, epochs={cfg.epochs}")
+    shape = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}, "
+             f"data.input_dim={cfg.data.input_dim}, data.n_samples={cfg.data.n_samples}, epochs={cfg.epochs}")
     budget = "; ".join(
         ([f"--memory-mb {memory_mb:g}"] if memory_mb is not None else [])
         + ([f"{_mb(avail)} available on this machine{' (GPU)' if device == 'cuda' else ''}"]

@@ -151,6 +151,15 @@ def _epoch_prefixes(n: int) -> list[str]:
     return _PREFIXES[:n]
 
 
+def grads_csv(rows: Sequence[tuple[int, int, float, float]]) -> str:
+    """grads.csv: long format, one row per logged epoch and hidden layer, raw floats."""
+    return "epoch,layer,weight_grad_norm,act_norm\n" + "".join(f"{e},{k},{g!r},{a!r}\n" for e, k, g, a in rows)
+
+
+def _shares(values: Sequence[float] | None) -> list[float | None] | None:
+    return None if values is None else [v if v == v else None for v in values]  # NaN (undefined) -> null
+
+
 @functools.cache
 def versions() -> dict[str, str]:
     import torch
@@ -177,6 +186,10 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "diverged_epoch": result.diverged_epoch,
         "seed": int(cfg.seed),
         "n_params": result.n_params,
+        "depth": int(cfg.model.depth),
+        "init": cfg.model.init_resolved,
+        "dead_units": _shares(getattr(result, "dead_units", None)),  # per hidden layer, share of units
+        "saturated_units": _shares(getattr(result, "saturated_units", None)),
         "wall_time_s": result.wall_time_s,
         "stack_size": result.stack_size,
         "device": result.device,
@@ -239,11 +252,14 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
     except OSError as exc:
         raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
     # the hidden directory is the unit of atomicity: its files need no temporary names
-    for name, text in (
+    files = [
         ("config.yaml", cfg.to_yaml()),
         ("losses.csv", losses_csv(result.train_loss, result.val_loss)),
         ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
-    ):
+    ]
+    if getattr(result, "grads", None) is not None:
+        files.insert(2, ("grads.csv", grads_csv(result.grads)))
+    for name, text in files:
         try:
             with open(tmp / name, "w", encoding="utf-8", newline="") as fh:
                 fh.write(text)

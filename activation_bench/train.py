@@ -22,7 +22,8 @@ import torch
 
 from activation_bench import activations, fused
 from activation_bench.data import DTYPES, derived_seed, generator, make_dataset
-from activation_bench.model import Slice, StackedMLP, linear_init, member_mse
+from activation_bench.diagnostics import GradLog, unit_shares
+from activation_bench.model import Slice, StackedMLP, member_mse, member_weights
 
 ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
 
@@ -42,6 +43,11 @@ class RunResult:
     wall_time_s: float  # of the whole stack this member was trained in
     stack_size: int
     device: str
+    # diagnostics: (epoch, layer, weight_grad_norm, act_norm) rows with log.grad_norms, else None;
+    # per hidden layer, the share of dead and of saturated units at the end (NaN: not defined)
+    grads: list[tuple[int, int, float, float]] | None = None
+    dead_units: list[float] | None = None
+    saturated_units: list[float] | None = None
 
 
 def resolve_device(name: str) -> str:
@@ -58,8 +64,13 @@ def stack_key(cfg: Any) -> tuple:
     """Members with equal keys can be trained in one stack."""
     d = cfg.data
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    return (d.n_samples, d.n_val, d.input_dim, h1, h2, cfg.batch_size or d.n_samples,
-            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg))
+    return (d.n_samples, d.n_val, d.input_dim, h1, h2, cfg.model.depth, cfg.batch_size or d.n_samples,
+            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
+            _grad_every(cfg))
+
+
+def _grad_every(cfg: Any) -> int | None:
+    return cfg.log.every if cfg.log.grad_norms else None
 
 
 def _shuffles(cfg: Any) -> bool:
@@ -67,14 +78,17 @@ def _shuffles(cfg: Any) -> bool:
 
 
 def member_bytes(cfg: Any) -> int:
-    """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations)."""
+    """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations,
+    per-epoch losses and the gradient-norm log), for every hidden layer of a deep member."""
     d = cfg.data
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    n_par = d.input_dim * h1 + h1 + h2 + 1
+    depth = cfg.model.depth
+    n_par = d.input_dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + h2 + 1
     n_data = (d.n_samples + d.n_val) * (d.input_dim + 1)
-    n_act = (d.n_samples + d.n_val) * (4 * h1 + 2 * h2 + 4)
+    n_act = (d.n_samples + d.n_val) * (depth * (4 * h1 + 2 * h2) + 4)
+    n_log = 2 * depth * (cfg.epochs // cfg.log.every + 2) if cfg.log.grad_norms else 0
     itemsize = 8 if cfg.dtype == "float64" else 4
-    return itemsize * (5 * n_par + n_data + n_act) + itemsize * 2 * cfg.epochs
+    return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 2 * cfg.epochs
 
 
 MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
@@ -137,19 +151,7 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     x_val = torch.stack([d.x_val for d in data]).to(device) if n_val else None
     y_val = torch.stack([d.y_val for d in data]).to(device) if n_val else None
 
-    h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
-    w1s, b1s, w2s, b2s = [], [], [], []
-    for c in ordered:
-        gen = generator(c.seed, "init")
-        # drawn in float32 and converted: a float64 run starts from the float32 run's weights
-        w1, b1 = (t.to(dtype) for t in linear_init(c.data.input_dim, h1, gen, torch.float32))
-        w2, b2 = (t.to(dtype) for t in linear_init(h2, 1, gen, torch.float32))
-        w1s.append(w1), b1s.append(b1[None]), w2s.append(w2.T), b2s.append(b2[None])
-    slices = _slices(ordered, [act_keys[i] for i in order], device, dtype)
-    model = StackedMLP(
-        torch.stack(w1s).to(device), torch.stack(b1s).to(device),
-        torch.stack(w2s).to(device), torch.stack(b2s).to(device), slices,
-    )
+    model = build_model(ordered, [act_keys[i] for i in order], device, dtype)
     model.train()
     opt = StackedOptimizer(list(model.parameters()), first.optimizer, float(first.lr))
     hand = fused.hand_gradient(model) if HAND_GRADIENT else None
@@ -165,12 +167,17 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
     val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
     diverged = torch.zeros(m, dtype=torch.bool, device=device)
+    every = _grad_every(first)
+    grad_log = GradLog(every, epochs, model.depth, m, dtype, device) if every else None
     diverged_at: list[int | None] = [None] * m
     done = checked = 0
     for epoch in range(epochs):
+        outputs = [] if grad_log is not None and grad_log.due(epoch + 1) else None
         if len(batches) == 1:
             xb, yb = batches[0]
-            train_loss[epoch] = _step(model, opt, hand, xb, yb)
+            train_loss[epoch] = _step(model, opt, hand, xb, yb, outputs)
+            if outputs is not None:
+                grad_log.add(epoch + 1, model, outputs)  # type: ignore[union-attr]
         else:
             total = torch.zeros(m, dtype=dtype, device=device)
             if shufflers:
@@ -178,8 +185,11 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
                 idx = torch.stack([perms[s] for s in seeds]).to(device)[..., None]
                 xs, ys = x.gather(1, idx.expand(-1, -1, x.shape[-1])), y.gather(1, idx)
                 batches = [(xs[:, i : i + bs], ys[:, i : i + bs]) for i in range(0, n, bs)]
-            for xb, yb in batches:
-                total += _step(model, opt, hand, xb, yb)
+            for b, (xb, yb) in enumerate(batches):
+                record = outputs if b == len(batches) - 1 else None  # the epoch's last batch is logged
+                total += _step(model, opt, hand, xb, yb, record)
+                if record is not None:
+                    grad_log.add(epoch + 1, model, record)  # type: ignore[union-attr]
             train_loss[epoch] = total / len(batches)
         if val_loss is not None:
             model.eval()
@@ -212,9 +222,13 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     tl = train_loss[:done].T.cpu().tolist()
     vl = val_loss[:done].T.cpu().tolist() if val_loss is not None else None
     n_params = _param_counts(model, m)
+    model.eval()
+    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(model, x))
+    stops = [diverged_at[pos] or done for pos in range(m)]
+    grads = grad_log.per_member(stops) if grad_log is not None else None
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(order):
-        stop = diverged_at[pos] or done
+        stop = stops[pos]
         results[original] = RunResult(
             train_loss=tl[pos][:stop],
             val_loss=vl[pos][:stop] if vl is not None else None,
@@ -224,26 +238,46 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
             wall_time_s=wall,
             stack_size=n_real,
             device=device,
+            grads=grads[pos] if grads is not None else None,
+            dead_units=dead[pos],
+            saturated_units=saturated[pos],
         )
     return results[:n_real]  # type: ignore[return-value]
 
 
 def _step(model: StackedMLP, opt: StackedOptimizer, hand: fused.HandGradient | None,
-          xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-    """One optimiser step; returns the members' losses [M] before it."""
+          xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """One optimiser step; returns the members' losses [M] before it. With `record`, each hidden
+    layer's activation output is appended to it (the parameters' .grad stay set after the step)."""
     opt.zero_grad()
     if hand is not None:
-        loss = hand.loss(xb, yb)  # no autograd graph; faster activation derivatives (fused.py)
+        loss = hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)
     else:
-        loss = member_mse(model(xb), yb)
+        loss = member_mse(model(xb, record), yb)
         loss.sum().backward()
     opt.step()
     return loss.detach()
 
 
-def _slices(ordered: Sequence[Any], keys: list[str], device: str, dtype: torch.dtype) -> list[Slice]:
-    """One module per run of members sharing an activation; one per member where it has
-    parameters or randomness (each with a generator seeded from that member's seed)."""
+def build_model(ordered: Sequence[Any], keys: list[str], device: str, dtype: torch.dtype) -> StackedMLP:
+    """The stacked model of these members (sharing one stack key), each initialised from its own
+    seed's "init" stream under its model.init_resolved scheme."""
+    first = ordered[0]
+    h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
+    depth = first.model.depth
+    layers = [member_weights(c.model.init_resolved or "torch_default", c.data.input_dim, h1, h2, depth,
+                             generator(c.seed, "init"), dtype) for c in ordered]
+    ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
+    bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]
+    w2 = torch.stack([mem[depth][0].T for mem in layers]).to(device)
+    b2 = torch.stack([mem[depth][1][None] for mem in layers]).to(device)
+    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype))
+
+
+def _slices(ordered: Sequence[Any], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
+    """One module per run of members sharing an activation, used by every hidden layer; where it
+    has parameters or randomness, one per member and layer (a member's layers share one generator
+    seeded from that member's seed, drawn from in layer order)."""
     slices: list[Slice] = []
     for i, c in enumerate(ordered):
         cfg = _act_cfg(c)
@@ -252,12 +286,13 @@ def _slices(ordered: Sequence[Any], keys: list[str], device: str, dtype: torch.d
         if last and not per_member and not last.per_member and keys[last.start] == keys[i]:
             last.stop = i + 1
             continue
-        module = activations.create_from_config(cfg).to(device=device, dtype=dtype)
-        if hasattr(module, "generator"):
-            module.generator = torch.Generator(device=device).manual_seed(
-                derived_seed(c.seed, "activation")
-            )
-        slices.append(Slice(i, i + 1, module, per_member))
+        modules = [activations.create_from_config(cfg).to(device=device, dtype=dtype)
+                   for _ in range(depth if per_member else 1)]
+        if hasattr(modules[0], "generator"):
+            gen = torch.Generator(device=device).manual_seed(derived_seed(c.seed, "activation"))
+            for module in modules:
+                module.generator = gen
+        slices.append(Slice(i, i + 1, modules * (depth // len(modules)), per_member))
     return slices
 
 
@@ -315,10 +350,10 @@ class StackedOptimizer:
 
 
 def _param_counts(model: StackedMLP, m: int) -> list[int]:
-    per = sum(p[0].numel() for p in (model.w1, model.b1, model.w2)) + 1  # + the output bias
+    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + 1  # + the output bias
     counts = [per] * m
     for s in model.slices:
-        extra = sum(p.numel() for p in s.module.parameters())
+        extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())
         if extra:
             for i in range(s.start, s.stop):
                 counts[i] += extra // (s.stop - s.start)

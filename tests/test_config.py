@@ -10,9 +10,12 @@ from activation_bench import config
 
 
 def hydra_composed(overrides: list[str]) -> dict:
+    """Hydra's own composition, then the same validation (which derives model.init_resolved)."""
     config._register_schema()
     with initialize_config_dir(config_dir=str(config.config_dir()), version_base="1.3"):
-        return OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
+        cfg = config.Cfg.wrap(OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True))
+    config.validate(cfg)
+    return cfg.plain()
 
 
 OPTIONS = [(g, o) for g in config.SPLICED for o in config.group_options(g) if o not in config.NOT_GLOBBED]

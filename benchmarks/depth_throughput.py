@@ -1,0 +1,125 @@
+"""Deep sweeps: `actbench sweep model.depth=D` against the naive loop, measured in one run.
+
+Grid (defaults): depth 8 x 8 activations (gelu, relu, silu, elu, tanh, mish, leaky_relu, softplus)
+x 30 seeds x 200 epochs on the default data (10 samples of 64 features), 64 hidden units per layer:
+240 runs, 48,000 model steps (a step is one optimiser update of one 64-(64 x 8)-1 MLP).
+
+- actbench: the real command, `actbench sweep ... model.depth=8` in a fresh process, timed whole
+  (start-up, imports, composing, training stacked with one baddbmm per layer, writing the run
+  directories and results.csv).
+- actbench engine alone: the same grid through `train.plan_stacks`/`train.train` in this process
+  (training only: no start-up, composing or files), against the median naive rate.
+- naive: one model at a time, as the seed notebook trains: nn.Sequential of depth x (Linear,
+  activation) and a Linear output, a DataLoader, torch.optim.Adam, zero_grad/backward/step. Timed
+  on one member per activation (its steps per second stand for the whole grid).
+
+Rounds are interleaved (--repeat) and the ratio reported is the median of the rounds' ratios, as
+in sweep_throughput.py. Usage:
+    python benchmarks/depth_throughput.py [--depth 8] [--epochs 200] [--seeds 30] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
+ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+
+
+def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64) -> tuple[int, float]:
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from activation_bench.activations import create
+
+    steps, start = 0, time.perf_counter()
+    for a in acts:
+        torch.manual_seed(0)
+        x, y = torch.randn(10, 64), torch.randn(10, 1)
+        layers: list[nn.Module] = []
+        for k in range(depth):
+            layers += [nn.Linear(64 if k == 0 else hidden, hidden), create(a)]
+        model = nn.Sequential(*layers, nn.Linear(hidden, 1))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loader = DataLoader(TensorDataset(x, y), batch_size=10)
+        crit = nn.MSELoss()
+        for _ in range(epochs):
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss = crit(model(xb), yb)
+                loss.backward()
+                opt.step()
+                steps += 1
+    return steps, time.perf_counter() - start
+
+
+def actbench_sweep(root: str, depth: int, seeds: int, epochs: int) -> tuple[int, float]:
+    cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
+           f"epochs={epochs}", f"model.depth={depth}"]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return len(ACTS) * seeds * epochs, time.perf_counter() - start
+
+
+def engine_in_process(depth: int, seeds: int, epochs: int) -> tuple[int, float]:
+    """actbench's engine alone (composed configs in, losses out), timed in this process: no start-up,
+    no files."""
+    from activation_bench import config, train
+
+    grid = config.expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
+                          f"model.depth={depth}"])
+    cfgs = config.compose_many(grid.members)
+    start = time.perf_counter()
+    for stack in train.plan_stacks(cfgs):
+        train.train([cfgs[i] for i in stack])
+    return len(cfgs) * epochs, time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=200)
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    import torch
+    from provenance import header  # benchmarks/provenance.py, beside this script
+
+    print(header())
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
+          f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs")
+    print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
+    naive(ACTS[:1], args.depth, 2)  # warm-up: one-time imports are not counted against the naive loop
+    ratios, bases = [], []
+    keep = tempfile.mkdtemp(prefix="actbench-depth-bench-")  # kept until the end (see sweep_throughput.py)
+    try:
+        for r in range(1, args.repeat + 1):
+            steps, wall = actbench_sweep(os.path.join(keep, f"round{r}"), args.depth, args.seeds, args.epochs)
+            n_steps, n_wall = naive(ACTS, args.depth, args.epochs)
+            rate, base = steps / wall, n_steps / n_wall
+            ratios.append(rate / base), bases.append(base)
+            print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
+                  f"{rate / base:8.1f}")
+            print(f"{r:<6d} {'naive, one model at a time (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} "
+                  f"{1.0:8.1f}")
+    finally:
+        shutil.rmtree(keep)
+    steps, wall = engine_in_process(args.depth, args.seeds, args.epochs)
+    rate = steps / wall
+    print(f"{'-':6s} {'actbench engine alone (in process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
+          f"{rate / statistics.median(bases):8.1f}")
+    rounds = ", ".join(f"{x:.1f}" for x in ratios)
+    print(f"depth {args.depth}: actbench / naive = {statistics.median(ratios):.1f}x "
+          f"(median of {len(ratios)} rounds: {rounds})")
+
+
+if __name__ == "__main__":
+    main()
