@@ -39,6 +39,10 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
   data.target=random    random | teacher (targets from a seeded random network);\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
+  data=diabetes|star98|randhie  real tables bundled with scikit-learn / statsmodels\n
+  data=csv data.path=FILE data.target=COLUMN [data.features=[a,b]]  your own table\n
+  data=function data.fn=exp_sin  function fitting (xy, bessel_j0, exp_sin4, ellipkinc, ...)\n
+  data.val_fraction=0.2 data.test_fraction=0.2 data.standardize=true data.dropna=false  (real data)\n
   model.hidden_dim=64   hidden width; model.depth=1 hidden layers\n
   model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
   log.grad_norms=false  write grads.csv every log.every=10 epochs\n
@@ -120,7 +124,7 @@ def run(
 def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     from rich.table import Table
 
-    from activation_bench import terminal
+    from activation_bench import runs, terminal
 
     table = Table(title="run summary", show_header=False)
     table.add_column(no_wrap=True)
@@ -129,7 +133,8 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     tl = result.train_loss
     best = min((v for v in tl if v == v), default=float("nan"))
     rows = [
-        ("activation", str(act)), ("data", f"{cfg.data.name} (target {cfg.data.target})"),
+        ("activation", str(act)), ("data", f"function {cfg.data.fn}" if cfg.data.name == "function"
+                  else f"{cfg.data.name} (target {cfg.data.target})"),
         ("seed", str(cfg.seed)), ("epochs", f"{len(tl)}/{cfg.epochs}"), ("lr", f"{cfg.lr:g}"),
         ("final train_loss", f"{tl[-1]:.6g}"), ("best train_loss", f"{best:.6g}"),
     ]
@@ -138,6 +143,16 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     if cfg.model.depth != 1 or cfg.model.init != "torch_default":
         init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
         rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}"))
+    held = runs.held_out(result)
+    if held:
+        def g(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.6g}"
+
+        rows.append(("final test_loss", f"{g(held['final_test_loss'])} (RMSE {g(held['final_test_rmse'])} "
+                     f"in {held['data']['target']}'s units)"))
+        if held["early_stop_epoch"]:
+            rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
+                         f"{g(held['early_stop_test_loss'])} (RMSE {g(held['early_stop_test_rmse'])})"))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:

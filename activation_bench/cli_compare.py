@@ -23,7 +23,10 @@ ByOpt = Annotated[
     typer.Option("--by", help="Group by these config columns (repeat or comma list). Default: every config "
                  "column that varies across the inputs, except seed.", show_default=False),
 ]
-LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss.")]
+LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss, val_loss or test_loss.")]
+CompareLossOpt = Annotated[str | None, typer.Option(
+    "--loss", help="Loss column: train_loss, val_loss or test_loss. Default: train_loss; for --metric early_stop "
+    "test_loss where the inputs have it.", show_default=False)]
 
 
 def _warn(lines: list[str]) -> None:
@@ -35,7 +38,8 @@ def compare(
     paths: PathsArg,
     metric: Annotated[str, typer.Option(
         "--metric", "-m", help="final (last epoch), best, epoch=K (loss at epoch K), "
-        "to=EPS (first epoch with loss <= EPS), auc (mean log10 loss over epochs).")] = "final",
+        "to=EPS (first epoch with loss <= EPS), auc (mean log10 loss over epochs), early_stop (the loss at "
+        "each run's epoch of lowest val_loss, earliest on ties: held-out test loss after early stopping).")] = "final",
     by: ByOpt = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
                                                  "to, paired by seed. Default: the first value of the first group "
@@ -43,7 +47,7 @@ def compare(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
                                                 show_default=False)] = None,
-    loss: LossOpt = "train_loss",
+    loss: CompareLossOpt = None,
     power: Annotated[str | None, typer.Option(
         "--power", help="RATIO, e.g. 1.05: per comparison, the seeds needed to detect a geometric-mean ratio of "
         "RATIO (paired t-test, from the observed spread) and the smallest ratio detectable with the current seeds.",
@@ -66,6 +70,8 @@ def compare(
 
       actbench compare runs/my-sweep --metric to=1e-6
 
+      actbench compare runs/my-real-data-sweep --metric early_stop
+
       actbench compare runs/my-sweep --power 1.05
     """
     with reported():
@@ -86,7 +92,8 @@ def compare(
             spec = parse_power(power, power_level, alpha)
             if not m.is_loss:
                 raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {m.label}")
-        result = cmp.compare(cmp.load(paths, loss), m, by, baseline, loss, power=spec)
+        loaded = cmp.load(paths, loss or "train_loss")
+        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec)
         _warn(result.warnings)
         if output is not None:
             runs.atomic_write(output, render.render(result, fmt))
@@ -178,7 +185,7 @@ def report(
     baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
                                                  "to, as in compare.", show_default=False)] = None,
     title: Annotated[str | None, typer.Option("--title", help="The page's title.", show_default=False)] = None,
-    loss: LossOpt = "train_loss",
+    loss: CompareLossOpt = None,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Draw the activations and their "
                                          "derivatives (the only section that imports torch).")] = True,
 ) -> None:
@@ -202,7 +209,7 @@ def report(
         argv += [a for m in metric or [] for a in ("--metric", m)]
         for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
             argv += [flag, str(value)] if value is not None else []
-        argv += ["--loss", loss] if loss != "train_loss" else []
+        argv += ["--loss", loss] if loss is not None else []
         argv += [] if shapes else ["--no-shapes"]
         out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv))
         typer.echo(f"wrote {out}", err=True)

@@ -28,12 +28,12 @@ from activation_bench.runs import finished_summary
 
 FLOOR = 1e-13  # losses at or below this are the float floor: clipped, and equal ones tie
 ALPHA = 0.05
-LOSSES = ("train_loss", "val_loss")
+LOSSES = ("train_loss", "val_loss", "test_loss")
 # facts about a run, not config: never group or pair by them (results.csv carries n_params)
 INFO_COLS = ("n_params", "status", "wall_time_s", "diverged_epoch", "epochs_run", "stack_size", "config_hash")
 RESERVED = ("run", "epoch", *LOSSES, *INFO_COLS)
 RUN_COLS = ("source", "run", "status")  # per-run columns of Loaded.runs that are not config
-METRIC_HELP = "final, best, epoch=K, to=EPS, auc"
+METRIC_HELP = "final, best, epoch=K, to=EPS, auc, early_stop"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ METRIC_HELP = "final, best, epoch=K, to=EPS, auc"
 
 @dataclass(frozen=True)
 class Metric:
-    kind: str  # final | best | epoch | to | auc
+    kind: str  # final | best | epoch | to | auc | early_stop
     param: float | None = None
 
     @property
@@ -60,9 +60,9 @@ class Metric:
 
 
 def parse_metric(text: str) -> Metric:
-    """'final' | 'best' | 'auc' | 'epoch=K' (K >= 1) | 'to=EPS' (EPS > 0)."""
+    """'final' | 'best' | 'auc' | 'early_stop' | 'epoch=K' (K >= 1) | 'to=EPS' (EPS > 0)."""
     t = text.strip().lower()
-    if t in ("final", "best", "auc"):
+    if t in ("final", "best", "auc", "early_stop"):
         return Metric(t)
     key, sep, value = t.partition("=")
     if sep and key in ("epoch", "to"):
@@ -437,6 +437,8 @@ def run_values(loaded: Loaded, metric: Metric, loss: str = "train_loss", floor: 
     the value clipped at the floor (for auc the value is already a mean log10 loss)."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
+    if metric.kind == "early_stop" and "val_loss" not in loaded.losses:
+        raise UsageError("--metric early_stop needs a val_loss column (real or function data, or data.n_val > 0)")
     y, starts = loaded.losses[loss], loaded.bounds[:-1]
     counts = np.diff(loaded.bounds)
     nonfinite = ~np.isfinite(y)
@@ -476,6 +478,8 @@ def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float) 
             value = np.full(n, np.nan)
             hit = np.flatnonzero(loaded.epoch == int(metric.param or 0))
             value[loaded.run_index()[hit]] = y[hit]
+        elif metric.kind == "early_stop":
+            value = _early_stop(loaded, y)
         elif metric.kind == "to":
             reached = np.where(y <= (metric.param or 0.0), loaded.epoch.astype(np.float64), np.inf)
             value = np.minimum.reduceat(reached, safe_starts)
@@ -486,6 +490,27 @@ def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float) 
             return value, value.copy()
         value = np.where(counts > 0, value, np.nan)
         return value, np.log10(np.maximum(value, floor))
+
+
+def _early_stop(loaded: Loaded, y: np.ndarray) -> np.ndarray:
+    """Per run: y at the epoch of the lowest val_loss (earliest on ties); NaN without val_loss."""
+    val = loaded.losses["val_loss"]
+    starts, n = loaded.bounds[:-1], len(val)
+    safe = np.minimum(starts, n - 1)
+    with np.errstate(invalid="ignore"):
+        best = np.fmin.reduceat(np.where(np.isfinite(val), val, np.nan), safe)
+    run = loaded.run_index()
+    pos = np.where(val == best[run], np.arange(n), n)  # NaN never equals: runs without val_loss stay at n
+    first = np.minimum.reduceat(pos, safe)
+    first[np.diff(loaded.bounds) == 0] = n
+    return np.where(first < n, y[np.minimum(first, n - 1)], np.nan)
+
+
+def default_loss(loaded: Loaded, metric: Metric, loss: str | None) -> str:
+    """--loss when given; else test_loss for early_stop where the inputs have it; else train_loss."""
+    if loss is not None:
+        return loss
+    return "test_loss" if metric.kind == "early_stop" and "test_loss" in loaded.losses else "train_loss"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -760,6 +785,8 @@ def method_notes(res: CompareResult) -> list[str]:
     lines = []
     if m.is_loss:
         scale = "mean log10 loss per run (auc)" if m.kind == "auc" else f"{res.loss} ({m.label})"
+        if m.kind == "early_stop":
+            scale = f"{res.loss} at each run's epoch of lowest val_loss (early_stop; earliest on ties)"
         lines.append(f"Metric: {scale}. Loss metrics are compared on a log10 scale; losses <= {res.floor:g} "
                      "(float floor) are clipped there, so runs at the floor tie.")
         lines.append("geo_mean = 10^(mean log10); 95% CI: t interval of the mean log10 value, converted back.")
@@ -864,8 +891,10 @@ def _order(table: pd.DataFrame, group_cols: Sequence[str], base: tuple[str, str]
 
 
 def run_compare(paths: Sequence[str | Path], metric: str = "final", by: Sequence[str] | None = None,
-                baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR) -> CompareResult:
-    """load + compare, with the metric checked before any file is read."""
+                baseline: str | None = None, loss: str | None = None, floor: float = FLOOR) -> CompareResult:
+    """load + compare, with the metric checked before any file is read. loss None: train_loss, or
+    test_loss for early_stop where the inputs have it (`default_loss`)."""
     m = parse_metric(metric)
-    return compare(load(paths, loss), m, by, baseline, loss, floor)
+    loaded = load(paths, loss or "train_loss")
+    return compare(loaded, m, by, baseline, default_loss(loaded, m, loss), floor)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from activation_bench.config_files import config_dir, listing
 from activation_bench.errors import UsageError
@@ -28,23 +28,32 @@ DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
-NOT_GLOBBED = {"custom"}  # group options that need user input (activation=custom needs a _target_)
+NOT_GLOBBED = {"custom", "csv"}  # group options that need user input (activation=custom a _target_, data=csv a file)
 
 
 @dataclass
 class DataConfig:
     name: str = "normal"
-    n_samples: int = 10
-    input_dim: int = 64
+    n_samples: int | None = 10
+    input_dim: int | None = 64
     mean: float | None = None
     std: float | None = None
     low: float | None = None
     high: float | None = None
-    target: str = "random"
+    target: str | None = "random"  # random | teacher; a table's column for real data
     n_val: int = 0
     noise: float = 0.0
     teacher_activation: str = "relu"
     teacher_hidden_dim: int = 64
+    # real tables and function tasks (activation_bench.datasets); null for normal/uniform
+    path: str | None = None
+    sha256: str | None = None
+    features: list[str] | None = None
+    fn: str | None = None
+    val_fraction: float | None = None
+    test_fraction: float | None = None
+    standardize: bool | None = None
+    dropna: bool | None = None
 
 
 @dataclass
@@ -338,7 +347,7 @@ def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
         value = OmegaConf.select(scratch, key, throw_on_missing=True)
     except OmegaConfBaseException as exc:
         raise UsageError(_friendly(exc, text)) from None
-    if isinstance(value, DictConfig):
+    if isinstance(value, (DictConfig, ListConfig)):  # data.features=[a,b]
         value = OmegaConf.to_container(value, resolve=True)
     return value
 
@@ -446,13 +455,42 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
            where)
     _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
-    _check(d.name in DISTRIBUTIONS, f"unknown data '{d.name}'; valid: {', '.join(DISTRIBUTIONS)}", where)
-    _check(d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
-    _check(d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
-    _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
+    from activation_bench import datasets
+
+    names = (*DISTRIBUTIONS, *datasets.REAL)
+    _check(d.name in names, f"unknown data '{d.name}'; valid: {', '.join(sorted(names))}", where)
     _check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
+    if d.name in datasets.REAL:
+        _check(d.n_val == 0, f"data.n_val does not apply to data={d.name}; use data.val_fraction", where)
+        datasets.validate(cfg, where)
+    else:
+        _validate_synthetic(cfg, where)
+    if cfg.device in ("cuda", "auto"):
+        import torch
+
+        _check(cfg.device == "auto" or torch.cuda.is_available(),
+               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
+    from activation_bench import activations
+
+    activations.check_config(cfg.activation, where)
+    _resolve_init(cfg, where)
+    if d.name in DISTRIBUTIONS and d.target == "teacher":
+        activations.check_config({"name": d.teacher_activation}, where)
+
+
+def _validate_synthetic(cfg: Cfg, where: str) -> None:
+    """normal / uniform data."""
+    from activation_bench import datasets
+
+    d = cfg.data
+    _check(d.n_samples is not None and d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
+    _check(d.input_dim is not None and d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
+    _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
     _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
     _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
+    for key in datasets.REAL_KEYS:
+        _check(d.get(key) is None, f"data.{key} applies to real and function data "
+               f"({', '.join(datasets.REAL)}), not {d.name}", where)
     if d.name == "normal":
         _check(d.mean is not None and _finite(d.mean), "data.mean must be a number for normal data", where)
         _check(d.std is not None and _finite(d.std) and d.std > 0, f"data.std must be > 0, got {d.std}", where)
@@ -464,17 +502,6 @@ def validate(cfg: Cfg, where: str = "") -> None:
     if cfg.batch_size is not None:
         _check(1 <= cfg.batch_size <= d.n_samples,
                f"batch_size must be between 1 and data.n_samples={d.n_samples}, got {cfg.batch_size}", where)
-    if cfg.device in ("cuda", "auto"):
-        import torch
-
-        _check(cfg.device == "auto" or torch.cuda.is_available(),
-               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
-    from activation_bench import activations
-
-    activations.check_config(cfg.activation, where)
-    _resolve_init(cfg, where)
-    if d.target == "teacher":
-        activations.check_config({"name": d.teacher_activation}, where)
 
 
 def _resolve_init(cfg: Cfg, where: str) -> None:
@@ -500,6 +527,13 @@ def config_hash(cfg: Cfg) -> str:
     """Identity of a run: a hash of its fully resolved config (what resume matches on)."""
     import json
 
+    from activation_bench.datasets import REAL_KEYS
+
+    data = cfg.get("data")
+    if isinstance(data, dict) and any(data.get(k, 0) is None for k in REAL_KEYS):
+        # the real-data keys, null for normal/uniform data, leave the hash as it was before they
+        # existed: sweeps made earlier still resume
+        cfg = Cfg({**cfg, "data": {k: v for k, v in data.items() if not (k in REAL_KEYS and v is None)}})
     text = json.dumps(cfg, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

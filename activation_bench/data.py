@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,6 +34,9 @@ class Dataset:
     y: torch.Tensor  # [n_samples, 1]
     x_val: torch.Tensor  # [n_val, input_dim]
     y_val: torch.Tensor  # [n_val, 1]
+    x_test: torch.Tensor | None = None  # [n_test, input_dim]: real and function tasks only
+    y_test: torch.Tensor | None = None
+    info: dict[str, Any] | None = None  # real and function tasks: sizes, source, target scale
 
 
 def _draw(d: Cfg, shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:

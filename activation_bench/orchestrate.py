@@ -90,8 +90,9 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
     if not limits or sizes[worst] <= min(limits):
         return
     cfg = cfgs[worst]
+    n, _, _, dim = train.data_shapes(cfg)
     shape = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}, "
-             f"data.input_dim={cfg.data.input_dim}, data.n_samples={cfg.data.n_samples}, epochs={cfg.epochs}")
+             f"data.input_dim={dim}, data.n_samples={n}, epochs={cfg.epochs}")
     budget = "; ".join(
         ([f"--memory-mb {memory_mb:g}"] if memory_mb is not None else [])
         + ([f"{_mb(avail)} available on this machine{' (GPU)' if device == 'cuda' else ''}"]
@@ -283,7 +284,9 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
 
 def steps_per_epoch(cfg: Cfg) -> int:
     """Optimiser steps in one epoch: one per minibatch."""
-    n = cfg.data.n_samples
+    from activation_bench import train
+
+    n = train.data_shapes(cfg)[0]
     return -(-n // (cfg.batch_size or n))
 
 
@@ -303,8 +306,7 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
         n_params = summary.get("n_params", "")
         header, _, body = (run_dir / "losses.csv").read_text(encoding="utf-8").partition("\n")
         members.append((run_dir.name, n_params, lab, header.split(","), body))
-    has_val = any("val_loss" in m[3] for m in members)
-    loss_cols = ["train_loss", "val_loss"] if has_val else ["train_loss"]
+    loss_cols = ["train_loss", *(c for c in ("val_loss", "test_loss") if any(c in m[3] for m in members))]
     path = p.directory / "results.csv"
     with runs.locked(p.directory / ".results.lock"):
         # streamed member by member: the whole table (tens of MB for a large sweep) is never

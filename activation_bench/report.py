@@ -293,18 +293,18 @@ def default_metrics(loaded: cmp.Loaded) -> list[str]:
 
 
 def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline: str | None = None,
-          title: str | None = None, loss: str = "train_loss", draw_shapes: bool = True,
+          title: str | None = None, loss: str | None = None, draw_shapes: bool = True,
           command: str = "") -> dict[str, Any]:
     """Everything the template shows. Each metric's table is `compare.compare` on the same loaded
     runs, through `render.to_json`, so its numbers equal `actbench compare --format json`."""
     for m in metrics or []:
         cmp.parse_metric(m)
-    loaded = cmp.load(paths, loss)
+    loaded = cmp.load(paths, loss or "train_loss")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
-    results = [cmp.compare(loaded, m, None, baseline, loss) for m in parsed]
+    results = [cmp.compare(loaded, m, None, baseline, cmp.default_loss(loaded, m, loss)) for m in parsed]
     tables = [compare_table(r) for r in results]
     first = results[0]
-    statuses = cmp.run_values(loaded, cmp.Metric("final"), loss)["status"].to_numpy(object)
+    statuses = cmp.run_values(loaded, cmp.Metric("final"), loss or "train_loss")["status"].to_numpy(object)
     about = summary(loaded, first, statuses)
     common = [line for line in tables[0]["methods"] if all(line in t["methods"] for t in tables)]
     methods = [("Every table" if len(tables) > 1 else tables[0]["metric"], common)]
@@ -314,7 +314,8 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         "summary": about,
         "findings": [f for f in (finding(t, r) for t, r in zip(tables, results)) if f],
         "tables": tables,
-        "ranking": ranking(loaded, first),
+        # ranked by early_stop (held-out loss) when it is shown, else by the first metric
+        "ranking": ranking(loaded, next((r for r in results if r.metric.kind == "early_stop"), first)),
         "curves": curves(loaded, about["task_cols"]),
         "shapes": shapes(loaded, first.group_cols) if draw_shapes else None,
         "shapes_off": not draw_shapes,
@@ -336,7 +337,7 @@ def render_html(context: dict[str, Any]) -> str:
 
 
 def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Sequence[str] | None = None,
-                 baseline: str | None = None, title: str | None = None, loss: str = "train_loss",
+                 baseline: str | None = None, title: str | None = None, loss: str | None = None,
                  draw_shapes: bool = True, command: str = "") -> Path:
     """Check the output, build, render and write the page atomically. Returns its path."""
     from activation_bench.runs import atomic_write

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from activation_bench import __version__
 from activation_bench.errors import UsageError
@@ -132,13 +132,18 @@ def ensure_root(root: Path) -> Path:
     return root
 
 
-def losses_csv(train_loss: list[float], val_loss: list[float] | None) -> str:
+def losses_csv(train_loss: list[float], val_loss: list[float] | None, test_loss: list[float] | None = None) -> str:
     """Long format, one row per epoch, floats at full precision (repr round-trips exactly)."""
     prefixes = _epoch_prefixes(len(train_loss))
-    if val_loss is None:
+    if val_loss is None and test_loss is None:
         return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train_loss))) + "\n"
-    rows = [f"{e}{t!r},{v!r}" for e, t, v in zip(prefixes, train_loss, val_loss)]
-    return "epoch,train_loss,val_loss\n" + "\n".join(rows) + "\n"
+    if test_loss is None:
+        rows = [f"{e}{t!r},{v!r}" for e, t, v in zip(prefixes, train_loss, val_loss)]  # type: ignore[arg-type]
+        return "epoch,train_loss,val_loss\n" + "\n".join(rows) + "\n"
+    cols = [c for c in (val_loss, test_loss) if c is not None]
+    names = ",".join(n for n, c in (("val_loss", val_loss), ("test_loss", test_loss)) if c is not None)
+    rows = [e + ",".join(map(repr, vals)) for e, *vals in zip(prefixes, train_loss, *cols)]
+    return f"epoch,train_loss,{names}\n" + "\n".join(rows) + "\n"
 
 
 _PREFIXES: list[str] = []
@@ -181,6 +186,7 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "best_loss": best,
         "best_epoch": tl.index(best) + 1 if best is not None else None,
         "final_val_loss": result.val_loss[-1] if result.val_loss else None,
+        **held_out(result),
         "epochs": int(cfg.epochs),
         "epochs_run": len(tl),
         "diverged_epoch": result.diverged_epoch,
@@ -199,6 +205,34 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "versions": dict(versions()),
     }
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+def held_out(result: RunResult) -> dict[str, Any]:
+    """summary.json's entries for real and function tasks: the final test loss and RMSE (in the
+    target's own units), the epoch of the lowest validation loss (earliest on ties) and the test
+    loss and RMSE there, and the data's split sizes, source and scaling."""
+    import math
+
+    test, info = result.test_loss, result.data_info
+    if not test or not info:
+        return {}
+    scale = float(info.get("target_scale", 1.0))
+
+    def rmse(mse: float) -> float | None:
+        return math.sqrt(mse) * scale if math.isfinite(mse) else None
+
+    val = result.val_loss or []
+    finite = [(v, i) for i, v in enumerate(val) if math.isfinite(v)]
+    best = min(finite)[1] if finite else None  # min over (loss, index): earliest on ties
+    return {
+        "final_test_loss": test[-1],
+        "final_test_rmse": rmse(test[-1]),
+        "early_stop_epoch": best + 1 if best is not None else None,
+        "early_stop_val_loss": val[best] if best is not None else None,
+        "early_stop_test_loss": test[best] if best is not None else None,
+        "early_stop_test_rmse": rmse(test[best]) if best is not None else None,
+        "data": dict(info),
+    }
 
 
 def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,
@@ -254,7 +288,7 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
     # the hidden directory is the unit of atomicity: its files need no temporary names
     files = [
         ("config.yaml", cfg.to_yaml()),
-        ("losses.csv", losses_csv(result.train_loss, result.val_loss)),
+        ("losses.csv", losses_csv(result.train_loss, result.val_loss, result.test_loss)),
         ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
     ]
     if getattr(result, "grads", None) is not None:

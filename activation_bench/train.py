@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from activation_bench import activations, fused
-from activation_bench.data import DTYPES, derived_seed, generator, make_dataset
+from activation_bench import activations, datasets, fused
+from activation_bench.data import DTYPES, Dataset, derived_seed, generator, make_dataset
 from activation_bench.diagnostics import GradLog, unit_shares
 from activation_bench.model import Slice, StackedMLP, member_mse, member_weights
 
@@ -48,6 +48,8 @@ class RunResult:
     grads: list[tuple[int, int, float, float]] | None = None
     dead_units: list[float] | None = None
     saturated_units: list[float] | None = None
+    test_loss: list[float] | None = None  # real and function tasks
+    data_info: dict[str, Any] | None = None  # real and function tasks: split sizes, source, target scale
 
 
 def resolve_device(name: str) -> str:
@@ -60,11 +62,24 @@ def _act_cfg(cfg: Any) -> dict[str, Any]:
     return dict(cfg.activation)
 
 
+def data_shapes(cfg: Any) -> tuple[int, int, int, int]:
+    """(training rows, validation rows, test rows, input features) of a member's data."""
+    d = cfg.data
+    if datasets.is_real(d):
+        return datasets.shapes(cfg)
+    return d.n_samples, d.n_val, 0, d.input_dim
+
+
+def load_data(cfg: Any) -> Dataset:
+    """The member's data: real and function tasks from the per-process cache, else generated."""
+    return datasets.make_dataset(cfg) if datasets.is_real(cfg.data) else make_dataset(cfg)
+
+
 def stack_key(cfg: Any) -> tuple:
     """Members with equal keys can be trained in one stack."""
-    d = cfg.data
+    n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    return (d.n_samples, d.n_val, d.input_dim, h1, h2, cfg.model.depth, cfg.batch_size or d.n_samples,
+    return (n, n_val, n_test, dim, h1, h2, cfg.model.depth, cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
             _grad_every(cfg))
 
@@ -74,21 +89,22 @@ def _grad_every(cfg: Any) -> int | None:
 
 
 def _shuffles(cfg: Any) -> bool:
-    return bool(cfg.shuffle) and (cfg.batch_size or cfg.data.n_samples) < cfg.data.n_samples
+    n = data_shapes(cfg)[0]
+    return bool(cfg.shuffle) and (cfg.batch_size or n) < n
 
 
 def member_bytes(cfg: Any) -> int:
     """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations,
     per-epoch losses and the gradient-norm log), for every hidden layer of a deep member."""
-    d = cfg.data
+    n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
     depth = cfg.model.depth
-    n_par = d.input_dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + h2 + 1
-    n_data = (d.n_samples + d.n_val) * (d.input_dim + 1)
-    n_act = (d.n_samples + d.n_val) * (depth * (4 * h1 + 2 * h2) + 4)
+    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + h2 + 1
+    n_data = (n + n_val + n_test) * (dim + 1)
+    n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2) + 4)
     n_log = 2 * depth * (cfg.epochs // cfg.log.every + 2) if cfg.log.grad_norms else 0
     itemsize = 8 if cfg.dtype == "float64" else 4
-    return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 2 * cfg.epochs
+    return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 3 * cfg.epochs
 
 
 MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
@@ -144,12 +160,14 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     ordered = [cfgs[i] for i in order]
     start = time.perf_counter()
 
-    data = [make_dataset(c) for c in ordered]
+    data = [load_data(c) for c in ordered]
+    n, n_val, n_test, dim = data_shapes(first)
     x = torch.stack([d.x for d in data]).to(device)
     y = torch.stack([d.y for d in data]).to(device)
-    n_val = first.data.n_val
     x_val = torch.stack([d.x_val for d in data]).to(device) if n_val else None
     y_val = torch.stack([d.y_val for d in data]).to(device) if n_val else None
+    x_test = torch.stack([d.x_test for d in data]).to(device) if n_test else None  # type: ignore[misc]
+    y_test = torch.stack([d.y_test for d in data]).to(device) if n_test else None  # type: ignore[misc]
 
     model = build_model(ordered, [act_keys[i] for i in order], device, dtype)
     model.train()
@@ -157,7 +175,6 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     hand = fused.hand_gradient(model) if HAND_GRADIENT else None
 
     m, epochs = len(ordered), first.epochs
-    n = first.data.n_samples
     bs = first.batch_size or n
     batches = [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, n, bs)]
     # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
@@ -166,6 +183,7 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
     shufflers = {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}
     train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
     val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
+    test_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_test else None
     diverged = torch.zeros(m, dtype=torch.bool, device=device)
     every = _grad_every(first)
     grad_log = GradLog(every, epochs, model.depth, m, dtype, device) if every else None
@@ -191,10 +209,13 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
                 if record is not None:
                     grad_log.add(epoch + 1, model, record)  # type: ignore[union-attr]
             train_loss[epoch] = total / len(batches)
-        if val_loss is not None:
+        if val_loss is not None or test_loss is not None:
             model.eval()
             with torch.no_grad():
-                val_loss[epoch] = member_mse(hand.predict(x_val) if hand else model(x_val), y_val)
+                if val_loss is not None:
+                    val_loss[epoch] = member_mse(hand.predict(x_val) if hand else model(x_val), y_val)
+                if test_loss is not None:
+                    test_loss[epoch] = member_mse(hand.predict(x_test) if hand else model(x_test), y_test)
             model.train()
         done = epoch + 1
         # diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's
@@ -221,6 +242,7 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
 
     tl = train_loss[:done].T.cpu().tolist()
     vl = val_loss[:done].T.cpu().tolist() if val_loss is not None else None
+    sl = test_loss[:done].T.cpu().tolist() if test_loss is not None else None
     n_params = _param_counts(model, m)
     model.eval()
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(model, x))
@@ -241,6 +263,8 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
             grads=grads[pos] if grads is not None else None,
             dead_units=dead[pos],
             saturated_units=saturated[pos],
+            test_loss=sl[pos][:stop] if sl is not None else None,
+            data_info=data[pos].info,
         )
     return results[:n_real]  # type: ignore[return-value]
 
@@ -265,7 +289,8 @@ def build_model(ordered: Sequence[Any], keys: list[str], device: str, dtype: tor
     first = ordered[0]
     h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
     depth = first.model.depth
-    layers = [member_weights(c.model.init_resolved or "torch_default", c.data.input_dim, h1, h2, depth,
+    dim = data_shapes(first)[3]
+    layers = [member_weights(c.model.init_resolved or "torch_default", dim, h1, h2, depth,
                              generator(c.seed, "init"), dtype) for c in ordered]
     ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
     bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]

@@ -10,7 +10,7 @@ from tests.conftest import TINY, files_under
 
 RUN_CASES = [
     (["activation=nosuch"], "unknown activation 'nosuch'; valid: "),
-    (["data=nosuch"], "unknown data 'nosuch'; valid: normal, uniform"),
+    (["data=nosuch"], "unknown data 'nosuch'; valid: csv, diabetes, function, normal, randhie, star98, uniform"),
     (["nosuch=1"], "unknown config key"),
     (["epochs=abc"], "epochs"),
     (["epochs=0"], "epochs must be a positive integer"),

@@ -82,7 +82,7 @@ def parse(html: str) -> Cells:
 
 def test_numbers_equal_compare_json(sweep, tmp_path):
     out = tmp_path / "r.html"
-    metrics = ["final", "epoch=2", "auc", "to=0.5"]
+    metrics = ["final", "epoch=2", "auc", "to=0.5", "early_stop"]
     args = [sweep, "--output", out, "--baseline", "activation=relu", "--no-shapes"]
     result = invoke(*args, *[a for m in metrics for a in ("--metric", m)])
     assert result.exit_code == 0, result.output
@@ -116,7 +116,7 @@ def test_sections_in_order_and_self_contained(sweep, tmp_path):
     html = out.read_text(encoding="utf-8")
     page = parse(html)
     assert page.section_ids == SECTIONS
-    assert list(page.tables) == rep.default_metrics(rep.cmp.load([sweep])) and "final" in page.tables
+    assert list(page.tables) == ["final", "early_stop"]  # validation losses: early_stop by default
     assert html.count("<svg") == 4  # ranking diagram, train_loss and val_loss curves, activation shapes
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", html, re.I)
     assert not re.search(r"<script|<link|<iframe|@import|url\((?!#)", html, re.I)
@@ -267,3 +267,24 @@ def test_template_ships_with_the_package():
     assert importlib.resources.files("activation_bench").joinpath("templates/report.html.j2").is_file()
     text = Path("pyproject.toml").read_text(encoding="utf-8")
     assert '"activation_bench" = ["templates/*.j2"]' in text and '"jinja2' in text
+
+
+def test_real_data_early_stop_on_test_loss(tmp_path):
+    """A real table: early_stop by default, on test_loss as compare chooses it, the same numbers."""
+    root = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["sweep", "activation=gelu,relu", "data=diabetes", "seed=range(3)", "epochs=3",
+                                      "--name", "real", "--runs-dir", str(root), "-q"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "r.html"
+    assert invoke(root / "real", "-o", out, "--no-shapes").exit_code == 0
+    html = out.read_text(encoding="utf-8")
+    page = parse(html)
+    assert list(page.tables) == ["final", "early_stop"]
+    assert 'data-metric="early_stop" data-loss="test_loss"' in html
+    res = CliRunner().invoke(app, ["compare", str(root / "real"), "--metric", "early_stop", "--format", "json"])
+    doc = json.loads(res.stdout)
+    assert doc["loss"] == "test_loss"
+    for cells, want in zip(page.tables["early_stop"], doc["rows"]):
+        for cell in cells:
+            for key, value in cell["data"].items():
+                assert (value == "") if want[key] is None else float(value) == want[key]
