@@ -329,11 +329,12 @@ def show_config(overrides: OverridesArg = None) -> None:
     typer.echo(cfg.to_yaml(), nl=False)
 
 
-from activation_bench.cli_compare import compare, plot, plot_activations  # noqa: E402 (light imports only)
+from activation_bench.cli_compare import compare, plot, plot_activations, report  # noqa: E402 (light imports only)
 
 app.command("compare")(compare)
 app.command("plot")(plot)
 app.command("plot-activations")(plot_activations)
+app.command("report")(report)
 from activation_bench.cli_rank import rank  # noqa: E402 (light imports only)
 
 app.command("rank")(rank)

@@ -1,4 +1,4 @@
-"""Typer commands `compare`, `plot` and `plot-activations` (registered in cli.py).
+"""Typer commands `compare`, `plot`, `plot-activations` and `report` (registered in cli.py).
 
 Heavy imports (pandas, scipy, matplotlib, torch) happen inside the functions. Bad input raises
 UsageError; cli.main()/the command wrapper turns it into one line on stderr and exit code 2.
@@ -173,3 +173,44 @@ def plot_activations(
 
         plots.plot_activations(names, output, (xmin, xmax), pdf)
         typer.echo(f"wrote {output}", err=True)
+
+
+def report(
+    paths: PathsArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="The HTML file. Default: report.html inside "
+                                                "the first input directory.", show_default=False)] = None,
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", "-m", help="A compare table per metric (repeat): final, best, epoch=K, to=EPS, auc. "
+        "Default: final (and early_stop where validation losses exist and compare has it).",
+        show_default=False)] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
+                                                 "to, as in compare.", show_default=False)] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The page's title.", show_default=False)] = None,
+    loss: CompareLossOpt = None,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Draw the activations and their "
+                                         "derivatives (the only section that imports torch).")] = True,
+) -> None:
+    """One self-contained HTML page per study: a summary in words, the compare table of each metric
+    (the numbers of `compare --format json`), loss curves with seed bands per task, the activations'
+    shapes, diverged and incomplete runs, method notes and provenance. Opens offline: CSS and
+    figures (SVG) are inline.
+
+    Examples:
+
+      actbench report runs/my-sweep
+
+      actbench report runs/my-sweep --metric epoch=10 --metric final --baseline activation=relu -o study.html
+    """
+    import shlex
+
+    with reported():
+        from activation_bench import report as rep
+
+        argv = ["actbench", "report", *map(str, paths)]
+        argv += [a for m in metric or [] for a in ("--metric", m)]
+        for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
+            argv += [flag, str(value)] if value is not None else []
+        argv += ["--loss", loss] if loss is not None else []
+        argv += [] if shapes else ["--no-shapes"]
+        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv))
+        typer.echo(f"wrote {out}", err=True)

@@ -99,6 +99,12 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
     """One panel per data distribution (or --by value), median loss per group over epochs on a log
     y-axis, with the interquartile range over seeds as a band."""
     check_output(output)
+    return save_figure(curves_figure(loaded, by, loss, floor), output)
+
+
+def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "train_loss",
+                  floor: float = FLOOR) -> Any:
+    """The figure of `plot_curves` (a matplotlib Figure, not saved)."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
     panels, lines = curve_layout(loaded, by)
@@ -110,7 +116,7 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
     panel_names = list(dict.fromkeys(_labels(loaded.runs, panels)))  # panels whose runs all diverged stay
     line_names = list(dict.fromkeys(stats_df["line"]))
     colors = dict(zip(line_names, _colors(len(line_names))))
-    ncols = min(len(panel_names), 3)
+    ncols = 2 if len(panel_names) == 4 else min(len(panel_names), 3)  # 2x2 rather than 3 + 1
     nrows = math.ceil(len(panel_names) / ncols)
     fig = Figure(figsize=(5.2 * ncols + 1.8, 4.0 * nrows + 0.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
@@ -141,7 +147,7 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
                frameon=False)
     note = f"\n({n_div} diverged runs left out)" if n_div else ""
     fig.suptitle(f"{loss}: median over seeds, band = interquartile range{note}")
-    return save_figure(fig, output)
+    return fig
 
 
 def _curve_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor: float) -> None:
@@ -215,6 +221,12 @@ def plot_activations(names: Sequence[str], output: Path, x_range: tuple[float, f
                      with_pdf: bool = False) -> Path:
     """Each activation (left) and its derivative (right) over x_range; optionally the N(0,1) pdf."""
     check_output(output)
+    return save_figure(activations_figure(names, x_range, with_pdf), output)
+
+
+def activations_figure(names: Sequence[str], x_range: tuple[float, float] = (-4.0, 4.0),
+                       with_pdf: bool = False) -> Any:
+    """The figure of `plot_activations` (a matplotlib Figure, not saved). Imports torch."""
     if not names:
         raise UsageError("give at least one activation name, e.g. gelu relu")
     x, curves = activation_curves(list(dict.fromkeys(names)), *x_range)
@@ -243,7 +255,7 @@ def plot_activations(names: Sequence[str], output: Path, x_range: tuple[float, f
     _clip_y(ax_f, curves, 0, x_range)
     _clip_y(ax_d, curves, 1, x_range)
     ax_f.legend(loc="upper left", fontsize=9, framealpha=0.9)
-    return save_figure(fig, output)
+    return fig
 
 
 def _clip_y(ax: Any, curves: dict, which: int, x_range: tuple[float, float]) -> None:
