@@ -7,9 +7,7 @@ Uses rank_speed.py's long-format results.csv of about 1,000,000 rows (27 activat
 
 - read_csv: `python -c "import pandas; pandas.read_csv(path)"`;
 - compare: `actbench compare path --format csv` (group statistics, paired t and Wilcoxon tests
-  against the default baseline);
-- compare, no tests: `actbench compare path --by activation,data,data.target,seed --format csv`
-  (every group is one run: group statistics only, nothing to pair).
+  against the default baseline).
 
 Prints each round and the median of the rounds' ratios (the goal: at most 1.5x read_csv).
 The actbench processes run this checkout (`python -m activation_bench.cli`). Usage:
@@ -46,7 +44,6 @@ def main() -> None:
         cmds = {
             "read_csv": [sys.executable, "-c", f"import pandas; pandas.read_csv({path!r})"],
             "compare": cli,
-            "compare, no tests": [*cli, "--by", "activation,data,data.target,seed"],
         }
         interleaved(cmds, args.rounds)
 

@@ -89,7 +89,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=926)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
+    print(header())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "results.csv")
         t0 = time.perf_counter()
