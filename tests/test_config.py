@@ -64,3 +64,37 @@ def test_hydra_settings_are_recognised_in_every_spelling() -> None:
     for where in (config.compose, config.expand):
         with pytest.raises(config.UsageError, match="hydra.* settings configure a launcher"):
             where(["seed=1", "hydra.job.chdir=true"])
+
+
+def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
+    """Keys added after the first release leave the hash alone while they hold their legacy values:
+    the hash is that of the same config without them, so sweeps made earlier still resume."""
+    import hashlib
+    import json
+
+    from activation_bench import datasets
+
+    for member in ([], ["data=uniform", "seed=3", "activation=relu"]):
+        cfg = config.compose(member)
+        old = cfg.plain()
+        for key in datasets.REAL_KEYS:
+            del old["data"][key]
+        old["model"] = {"hidden_dim": old["model"]["hidden_dim"]}
+        del old["log"]
+        text = json.dumps(old, sort_keys=True, allow_nan=True)
+        assert config.config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    legacy = {key.split(".", 1)[1] for group in config.LEGACY_DEFAULTS for key in group if key.startswith("data.")}
+    assert legacy == set(datasets.REAL_KEYS)
+
+
+def test_hashes_of_the_release_before_the_added_keys() -> None:
+    # config_hash of these configs as computed by commit 176f6f5 (before real data, depth, init and log)
+    for member, old in (([], "d7378612aec1fba2"), (["data=uniform", "seed=3", "activation=relu"], "9992ae3278182466"),
+                        (["lr=0.01", "epochs=30", "batch_size=4", "shuffle=true"], "1b02b61dc412632e")):
+        assert config.config_hash(config.compose(member)) == old
+
+
+@pytest.mark.parametrize("override", ["model.depth=2", "model.init=he", "model.init=auto", "log.grad_norms=true",
+                                      "log.every=5", "data=diabetes", "activation=relu"])
+def test_a_key_away_from_its_legacy_value_changes_the_hash(override: str) -> None:
+    assert config.config_hash(config.compose([override])) != config.config_hash(config.compose([]))
