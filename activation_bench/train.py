@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench import activations, datasets, fused
-from activation_bench.data import DTYPES, Dataset, derived_seed, generator, make_dataset
+from activation_bench.data import DTYPES, Dataset, generator, make_dataset
 from activation_bench.diagnostics import GradLog, unit_shares
-from activation_bench.model import Slice, StackedMLP, member_mse, member_weights
+from activation_bench.members import build_model, param_counts
+from activation_bench.model import StackedMLP, member_mse
 from activation_bench.optim import StackedOptimizer
 
 if TYPE_CHECKING:
@@ -155,6 +156,8 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None) -> list[Ru
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None) -> list[RunResult]:
+    """Build the stack, train it epoch by epoch (validation and test losses after each, the
+    divergence check every CHECK_EVERY epochs), and return each member's result."""
     start = time.perf_counter()
     stack = _build(cfgs)
     first = stack.ordered[0]
@@ -233,12 +236,12 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     order = sorted(range(len(cfgs)), key=lambda i: act_keys[i])
     ordered = [cfgs[i] for i in order]
     data = [load_data(c) for c in ordered]
-    n, n_val, n_test, _ = data_shapes(first)
+    n, n_val, n_test, dim = data_shapes(first)
 
     def stacked(attr: str) -> torch.Tensor:
         return torch.stack([getattr(d, attr) for d in data]).to(device)
 
-    model = build_model(ordered, [act_keys[i] for i in order], device, dtype)
+    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype)
     model.train()
     seeds = [c.seed for c in ordered]
     return _Stack(
@@ -342,7 +345,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     tl = losses.train[:done].T.cpu().tolist()
     vl = losses.val[:done].T.cpu().tolist() if losses.val is not None else None
     sl = losses.test[:done].T.cpu().tolist() if losses.test is not None else None
-    n_params = _param_counts(stack.model, m)
+    n_params = param_counts(stack.model, m)
     stack.model.eval()
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
     stops = [diverged_at[pos] or done for pos in range(m)]
@@ -380,52 +383,3 @@ def _step(model: StackedMLP, opt: StackedOptimizer, hand: fused.HandGradient | N
         loss.sum().backward()
     opt.step()
     return loss.detach()
-
-
-def build_model(ordered: Sequence[Cfg], keys: list[str], device: str, dtype: torch.dtype) -> StackedMLP:
-    """The stacked model of these members (sharing one stack key), each initialised from its own
-    seed's "init" stream under its model.init_resolved scheme."""
-    first = ordered[0]
-    h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
-    depth = first.model.depth
-    dim = data_shapes(first)[3]
-    layers = [member_weights(c.model.init_resolved or "torch_default", dim, h1, h2, depth,
-                             generator(c.seed, "init"), dtype) for c in ordered]
-    ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
-    bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]
-    w2 = torch.stack([mem[depth][0].T for mem in layers]).to(device)
-    b2 = torch.stack([mem[depth][1][None] for mem in layers]).to(device)
-    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype))
-
-
-def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
-    """One module per run of members sharing an activation, used by every hidden layer; where it
-    has parameters or randomness, one per member and layer (a member's layers share one generator
-    seeded from that member's seed, drawn from in layer order)."""
-    slices: list[Slice] = []
-    for i, c in enumerate(ordered):
-        cfg = _act_cfg(c)
-        per_member = activations.is_per_member(cfg)
-        last = slices[-1] if slices else None
-        if last and not per_member and not last.per_member and keys[last.start] == keys[i]:
-            last.stop = i + 1
-            continue
-        modules = [activations.create_from_config(cfg).to(device=device, dtype=dtype)
-                   for _ in range(depth if per_member else 1)]
-        if hasattr(modules[0], "generator"):
-            gen = torch.Generator(device=device).manual_seed(derived_seed(c.seed, "activation"))
-            for module in modules:
-                module.generator = gen
-        slices.append(Slice(i, i + 1, modules * (depth // len(modules)), per_member))
-    return slices
-
-
-def _param_counts(model: StackedMLP, m: int) -> list[int]:
-    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + 1  # + the output bias
-    counts = [per] * m
-    for s in model.slices:
-        extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())
-        if extra:
-            for i in range(s.start, s.stop):
-                counts[i] += extra // (s.stop - s.start)
-    return counts
