@@ -194,7 +194,7 @@ def _at(where: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# checks of a composed config (called by config.validate; nothing is written before them)
+# checks of a composed config (called by validation.validate; nothing is written before them)
 
 
 def split_sizes(n: int, val_fraction: float, test_fraction: float) -> tuple[int, int, int]:
