@@ -11,15 +11,15 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli_compare import LossOpt, PathsArg, _warn
+from activation_bench.cli_compare import CompareLossOpt, PathsArg, _warn
 from activation_bench.errors import UsageError, reported
 
 
 def rank(
     paths: PathsArg,
     metric: Annotated[str, typer.Option(
-        "--metric", "-m", help="final, best, epoch=K, to=EPS or auc (as in compare).")] = "final",
-    loss: LossOpt = "train_loss",
+        "--metric", "-m", help="final, best, epoch=K, to=EPS, auc or early_stop (as in compare).")] = "final",
+    loss: CompareLossOpt = None,
     by: Annotated[str, typer.Option("--by", help="The config column whose values are ranked.")] = "activation",
     task: Annotated[list[str] | None, typer.Option(
         "--task", help="Config columns that define a task (repeat or comma list). Default: every varying "
@@ -63,7 +63,8 @@ def rank(
             check_output(plot)
         if output is not None:
             runs.check_folder(output)  # before any work
-        result = rk.rank(cmp.load(paths, loss), m, by, task, loss, level, posthoc)
+        loaded = cmp.load(paths, loss or "train_loss")
+        result = rk.rank(loaded, m, by, task, cmp.default_loss(loaded, m, loss), level, posthoc)
         _warn(result.warnings)
         if plot is not None:
             rank_render.write_cd(result, plot)

@@ -311,3 +311,21 @@ def test_rank_command_imports_only_what_it_needs(tmp_path):
             "heavy = {'torch', 'statsmodels', 'scikit_posthocs', 'matplotlib'} & set(sys.modules); "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_early_stop_ranks_test_loss_by_default(tmp_path):
+    # x has the lower training loss everywhere, y the lower test loss at the lowest val_loss epoch
+    rows = ["activation,data,seed,epoch,train_loss,val_loss,test_loss"]
+    for data in ("a", "b"):
+        for seed in (0, 1):
+            rows += [f"x,{data},{seed},1,0.1,0.5,0.6", f"x,{data},{seed},2,0.01,0.6,0.7",
+                     f"y,{data},{seed},1,0.2,0.4,0.3", f"y,{data},{seed},2,0.02,0.5,0.2"]
+    path = tmp_path / "es.csv"
+    path.write_text("\n".join(rows) + "\n")
+    def first(*extra):
+        res = CliRunner().invoke(app, ["rank", str(path), "--metric", "early_stop", "--format", "csv", *extra])
+        assert res.exit_code == 0, res.output
+        return res.stdout.splitlines()[1].split(",")[0]
+
+    assert first() == "y"  # test_loss at epoch 1 (the lowest val_loss): y 0.3 < x 0.6
+    assert first("--loss", "train_loss") == "x"  # train_loss at that epoch: x 0.1 < y 0.2
