@@ -1,8 +1,9 @@
-"""Hydra composition, the config schema, validation and sweep-grid expansion.
+"""The config schema, override parsing, configs' identity (config_hash) and sweep-grid expansion.
 
-Typer owns the command line; this module turns override strings (Hydra's own grammar, parsed by
-Hydra's own parser) into validated, resolved configs. Composition is cached per distinct set of
-config-group choices, since `hydra.compose` costs about 50 ms a call.
+Typer owns the command line; override strings (Hydra's own grammar, parsed by Hydra's own parser)
+become validated, resolved configs through compose/compose_many (Hydra's composition, made fast in
+activation_bench/compose.py) and activation_bench/validation.py (range checks beyond the schema's
+types).
 """
 
 from __future__ import annotations
@@ -10,13 +11,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from activation_bench.config_files import config_dir, listing
 from activation_bench.errors import UsageError
@@ -243,299 +240,68 @@ def compose(overrides: Sequence[str]) -> Cfg:
 
 
 def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
-    """Compose and validate many members, composing once per distinct set of group choices.
+    """Compose and validate many members' configs (activation_bench/compose.py: Hydra's result,
+    composed once per distinct set of group choices)."""
+    from activation_bench import compose as composition
 
-    Overrides of plain keys (seed=3, lr=0.1, activation.negative_slope=0.2) are type-checked once
-    per distinct value against the composed config (struct mode refuses unknown keys, the schema
-    converts and checks types, as Hydra's own override application does) and then set on plain
-    copies: composing or copying an OmegaConf config per member would cost milliseconds each.
-    """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    _register_schema()
-    group_names = set(groups())
-    cache: dict[tuple[str, ...], tuple[dict, DictConfig]] = {}
-    typed: dict[tuple[tuple[str, ...], str], Any] = {}
-    out: list[Cfg] = []
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        for member in members:
-            where = " ".join(member)
-            structural, scalar = [], []
-            refuse_hydra_settings(member)
-            for text, ov in zip(member, parse_overrides(member)):
-                if ov.is_sweep_override():
-                    raise UsageError(f"'{text}' is a sweep; use `actbench sweep` for grids")
-                if ov.key_or_group in group_names:
-                    if ov.key_or_group == "experiment" and ov.value() is None:
-                        continue  # experiment=null: no preset, the default
-                    _check_group_choice(ov.key_or_group, ov.value())
-                    structural.append(text)
-                elif ov.type.name == "CHANGE":
-                    scalar.append((text, ov))
-                else:
-                    structural.append(text)
-            def composed(overrides: tuple[str, ...], where: str = where) -> tuple[dict, DictConfig]:
-                if overrides not in cache:
-                    cfg = None
-                    if len(overrides) == 1 and () in cache:
-                        group, option = overrides[0].split("=", 1)
-                        cfg = _compose_option(cache[()][1], group, option)
-                    if cfg is None:
-                        cfg = _compose_one(hydra_compose, list(overrides))
-                    cache[overrides] = (_container(cfg, where), cfg)
-                return cache[overrides]
-
-            scratches: dict[str, tuple[tuple[str, ...], DictConfig]] = {}
-            groups_chosen = [t.split("=", 1)[0] for t in structural]
-            if all(g in SPLICED and "@" not in g for g in groups_chosen) and len(set(groups_chosen)) == len(
-                    groups_chosen):
-                # Group-local choices compose independently: compose the defaults once and each
-                # choice once, and splice the chosen subtrees in (8 activations x 2 data: 11
-                # compositions instead of 16; glob(*) x 2 data: 30 instead of 54).
-                container, scratch = composed(())
-                cfg = Cfg.wrap(container)
-                for text, group in zip(structural, groups_chosen):
-                    sub, sub_scratch = composed((text,))
-                    cfg[group] = Cfg.wrap(sub[group])
-                    scratches[group] = ((text,), sub_scratch)
-                default = ((), scratch)
-            else:
-                key = tuple(structural)
-                container, scratch = composed(key)
-                cfg = Cfg.wrap(container)
-                default = (key, scratch)
-            for text, ov in scalar:
-                key, scratch = scratches.get(ov.key_or_group.split(".")[0], default)
-                if (key, text) not in typed:
-                    typed[(key, text)] = _typed_value(scratch, text, ov)
-                _set(cfg, ov.key_or_group, Cfg.wrap(typed[(key, text)]))
-            validate(cfg, where)
-            out.append(cfg)
-    GlobalHydra.instance().clear()
-    return out
+    return composition.compose_many(members)
 
 
-def _set(cfg: dict, dotted: str, value: Any) -> None:
-    *parents, last = dotted.split(".")
-    node = cfg
-    for part in parents:
-        node = node[part]
-    node[last] = value
-
-
-def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
-    """Apply one override to a scratch copy (type checks, unknown keys) and read the value back."""
-    from omegaconf.errors import OmegaConfBaseException
-
-    key = ov.key_or_group
-    if key.startswith("activation.") and key.count(".") == 1 and key.split(".")[1] not in scratch.activation.keys():
-        from activation_bench import activations
-
-        act = scratch.activation
-        name = act.get("name") if "_target_" not in act.keys() else None
-        if name:
-            valid = ", ".join(activations.get_spec(name).params) or "none"
-            raise UsageError(f"unknown parameter '{key.split('.')[1]}' for activation '{name}' in '{text}'; "
-                             f"valid: {valid}")
-        raise UsageError(f"'{text}': constructor arguments of a _target_ activation are added with +{text}")
-    try:
-        OmegaConf.update(scratch, key, ov.value(), merge=True, force_add=False)
-        value = OmegaConf.select(scratch, key, throw_on_missing=True)
-    except OmegaConfBaseException as exc:
-        raise UsageError(_friendly(exc, text)) from None
-    if isinstance(value, (DictConfig, ListConfig)):  # data.features=[a,b]
-        value = OmegaConf.to_container(value, resolve=True)
-    return value
-
-
-def _container(cfg: DictConfig, where: str) -> dict:
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    except OmegaConfBaseException as exc:
-        raise UsageError(f"cannot resolve config ({where}): {_first_line(exc)}") from None
-
-
-def _check_group_choice(group: str, value: Any) -> None:
-    options = group_options(group)
-    if value is None and group == "experiment":
-        return
-    if not isinstance(value, str) or value not in options:
-        raise UsageError(f"unknown {group} '{value}'; valid: {', '.join(options)}")
-
-
-def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | None:
-    """What Hydra composes for `group=option` on top of the defaults, without a Hydra call.
-
-    For a spliced group whose option file is plain (no defaults list, no @package header) and
-    which the primary config does not set itself, Hydra's result is the defaults' config with the
-    group's node replaced by the schema's node merged with the file; building that directly takes
-    about 2 ms instead of a composition's 50-100 ms. Anything else returns None: compose with
-    Hydra. (tests/test_config.py checks every option against Hydra's own composition.)
-    """
-    from omegaconf.errors import OmegaConfBaseException
-
-    root = config_dir()
-    if group not in SPLICED or _primary_sets(str(root), group):
-        return None
-    try:
-        text = (root / group / f"{option}.yaml").read_text(encoding="utf-8")
-        if "@package" in text:
-            return None
-        node = OmegaConf.create(text)
-        if not isinstance(node, DictConfig) or "defaults" in node:
-            return None
-        cfg = base.copy()
-        cfg[group] = OmegaConf.merge(_schema()[group], node)
-    except (OSError, OmegaConfBaseException):
-        return None  # let Hydra compose it and report the problem its own way
-    return cfg
-
-
-@functools.cache
-def _schema() -> DictConfig:
-    return OmegaConf.structured(Config)
-
-
-@functools.cache
-def _primary_sets(directory: str, group: str) -> bool:
-    """Whether config.yaml's own body sets keys under group (it would merge over the option)."""
-    import yaml
-
-    doc = yaml.safe_load((Path(directory) / "config.yaml").read_text(encoding="utf-8")) or {}
-    return group in doc
-
-
-def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise UsageError(_friendly(exc, " ".join(overrides))) from None
-
-
-def _friendly(exc: BaseException, where: str) -> str:
-    cause = exc.__cause__ or exc
-    msg = _first_line(cause)
-    if "not in struct" in msg or "Could not override" in str(exc) or "Key '" in msg:
-        return f"unknown config key in '{where}': {msg} (see `actbench run --help` for the keys)"
-    return f"invalid override '{where}': {msg}"
-
-
-# ---------------------------------------------------------------------------------------------
-# validation
-
-
-def _check(ok: bool, message: str, where: str) -> None:
-    if not ok:
-        raise UsageError(f"{message}" + (f" (in: {where})" if where else ""))
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def validate(cfg: Cfg, where: str = "") -> None:
-    """Range checks beyond the schema's types; raises UsageError with one clear line."""
-    d = cfg.data
-    _check(cfg.epochs >= 1, f"epochs must be a positive integer, got {cfg.epochs}", where)
-    _check(_finite(cfg.lr) and cfg.lr > 0, f"lr must be a positive number, got {cfg.lr}", where)
-    _check(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}", where)
-    _check(cfg.optimizer in OPTIMIZERS, f"unknown optimizer '{cfg.optimizer}'; valid: {', '.join(OPTIMIZERS)}", where)
-    _check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
-    _check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
-    _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
-    _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
-           where)
-    _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
-    from activation_bench import datasets
-
-    names = (*DISTRIBUTIONS, *datasets.REAL)
-    _check(d.name in names, f"unknown data '{d.name}'; valid: {', '.join(sorted(names))}", where)
-    _check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
-    if d.name in datasets.REAL:
-        _check(d.n_val == 0, f"data.n_val does not apply to data={d.name}; use data.val_fraction", where)
-        datasets.validate(cfg, where)
-    else:
-        _validate_synthetic(cfg, where)
-    if cfg.device in ("cuda", "auto"):
-        import torch
-
-        _check(cfg.device == "auto" or torch.cuda.is_available(),
-               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
-    from activation_bench import activations
-
-    activations.check_config(cfg.activation, where)
-    _resolve_init(cfg, where)
-    if d.name in DISTRIBUTIONS and d.target == "teacher":
-        activations.check_config({"name": d.teacher_activation}, where)
-
-
-def _validate_synthetic(cfg: Cfg, where: str) -> None:
-    """normal / uniform data."""
-    from activation_bench import datasets
-
-    d = cfg.data
-    _check(d.n_samples is not None and d.n_samples >= 1, f"data.n_samples must be >= 1, got {d.n_samples}", where)
-    _check(d.input_dim is not None and d.input_dim >= 1, f"data.input_dim must be >= 1, got {d.input_dim}", where)
-    _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
-    _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
-    _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
-    for key in datasets.REAL_KEYS:
-        _check(d.get(key) is None, f"data.{key} applies to real and function data "
-               f"({', '.join(datasets.REAL)}), not {d.name}", where)
-    if d.name == "normal":
-        _check(d.mean is not None and _finite(d.mean), "data.mean must be a number for normal data", where)
-        _check(d.std is not None and _finite(d.std) and d.std > 0, f"data.std must be > 0, got {d.std}", where)
-        _check(d.low is None and d.high is None, "data.low/high apply to uniform data, not normal", where)
-    else:
-        _check(d.low is not None and d.high is not None and _finite(d.low) and _finite(d.high)
-               and d.low < d.high, f"data.low must be < data.high, got [{d.low}, {d.high}]", where)
-        _check(d.mean is None and d.std is None, "data.mean/std apply to normal data, not uniform", where)
-    if cfg.batch_size is not None:
-        _check(1 <= cfg.batch_size <= d.n_samples,
-               f"batch_size must be between 1 and data.n_samples={d.n_samples}, got {cfg.batch_size}", where)
-
-
-def _resolve_init(cfg: Cfg, where: str) -> None:
-    """Check model.init and record the scheme that runs in model.init_resolved (auto: the activation's
-    registry recommendation), so config.yaml says what ran and re-running it gives the same hash."""
-    from activation_bench import activations
-
-    m = cfg.model
-    _check(m.init in INITS, f"unknown model.init '{m.init}'; valid: {', '.join(INITS)}", where)
-    resolved = m.init
-    if m.init == "auto":
-        _check(not activations.has_target(cfg.activation),
-               "model.init=auto needs a registered activation (a _target_ one has no recommendation); "
-               "choose torch_default, he, lecun or xavier", where)
-        resolved = activations.get_spec(cfg.activation["name"]).init
-    _check(m.get("init_resolved") in (None, resolved),
-           f"model.init_resolved is derived from model.init ({resolved} here), got '{m.get('init_resolved')}'",
-           where)
-    m["init_resolved"] = resolved
+# Keys added after the first release, in groups, each key with the value that reproduces what ran
+# before it existed. While every key of a group holds that value, config_hash leaves the group out
+# (and a subtree it empties), so the hash is the one the config had before the keys existed and
+# sweeps made earlier still resume. A key added later goes here with its backwards-compatible value.
+LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
+    # real tables and function tasks (#14), each null for normal/uniform data
+    *({f"data.{k}": None} for k in ("path", "sha256", "features", "fn", "val_fraction", "test_fraction",
+                                     "standardize", "dropna")),
+    {"model.depth": 1},  # one hidden layer (#19)
+    {"model.init": "torch_default", "model.init_resolved": "torch_default"},  # torch's own init (#19)
+    {"log.grad_norms": False, "log.every": 10},  # no gradient log (#19)
+)
 
 
 def config_hash(cfg: Cfg) -> str:
-    """Identity of a run: a hash of its fully resolved config (what resume matches on)."""
+    """Identity of a run: a hash of its fully resolved config (what resume matches on), leaving out
+    the LEGACY_DEFAULTS groups that hold their backwards-compatible values."""
     import json
 
-    from activation_bench.datasets import REAL_KEYS
-
-    data = cfg.get("data")
-    if isinstance(data, dict) and any(data.get(k, 0) is None for k in REAL_KEYS):
-        # the real-data keys, null for normal/uniform data, leave the hash as it was before they
-        # existed: sweeps made earlier still resume
-        cfg = Cfg({**cfg, "data": {k: v for k, v in data.items() if not (k in REAL_KEYS and v is None)}})
-    text = json.dumps(cfg, sort_keys=True, allow_nan=True)
+    doc = _plain(cfg)
+    for group in LEGACY_DEFAULTS:
+        if all(_holds(doc, key, value) for key, value in group.items()):
+            for key in group:
+                _drop(doc, key)
+    text = json.dumps(doc, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_ABSENT = object()
+
+
+def _holds(doc: dict, dotted: str, value: Any) -> bool:
+    """Whether doc has `value` at the dotted key, or lacks the key (type-exact: False is not 0)."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        doc = doc.get(part, {})
+        if not isinstance(doc, dict):
+            return False
+    found = doc.get(last, _ABSENT)
+    return found is _ABSENT or (type(found) is type(value) and found == value)
+
+
+def _drop(doc: dict, dotted: str) -> None:
+    """Remove the dotted key, and the parents it leaves empty."""
+    *parents, last = dotted.split(".")
+    nodes = [doc]
+    for part in parents:
+        node = nodes[-1].get(part)
+        if not isinstance(node, dict):
+            return
+        nodes.append(node)
+    nodes[-1].pop(last, None)
+    for node, part in reversed(list(zip(nodes[:-1], parents))):
+        if not node[part]:
+            node.pop(part)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,11 +19,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
 
 TABLES = ("diabetes", "star98", "randhie")
 REAL = (*TABLES, "csv", "function")
@@ -32,7 +35,7 @@ REAL_KEYS = ("path", "sha256", "features", "fn", "val_fraction", "test_fraction"
 MIN_TRAIN = 2  # standardising needs a spread
 
 
-def is_real(data: Any) -> bool:
+def is_real(data: Cfg) -> bool:
     return data.name in REAL
 
 
@@ -142,7 +145,7 @@ def _numeric(col: Any) -> bool:
     return bool(pd.api.types.is_numeric_dtype(col.dtype) or pd.api.types.is_bool_dtype(col.dtype))
 
 
-def table_for(data: Any) -> Table:
+def table_for(data: Cfg) -> Table:
     """The validated table of a (resolved) data config."""
     features = tuple(data.features) if data.features is not None else None
     return load_table(data.name, data.path, data.target, features, bool(data.dropna), data.sha256)
@@ -174,7 +177,7 @@ def file_sha256(path: Path) -> str:
         raise UsageError(f"data.path {path}: cannot read: {exc.strerror or exc}") from None
 
 
-def resolve_csv(data: Any, where: str = "") -> None:
+def resolve_csv(data: Cfg, where: str = "") -> None:
     """data.path resolved against the directory the command started in, and data.sha256 recorded
     (checked instead, when the config already carries one: a re-run of a saved config.yaml)."""
     if not data.path:
@@ -194,7 +197,7 @@ def _at(where: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# checks of a composed config (called by config.validate; nothing is written before them)
+# checks of a composed config (called by validation.validate; nothing is written before them)
 
 
 def split_sizes(n: int, val_fraction: float, test_fraction: float) -> tuple[int, int, int]:
@@ -203,7 +206,7 @@ def split_sizes(n: int, val_fraction: float, test_fraction: float) -> tuple[int,
     return n - n_val - n_test, n_val, n_test
 
 
-def validate(cfg: Any, where: str = "") -> None:
+def validate(cfg: Cfg, where: str = "") -> None:
     """Fractions, the function's name, the table (read once per process) and the split sizes.
     For data=csv, data.path is resolved and data.sha256 recorded in cfg."""
     from activation_bench import functions
@@ -247,7 +250,7 @@ def _fraction(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1
 
 
-def shapes(cfg: Any) -> tuple[int, int, int, int]:
+def shapes(cfg: Cfg) -> tuple[int, int, int, int]:
     """(n_train, n_val, n_test, input_dim) of a real or function task, without splitting."""
     from activation_bench import functions
 
@@ -277,7 +280,7 @@ class Split:
     info: dict[str, Any] = field(default_factory=dict)  # sizes, target scale, source: for summary.json
 
 
-def split_arrays(cfg: Any) -> Split:
+def split_arrays(cfg: Cfg) -> Split:
     """The seed's split of the task (computed once per process per task and seed)."""
     d = cfg.data
     features = tuple(d.features) if d.features is not None else None
@@ -298,7 +301,7 @@ def _split_cached(key: tuple, make: Callable[[], Split]) -> Split:
     return _SPLITS[key]
 
 
-def _split(cfg: Any) -> Split:
+def _split(cfg: Cfg) -> Split:
     from activation_bench import functions
     from activation_bench.data import generator
 
@@ -351,7 +354,7 @@ def _moments(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, std
 
 
-def make_dataset(cfg: Any) -> Any:
+def make_dataset(cfg: Cfg) -> Any:
     """The seed's split as a data.Dataset in the run's dtype (shared arrays, cached per process)."""
     import torch
 

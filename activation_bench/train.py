@@ -11,19 +11,24 @@ This module takes configs and returns numbers: it writes no files and prints not
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from activation_bench import activations, datasets, fused
-from activation_bench.data import DTYPES, Dataset, derived_seed, generator, make_dataset
+from activation_bench.data import DTYPES, Dataset, generator, make_dataset
 from activation_bench.diagnostics import GradLog, unit_shares
-from activation_bench.model import Slice, StackedMLP, member_mse, member_weights
+from activation_bench.members import build_model, param_counts
+from activation_bench.model import StackedMLP, member_mse
+from activation_bench.optim import StackedOptimizer
+
+if TYPE_CHECKING:
+    from activation_bench.config import Cfg
 
 ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
 
@@ -58,11 +63,11 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def _act_cfg(cfg: Any) -> dict[str, Any]:
+def _act_cfg(cfg: Cfg) -> dict[str, Any]:
     return dict(cfg.activation)
 
 
-def data_shapes(cfg: Any) -> tuple[int, int, int, int]:
+def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
     """(training rows, validation rows, test rows, input features) of a member's data."""
     d = cfg.data
     if datasets.is_real(d):
@@ -70,12 +75,12 @@ def data_shapes(cfg: Any) -> tuple[int, int, int, int]:
     return d.n_samples, d.n_val, 0, d.input_dim
 
 
-def load_data(cfg: Any) -> Dataset:
+def load_data(cfg: Cfg) -> Dataset:
     """The member's data: real and function tasks from the per-process cache, else generated."""
     return datasets.make_dataset(cfg) if datasets.is_real(cfg.data) else make_dataset(cfg)
 
 
-def stack_key(cfg: Any) -> tuple:
+def stack_key(cfg: Cfg) -> tuple:
     """Members with equal keys can be trained in one stack."""
     n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
@@ -84,16 +89,16 @@ def stack_key(cfg: Any) -> tuple:
             _grad_every(cfg))
 
 
-def _grad_every(cfg: Any) -> int | None:
+def _grad_every(cfg: Cfg) -> int | None:
     return cfg.log.every if cfg.log.grad_norms else None
 
 
-def _shuffles(cfg: Any) -> bool:
+def _shuffles(cfg: Cfg) -> bool:
     n = data_shapes(cfg)[0]
     return bool(cfg.shuffle) and (cfg.batch_size or n) < n
 
 
-def member_bytes(cfg: Any) -> int:
+def member_bytes(cfg: Cfg) -> int:
     """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations,
     per-epoch losses and the gradient-norm log), for every hidden layer of a deep member."""
     n, n_val, n_test, dim = data_shapes(cfg)
@@ -110,7 +115,7 @@ def member_bytes(cfg: Any) -> int:
 MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
 
 
-def plan_stacks(cfgs: Sequence[Any], memory_mb: float = 1024.0, max_members: int = MAX_STACK) -> list[list[int]]:
+def plan_stacks(cfgs: Sequence[Cfg], memory_mb: float = 1024.0, max_members: int = MAX_STACK) -> list[list[int]]:
     """Group member indices by stack key, in even chunks that stay within memory_mb each."""
     groups: dict[tuple, list[int]] = {}
     for i, cfg in enumerate(cfgs):
@@ -126,7 +131,7 @@ def plan_stacks(cfgs: Sequence[Any], memory_mb: float = 1024.0, max_members: int
     return stacks
 
 
-def train(cfgs: Sequence[Any], on_progress: ProgressFn | None = None) -> list[RunResult]:
+def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None) -> list[RunResult]:
     """Train members that all share one stack key, together. Returns results in input order."""
     if not cfgs:
         return []
@@ -150,106 +155,203 @@ def train(cfgs: Sequence[Any], on_progress: ProgressFn | None = None) -> list[Ru
             torch.set_flush_denormal(False)
 
 
-def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> list[RunResult]:
+def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None) -> list[RunResult]:
+    """Build the stack, train it epoch by epoch (validation and test losses after each, the
+    divergence check every CHECK_EVERY epochs), and return each member's result."""
+    start = time.perf_counter()
+    stack = _build(cfgs)
+    first = stack.ordered[0]
+    epochs, m = first.epochs, len(cfgs)
+    losses = _Losses.empty(epochs, m, stack)
+    every = _grad_every(first)
+    grad_log = GradLog(every, epochs, stack.model.depth, m, stack.x.dtype, stack.device) if every else None
+    divergence = _Divergence.none(m, stack.device)
+    done = 0
+    for epoch in range(epochs):
+        losses.train[epoch] = _epoch(stack, epoch, grad_log)
+        _evaluate(stack, losses, epoch)
+        done = epoch + 1
+        if done % CHECK_EVERY == 0 or done == epochs:
+            stop = divergence.check(losses.train, done)
+            if stop is not None:
+                done = stop
+                break
+        if on_progress is not None:
+            on_progress(done, epochs, losses.train[epoch])
+    wall = time.perf_counter() - start
+    return _results(stack, losses, divergence.at, done, grad_log, wall, n_real)
+
+
+@dataclass
+class _Stack:
+    """A stack ready to train: its members sorted so those sharing an activation are contiguous
+    (one module call per slice; `order[pos]` is the input index of the member at position pos),
+    their data stacked [members, rows, ...] on the device, the model and its optimiser."""
+
+    ordered: list[Cfg]
+    order: list[int]
+    data: list[Dataset]
+    x: torch.Tensor
+    y: torch.Tensor
+    val: tuple[torch.Tensor, torch.Tensor] | None
+    test: tuple[torch.Tensor, torch.Tensor] | None
+    model: StackedMLP
+    opt: StackedOptimizer
+    hand: fused.HandGradient | None
+    device: str
+    batch_size: int
+    seeds: list[int]
+    # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
+    # (one stream per distinct seed), so a member sees the same batches in a stack as alone
+    shufflers: dict[int, torch.Generator]
+
+    def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This epoch's minibatches (a fresh permutation per member with shuffling)."""
+        if not self.shufflers:
+            return self.fixed_batches
+        n = self.x.shape[1]
+        perms = {s: torch.randperm(n, generator=g) for s, g in self.shufflers.items()}
+        idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)[..., None]
+        return _split(self.x.gather(1, idx.expand(-1, -1, self.x.shape[-1])), self.y.gather(1, idx), self.batch_size)
+
+    @functools.cached_property
+    def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return _split(self.x, self.y, self.batch_size)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return self.hand.predict(x) if self.hand else self.model(x)
+
+
+def _split(x: torch.Tensor, y: torch.Tensor, bs: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, x.shape[1], bs)]
+
+
+def _build(cfgs: Sequence[Cfg]) -> _Stack:
+    """Load the members' data, build the stacked model (each member initialised from its own seed)
+    and the optimiser."""
     first = cfgs[0]
     device = resolve_device(first.device)
     dtype = DTYPES[first.dtype]
-    # order members so those sharing an activation are contiguous (one module call per slice)
     act_keys = [json.dumps(_act_cfg(c), sort_keys=True) for c in cfgs]
     order = sorted(range(len(cfgs)), key=lambda i: act_keys[i])
     ordered = [cfgs[i] for i in order]
-    start = time.perf_counter()
-
     data = [load_data(c) for c in ordered]
     n, n_val, n_test, dim = data_shapes(first)
-    x = torch.stack([d.x for d in data]).to(device)
-    y = torch.stack([d.y for d in data]).to(device)
-    x_val = torch.stack([d.x_val for d in data]).to(device) if n_val else None
-    y_val = torch.stack([d.y_val for d in data]).to(device) if n_val else None
-    x_test = torch.stack([d.x_test for d in data]).to(device) if n_test else None  # type: ignore[misc]
-    y_test = torch.stack([d.y_test for d in data]).to(device) if n_test else None  # type: ignore[misc]
 
-    model = build_model(ordered, [act_keys[i] for i in order], device, dtype)
+    def stacked(attr: str) -> torch.Tensor:
+        return torch.stack([getattr(d, attr) for d in data]).to(device)
+
+    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype)
     model.train()
-    opt = StackedOptimizer(list(model.parameters()), first.optimizer, float(first.lr))
-    hand = fused.hand_gradient(model) if HAND_GRADIENT else None
-
-    m, epochs = len(ordered), first.epochs
-    bs = first.batch_size or n
-    batches = [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, n, bs)]
-    # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
-    # (one stream per distinct seed), so a member sees the same batches in a stack as alone
     seeds = [c.seed for c in ordered]
-    shufflers = {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}
-    train_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device)
-    val_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_val else None
-    test_loss = torch.full((epochs, m), float("nan"), dtype=dtype, device=device) if n_test else None
-    diverged = torch.zeros(m, dtype=torch.bool, device=device)
-    every = _grad_every(first)
-    grad_log = GradLog(every, epochs, model.depth, m, dtype, device) if every else None
-    diverged_at: list[int | None] = [None] * m
-    done = checked = 0
-    for epoch in range(epochs):
-        outputs = [] if grad_log is not None and grad_log.due(epoch + 1) else None
-        if len(batches) == 1:
-            xb, yb = batches[0]
-            train_loss[epoch] = _step(model, opt, hand, xb, yb, outputs)
-            if outputs is not None:
-                grad_log.add(epoch + 1, model, outputs)  # type: ignore[union-attr]
-        else:
-            total = torch.zeros(m, dtype=dtype, device=device)
-            if shufflers:
-                perms = {s: torch.randperm(n, generator=g) for s, g in shufflers.items()}
-                idx = torch.stack([perms[s] for s in seeds]).to(device)[..., None]
-                xs, ys = x.gather(1, idx.expand(-1, -1, x.shape[-1])), y.gather(1, idx)
-                batches = [(xs[:, i : i + bs], ys[:, i : i + bs]) for i in range(0, n, bs)]
-            for b, (xb, yb) in enumerate(batches):
-                record = outputs if b == len(batches) - 1 else None  # the epoch's last batch is logged
-                total += _step(model, opt, hand, xb, yb, record)
-                if record is not None:
-                    grad_log.add(epoch + 1, model, record)  # type: ignore[union-attr]
-            train_loss[epoch] = total / len(batches)
-        if val_loss is not None or test_loss is not None:
-            model.eval()
-            with torch.no_grad():
-                if val_loss is not None:
-                    val_loss[epoch] = member_mse(hand.predict(x_val) if hand else model(x_val), y_val)
-                if test_loss is not None:
-                    test_loss[epoch] = member_mse(hand.predict(x_test) if hand else model(x_test), y_test)
-            model.train()
-        done = epoch + 1
-        # diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's
-        # (Adam's bounded steps make lr=1e6 explode to ~1e27 without ever overflowing). Checked
-        # every CHECK_EVERY epochs (on a GPU each check waits for the device; on a CPU it is a
-        # handful of small ops per step), scanning the epochs since the last check so the epoch
-        # found is still exact.
-        if done % CHECK_EVERY == 0 or done == epochs:
-            block = train_loss[checked:done]
-            bad = ~(block <= train_loss[0] * DIVERGENCE_FACTOR) & ~diverged
-            if bool(bad.any()):
-                first = torch.where(bad.any(0), bad.float().argmax(0), -1).tolist()
-                for i, row in enumerate(first):
-                    if row >= 0:
-                        diverged_at[i] = checked + row + 1
-                diverged |= bad.any(0)
-                if bool(diverged.all()):
-                    done = max(d for d in diverged_at if d is not None)
-                    break
-            checked = done
-        if on_progress is not None:
-            on_progress(done, epochs, train_loss[epoch])
-    wall = time.perf_counter() - start
+    return _Stack(
+        ordered=ordered, order=order, data=data, x=stacked("x"), y=stacked("y"),
+        val=(stacked("x_val"), stacked("y_val")) if n_val else None,
+        test=(stacked("x_test"), stacked("y_test")) if n_test else None,
+        model=model, opt=StackedOptimizer(list(model.parameters()), first.optimizer, float(first.lr)),
+        hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
+        batch_size=first.batch_size or n, seeds=seeds,
+        shufflers={s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {},
+    )
 
-    tl = train_loss[:done].T.cpu().tolist()
-    vl = val_loss[:done].T.cpu().tolist() if val_loss is not None else None
-    sl = test_loss[:done].T.cpu().tolist() if test_loss is not None else None
-    n_params = _param_counts(model, m)
-    model.eval()
-    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(model, x))
+
+@dataclass
+class _Losses:
+    """Per epoch and member [epochs, M]: the training loss (mean over the epoch's minibatches) and,
+    where the data has those splits, the validation and test losses after the epoch (NaN: not run)."""
+
+    train: torch.Tensor
+    val: torch.Tensor | None
+    test: torch.Tensor | None
+
+    @classmethod
+    def empty(cls, epochs: int, m: int, stack: _Stack) -> _Losses:
+        def nan() -> torch.Tensor:
+            return torch.full((epochs, m), float("nan"), dtype=stack.x.dtype, device=stack.device)
+
+        return cls(nan(), nan() if stack.val is not None else None, nan() if stack.test is not None else None)
+
+
+def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None) -> torch.Tensor:
+    """One pass over the training set; returns the members' losses [M] (the mean over minibatches).
+    Where the gradient log is due, the epoch's last batch is logged."""
+    outputs: list[torch.Tensor] | None = [] if grad_log is not None and grad_log.due(epoch + 1) else None
+    batches = stack.batches()
+    if len(batches) == 1:
+        xb, yb = batches[0]
+        loss = _step(stack.model, stack.opt, stack.hand, xb, yb, outputs)
+        if outputs is not None:
+            grad_log.add(epoch + 1, stack.model, outputs)  # type: ignore[union-attr]
+        return loss
+    total = torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
+    for b, (xb, yb) in enumerate(batches):
+        record = outputs if b == len(batches) - 1 else None
+        total += _step(stack.model, stack.opt, stack.hand, xb, yb, record)
+        if record is not None:
+            grad_log.add(epoch + 1, stack.model, record)  # type: ignore[union-attr]
+    return total / len(batches)
+
+
+def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
+    """The validation and test losses after this epoch, where the data has those splits."""
+    if losses.val is None and losses.test is None:
+        return
+    stack.model.eval()
+    with torch.no_grad():
+        for split, out in ((stack.val, losses.val), (stack.test, losses.test)):
+            if split is not None and out is not None:
+                out[epoch] = member_mse(stack.predict(split[0]), split[1])
+    stack.model.train()
+
+
+@dataclass
+class _Divergence:
+    """Which members have diverged, and at which epoch (1-based).
+
+    Diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's (Adam's
+    bounded steps make lr=1e6 explode to ~1e27 without ever overflowing). Checked every CHECK_EVERY
+    epochs (on a GPU each check waits for the device; on a CPU it is a handful of small ops per
+    step), scanning the epochs since the last check so the epoch found is still exact.
+    """
+
+    diverged: torch.Tensor  # [M] bool
+    at: list[int | None]
+    checked: int = 0  # epochs scanned so far
+
+    @classmethod
+    def none(cls, m: int, device: str) -> _Divergence:
+        return cls(torch.zeros(m, dtype=torch.bool, device=device), [None] * m)
+
+    def check(self, train_loss: torch.Tensor, done: int) -> int | None:
+        """Scan epochs up to `done`; returns the epoch to stop at once every member has diverged."""
+        block = train_loss[self.checked : done]
+        bad = ~(block <= train_loss[0] * DIVERGENCE_FACTOR) & ~self.diverged
+        if bool(bad.any()):
+            rows = torch.where(bad.any(0), bad.float().argmax(0), -1).tolist()
+            for i, row in enumerate(rows):
+                if row >= 0:
+                    self.at[i] = self.checked + row + 1
+            self.diverged |= bad.any(0)
+            if bool(self.diverged.all()):
+                return max(d for d in self.at if d is not None)
+        self.checked = done
+        return None
+
+
+def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
+             wall: float, n_real: int) -> list[RunResult]:
+    """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
+    m = len(stack.ordered)
+    tl = losses.train[:done].T.cpu().tolist()
+    vl = losses.val[:done].T.cpu().tolist() if losses.val is not None else None
+    sl = losses.test[:done].T.cpu().tolist() if losses.test is not None else None
+    n_params = param_counts(stack.model, m)
+    stack.model.eval()
+    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
     results: list[RunResult | None] = [None] * m
-    for pos, original in enumerate(order):
+    for pos, original in enumerate(stack.order):
         stop = stops[pos]
         results[original] = RunResult(
             train_loss=tl[pos][:stop],
@@ -259,12 +361,12 @@ def _train(cfgs: Sequence[Any], n_real: int, on_progress: ProgressFn | None) -> 
             n_params=n_params[pos],
             wall_time_s=wall,
             stack_size=n_real,
-            device=device,
+            device=stack.device,
             grads=grads[pos] if grads is not None else None,
             dead_units=dead[pos],
             saturated_units=saturated[pos],
             test_loss=sl[pos][:stop] if sl is not None else None,
-            data_info=data[pos].info,
+            data_info=stack.data[pos].info,
         )
     return results[:n_real]  # type: ignore[return-value]
 
@@ -281,105 +383,3 @@ def _step(model: StackedMLP, opt: StackedOptimizer, hand: fused.HandGradient | N
         loss.sum().backward()
     opt.step()
     return loss.detach()
-
-
-def build_model(ordered: Sequence[Any], keys: list[str], device: str, dtype: torch.dtype) -> StackedMLP:
-    """The stacked model of these members (sharing one stack key), each initialised from its own
-    seed's "init" stream under its model.init_resolved scheme."""
-    first = ordered[0]
-    h1, h2 = activations.hidden_width(_act_cfg(first), first.model.hidden_dim)
-    depth = first.model.depth
-    dim = data_shapes(first)[3]
-    layers = [member_weights(c.model.init_resolved or "torch_default", dim, h1, h2, depth,
-                             generator(c.seed, "init"), dtype) for c in ordered]
-    ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
-    bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]
-    w2 = torch.stack([mem[depth][0].T for mem in layers]).to(device)
-    b2 = torch.stack([mem[depth][1][None] for mem in layers]).to(device)
-    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype))
-
-
-def _slices(ordered: Sequence[Any], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
-    """One module per run of members sharing an activation, used by every hidden layer; where it
-    has parameters or randomness, one per member and layer (a member's layers share one generator
-    seeded from that member's seed, drawn from in layer order)."""
-    slices: list[Slice] = []
-    for i, c in enumerate(ordered):
-        cfg = _act_cfg(c)
-        per_member = activations.is_per_member(cfg)
-        last = slices[-1] if slices else None
-        if last and not per_member and not last.per_member and keys[last.start] == keys[i]:
-            last.stop = i + 1
-            continue
-        modules = [activations.create_from_config(cfg).to(device=device, dtype=dtype)
-                   for _ in range(depth if per_member else 1)]
-        if hasattr(modules[0], "generator"):
-            gen = torch.Generator(device=device).manual_seed(derived_seed(c.seed, "activation"))
-            for module in modules:
-                module.generator = gen
-        slices.append(Slice(i, i + 1, modules * (depth // len(modules)), per_member))
-    return slices
-
-
-class StackedOptimizer:
-    """Adam or SGD over the stacked tensors, the same kernels as torch.optim.Adam(fused=True).
-
-    Written out because constructing any torch.optim optimizer imports torch._dynamo, which costs
-    about 2.5 s of every process on this CPU build: more than most runs' training. Adam calls the
-    fused kernel torch.optim uses (`torch._fused_adam_`, one pass over each tensor, about 3x
-    faster than the foreach path here) and falls back to the foreach arithmetic where a torch
-    build lacks it.
-    """
-
-    def __init__(self, params: list[torch.Tensor], kind: str, lr: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-        self.params, self.kind, self.lr = params, kind, lr
-        self.beta1, self.beta2 = betas
-        self.eps, self.step_count = eps, 0
-        if kind == "adam":
-            self.exp_avgs = [torch.zeros_like(p) for p in params]
-            self.exp_avg_sqs = [torch.zeros_like(p) for p in params]
-            # one step counter shared by every tensor (fused Adam only reads it): one increment a step
-            self.step_tensor = torch.zeros((), dtype=torch.float32, device=params[0].device)
-            self.steps = [self.step_tensor] * len(params)
-            self.fused = hasattr(torch, "_fused_adam_")
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        grads = [p.grad for p in self.params]
-        if self.kind == "sgd":
-            torch._foreach_add_(self.params, grads, alpha=-self.lr)
-            return
-        self.step_count += 1
-        if self.fused:
-            self.step_tensor += 1
-            torch._fused_adam_(
-                self.params, grads, self.exp_avgs, self.exp_avg_sqs, [], self.steps, lr=self.lr,
-                beta1=self.beta1, beta2=self.beta2, weight_decay=0.0, eps=self.eps, amsgrad=False,
-                maximize=False,
-            )
-            return
-        bias1 = 1 - self.beta1**self.step_count
-        bias2_sqrt = math.sqrt(1 - self.beta2**self.step_count)
-        torch._foreach_lerp_(self.exp_avgs, grads, 1 - self.beta1)
-        torch._foreach_mul_(self.exp_avg_sqs, self.beta2)
-        torch._foreach_addcmul_(self.exp_avg_sqs, grads, grads, 1 - self.beta2)
-        denom = torch._foreach_sqrt(self.exp_avg_sqs)
-        torch._foreach_div_(denom, bias2_sqrt)
-        torch._foreach_add_(denom, self.eps)
-        torch._foreach_addcdiv_(self.params, self.exp_avgs, denom, -self.lr / bias1)
-
-
-def _param_counts(model: StackedMLP, m: int) -> list[int]:
-    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + 1  # + the output bias
-    counts = [per] * m
-    for s in model.slices:
-        extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())
-        if extra:
-            for i in range(s.start, s.stop):
-                counts[i] += extra // (s.stop - s.start)
-    return counts

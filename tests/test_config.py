@@ -1,51 +1,10 @@
-"""Composition shortcuts against Hydra's own composition."""
+"""The config module: YAML output, Hydra settings, and config_hash's identity across releases."""
 
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from activation_bench import config
-
-
-def hydra_composed(overrides: list[str]) -> dict:
-    """Hydra's own composition, then the same validation (which derives model.init_resolved)."""
-    config._register_schema()
-    with initialize_config_dir(config_dir=str(config.config_dir()), version_base="1.3"):
-        cfg = config.Cfg.wrap(OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True))
-    config.validate(cfg)
-    return cfg.plain()
-
-
-OPTIONS = [(g, o) for g in config.SPLICED for o in config.group_options(g) if o not in config.NOT_GLOBBED]
-
-
-@pytest.mark.parametrize(("group", "option"), OPTIONS)
-def test_direct_option_load_equals_hydra_compose(group: str, option: str) -> None:
-    ours = config.compose_many([[f"{group}={option}"]])[0]
-    assert ours.plain() == hydra_composed([f"{group}={option}"])
-
-
-def test_many_members_with_scalar_overrides_equal_hydra() -> None:
-    members = [["activation=leaky_relu", "data=uniform", "activation.negative_slope=0.2", "seed=3"],
-               ["data=uniform", "activation=elu", "data.n_samples=7"],
-               ["activation=prelu", "lr=0.01"]]
-    for got, member in zip(config.compose_many(members), members):
-        assert got.plain() == hydra_composed(member)
-
-
-def test_option_with_defaults_list_falls_back_to_hydra(tmp_path, monkeypatch) -> None:
-    import shutil
-
-    root = tmp_path / "configs"
-    shutil.copytree(config.config_dir(), root)
-    # an option that pulls in another through its own defaults list: only Hydra gets this right
-    (root / "data" / "wide.yaml").write_text("defaults:\n  - normal\n\ninput_dim: 128\n")
-    monkeypatch.setattr(config, "config_dir", lambda: root)
-    got = config.compose_many([["data=wide"]])[0]
-    assert got.data.input_dim == 128 and got.data.name == "normal" and got.data.std == 1.0
-    assert config._compose_option(OmegaConf.create({"data": {}}), "data", "wide") is None
 
 
 def test_to_yaml_by_parts_equals_one_dump() -> None:
@@ -64,3 +23,37 @@ def test_hydra_settings_are_recognised_in_every_spelling() -> None:
     for where in (config.compose, config.expand):
         with pytest.raises(config.UsageError, match="hydra.* settings configure a launcher"):
             where(["seed=1", "hydra.job.chdir=true"])
+
+
+def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
+    """Keys added after the first release leave the hash alone while they hold their legacy values:
+    the hash is that of the same config without them, so sweeps made earlier still resume."""
+    import hashlib
+    import json
+
+    from activation_bench import datasets
+
+    for member in ([], ["data=uniform", "seed=3", "activation=relu"]):
+        cfg = config.compose(member)
+        old = cfg.plain()
+        for key in datasets.REAL_KEYS:
+            del old["data"][key]
+        old["model"] = {"hidden_dim": old["model"]["hidden_dim"]}
+        del old["log"]
+        text = json.dumps(old, sort_keys=True, allow_nan=True)
+        assert config.config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    legacy = {key.split(".", 1)[1] for group in config.LEGACY_DEFAULTS for key in group if key.startswith("data.")}
+    assert legacy == set(datasets.REAL_KEYS)
+
+
+def test_hashes_of_the_release_before_the_added_keys() -> None:
+    # config_hash of these configs as computed by commit 176f6f5 (before real data, depth, init and log)
+    for member, old in (([], "d7378612aec1fba2"), (["data=uniform", "seed=3", "activation=relu"], "9992ae3278182466"),
+                        (["lr=0.01", "epochs=30", "batch_size=4", "shuffle=true"], "1b02b61dc412632e")):
+        assert config.config_hash(config.compose(member)) == old
+
+
+@pytest.mark.parametrize("override", ["model.depth=2", "model.init=he", "model.init=auto", "log.grad_norms=true",
+                                      "log.every=5", "data=diabetes", "activation=relu"])
+def test_a_key_away_from_its_legacy_value_changes_the_hash(override: str) -> None:
+    assert config.config_hash(config.compose([override])) != config.config_hash(config.compose([]))
