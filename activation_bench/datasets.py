@@ -83,17 +83,10 @@ def _builtin(name: str) -> tuple[Any, str]:
 
 def read_csv(path: Path) -> Any:
     """The user's file as a DataFrame (comma separated; tab separated for .tsv/.tab)."""
-    import pandas as pd
+    from activation_bench.loading import read_table
 
     sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
-    try:
-        return pd.read_csv(path, sep=sep)
-    except pd.errors.EmptyDataError:
-        raise UsageError(f"data.path {path}: empty file, not a table") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"data.path {path}: not a table ({str(exc).splitlines()[0]})") from None
-    except OSError as exc:
-        raise UsageError(f"data.path {path}: cannot read: {exc.strerror or exc}") from None
+    return read_table(path, sep, label="data.path ", empty="empty file, not a table", unparsable="not a table ({})")
 
 
 @functools.lru_cache(maxsize=32)

@@ -228,15 +228,18 @@ def _canon_array(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path, sep: str = ",", label: str = "", empty: str = "empty file",
+               unparsable: str = "cannot parse CSV: {}") -> pd.DataFrame:
+    """pandas.read_csv with every failure a one-line UsageError: `{label}{path}: ...`, with the
+    `empty` message or the `unparsable` one (given pandas' first line)."""
     try:
-        return pd.read_csv(path, engine="c")
+        return pd.read_csv(path, sep=sep, engine="c")
     except pd.errors.EmptyDataError:
-        raise UsageError(f"{path}: empty file") from None
+        raise UsageError(f"{label}{path}: {empty}") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot parse CSV: {str(exc).splitlines()[0]}") from None
+        raise UsageError(f"{label}{path}: {unparsable.format(str(exc).splitlines()[0])}") from None
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise UsageError(f"{label}{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def _numeric(df: pd.DataFrame, column: str, path: Path) -> np.ndarray:
@@ -263,7 +266,7 @@ def _epochs(df: pd.DataFrame, path: Path) -> np.ndarray:
 
 def _csv_part(path: Path, loss: str, source: str, seed: str | None = None, run_name: str | None = None) -> _Part:
     """A long-format CSV: epoch, losses, optional `run` and config columns."""
-    df = _read_table(path)
+    df = read_table(path)
     missing = [c for c in ("epoch", "train_loss") if c not in df.columns]
     if missing:
         raise UsageError(f"{path}: not a loss table: missing column {' and '.join(missing)} "
