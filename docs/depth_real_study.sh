@@ -27,6 +27,9 @@ for task in diabetes exp_sin; do
   # recommended init against the default, paired by depth, activation and seed
   $ACT compare "$RUNS/depth-real-$task" --metric early_stop --baseline model.init=torch_default \
       --format markdown --output "docs/depth-real-$task-init.md"
+  # depth 2, 4 and 8 against depth 1, paired by activation, init and seed
+  $ACT compare "$RUNS/depth-real-$task" --metric early_stop --baseline model.depth=1 \
+      --format markdown --output "docs/depth-real-$task-depth.md"
   # activations ranked over the 8 depth x init cells
   $ACT rank "$RUNS/depth-real-$task" --metric early_stop --format markdown --output "docs/depth-real-$task-rank.md"
   # the pivots quoted in docs/depth.md (early_stop and final test loss, train loss, early-stopping epochs)
