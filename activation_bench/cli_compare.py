@@ -6,6 +6,7 @@ UsageError; cli.main()/the command wrapper turns it into one line on stderr and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -32,6 +33,20 @@ CompareLossOpt = Annotated[str | None, typer.Option(
 def _warn(lines: list[str]) -> None:
     for line in lines:
         typer.echo(f"warning: {line}", err=True)
+
+
+def emit(output: Path | None, fmt: str, text: Callable[[], str], table: Callable[[], None]) -> None:
+    """A command's result: written atomically to --output, printed as a rich table, or printed as
+    text (csv, markdown, json)."""
+    from activation_bench import runs
+
+    if output is not None:
+        runs.atomic_write(output, text())
+        typer.echo(f"wrote {output}", err=True)
+    elif fmt == "table":
+        table()
+    else:
+        typer.echo(text(), nl=False)
 
 
 def compare(
@@ -96,13 +111,7 @@ def compare(
         loaded = cmp.load(paths, loss or "train_loss")
         result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec)
         _warn(result.warnings)
-        if output is not None:
-            runs.atomic_write(output, render.render(result, fmt))
-            typer.echo(f"wrote {output}", err=True)
-        elif fmt == "table":
-            render.print_table(result)
-        else:
-            typer.echo(render.render(result, fmt), nl=False)
+        emit(output, fmt, lambda: render.render(result, fmt), lambda: render.print_table(result))
 
 
 def plot(

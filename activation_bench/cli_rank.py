@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli_compare import CompareLossOpt, PathsArg, _warn
+from activation_bench.cli_compare import CompareLossOpt, PathsArg, _warn, emit
 from activation_bench.errors import UsageError, reported
 
 
@@ -70,10 +70,4 @@ def rank(
         if plot is not None:
             rank_render.write_cd(result, plot)
             typer.echo(f"wrote {plot}", err=True)
-        if output is not None:
-            runs.atomic_write(output, rank_render.render(result, fmt))
-            typer.echo(f"wrote {output}", err=True)
-        elif fmt == "table":
-            rank_render.print_table(result)
-        else:
-            typer.echo(rank_render.render(result, fmt), nl=False)
+        emit(output, fmt, lambda: rank_render.render(result, fmt), lambda: rank_render.print_table(result))

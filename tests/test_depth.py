@@ -16,19 +16,12 @@ from activation_bench.data import generator, make_dataset
 from activation_bench.diagnostics import unit_shares
 from activation_bench.model import Slice, StackedMLP, init_layer, linear_init, member_weights
 from tests.conftest import TINY, files_under
+from tests.engine_helpers import stacked_and_alone
 
 DEEP_GRID = ["activation=gelu,relu,prelu,stochastic_gelu,swiglu,tanh", "model.depth=2,3",
              "model.init=torch_default,auto", "seed=3", "epochs=12", "lr=0.01"]
 
 
-def _stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult, train.RunResult]]:
-    grid = config.expand(overrides)
-    cfgs = config.compose_many(grid.members)
-    stacked: dict[int, train.RunResult] = {}
-    for stack in train.plan_stacks(cfgs):
-        for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
-            stacked[i] = res
-    return [(grid.labels[i], train.train([cfg])[0], stacked[i]) for i, cfg in enumerate(cfgs)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -38,7 +31,7 @@ def _stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult
 def test_deep_stacked_members_equal_single_runs_bitwise_at_default_sizes():
     """Deep members (depth 2 and 3, every init, plain, per-member, stochastic and gated
     activations) follow exactly the trajectory of the same run alone, as depth 1 does."""
-    for labels, alone, stacked in _stacked_and_alone(DEEP_GRID):
+    for labels, alone, stacked in stacked_and_alone(DEEP_GRID):
         assert alone.train_loss == stacked.train_loss, labels
         assert alone.n_params == stacked.n_params, labels
         assert alone.dead_units == stacked.dead_units, labels
@@ -313,8 +306,8 @@ def test_grads_csv_long_format_and_values_against_autograd(runner, runs_dir):
 @pytest.mark.parametrize("depth", [1, 3])  # depth 1: the hand-written gradient (fused.py); 3: autograd
 def test_grad_log_changes_no_loss_and_matches_in_a_stack(depth):
     base = [f"model.depth={depth}", "activation=gelu,relu,prelu", "seed=0,1", *TINY, "epochs=7"]
-    on = _stacked_and_alone([*base, "log.grad_norms=true", "log.every=3"])
-    off = _stacked_and_alone(base)
+    on = stacked_and_alone([*base, "log.grad_norms=true", "log.every=3"])
+    off = stacked_and_alone(base)
     for (labels, alone, stacked), (_, plain, _) in zip(on, off):
         assert alone.train_loss == stacked.train_loss == plain.train_loss, labels
         flat = [v for row in alone.grads for v in row]

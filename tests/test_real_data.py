@@ -16,6 +16,7 @@ import yaml
 from activation_bench import config, datasets, functions, train
 from activation_bench.cli import app
 from tests.conftest import files_under
+from tests.engine_helpers import stacked_and_alone
 
 SMALL = ["model.hidden_dim=8", "epochs=3"]
 
@@ -106,21 +107,13 @@ def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
     datasets.load_table.cache_clear()
 
 
-def _stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult, train.RunResult]]:
-    grid = config.expand(overrides)
-    cfgs = config.compose_many(grid.members)
-    stacked: dict[int, train.RunResult] = {}
-    for stack in train.plan_stacks(cfgs):
-        for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
-            stacked[i] = res
-    return [(grid.labels[i], train.train([c])[0], stacked[i]) for i, c in enumerate(cfgs)]
 
 
 def test_stacked_members_equal_single_runs_on_real_data_with_shuffled_minibatches():
     """The engine's contract on real tasks: minibatches of 32, reshuffled each epoch, different
     seeds (so different splits) and activations in one stack; train, validation and test losses
     bit for bit."""
-    out = _stacked_and_alone(["activation=gelu,relu,prelu", "data=diabetes,function", "seed=0,1", "epochs=4",
+    out = stacked_and_alone(["activation=gelu,relu,prelu", "data=diabetes,function", "seed=0,1", "epochs=4",
                               "batch_size=32", "shuffle=true", "lr=0.01"])
     for labels, alone, stacked in out:
         assert alone.train_loss == stacked.train_loss, labels

@@ -1,0 +1,16 @@
+"""Shared by the engine's equivalence tests: every member of a grid trained stacked and alone."""
+
+from __future__ import annotations
+
+from activation_bench import config, train
+
+
+def stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult, train.RunResult]]:
+    """(labels, the member trained alone, the member trained in its sweep's stacks) per member."""
+    grid = config.expand(overrides)
+    cfgs = config.compose_many(grid.members)
+    stacked: dict[int, train.RunResult] = {}
+    for stack in train.plan_stacks(cfgs):
+        for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
+            stacked[i] = res
+    return [(grid.labels[i], train.train([cfg])[0], stacked[i]) for i, cfg in enumerate(cfgs)]
