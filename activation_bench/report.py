@@ -25,7 +25,7 @@ from activation_bench.errors import UsageError
 from activation_bench.loading import LOSSES, Loaded
 from activation_bench.metrics import run_values
 from activation_bench.provenance import provenance
-from activation_bench.stats import group_index
+from activation_bench.stats import group_index, t_half_width
 
 SUFFIXES = (".html", ".htm")
 DEFAULT_NAME = "report.html"
@@ -118,14 +118,12 @@ def compare_table(res: cmp.CompareResult) -> dict[str, Any]:
 
 def _ci_of_effect(r: dict[str, Any]) -> tuple[float, float] | None:
     """95% t interval of the mean paired difference, from compare's mean_diff, d_z and n_pairs."""
-    from scipy import stats
-
     n, mean, dz = r.get("n_pairs") or 0, r.get("mean_diff"), r.get("d_z")
     if n < 2 or mean is None:
         return None
     if dz is None:
         return (mean, mean) if "tie" in (r.get("note") or "") else None
-    half = float(stats.t.ppf(0.975, n - 1)) * abs(mean / dz) / math.sqrt(n) if dz else 0.0
+    half = t_half_width(n, abs(mean / dz) / math.sqrt(n)) if dz else 0.0
     return mean - half, mean + half
 
 

@@ -22,14 +22,19 @@ STAT_COLS = ["metric", "n", "mean", "std", "median", "geo_mean", "ci_low", "ci_h
              "n_diverged", "n_not_reached", "n_missing"]
 
 
+def t_half_width(n: int, se: float, level: float = 0.95) -> float:
+    """Half the width of a t interval of a mean over n values with standard error se."""
+    from scipy import special  # 0.2 s to import: only where an interval is computed
+
+    return float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
+
+
 def t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     n = len(x)
     if n < 2:
         return (float("nan"), float("nan"))
-    from scipy import special  # 0.2 s to import: only where an interval is computed
-
     m, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
-    half = float(special.stdtrit(n - 1, 0.5 + level / 2)) * se
+    half = t_half_width(n, se, level)
     return (m - half, m + half)
 
 
