@@ -1,0 +1,71 @@
+"""compare --tune speed: a whole `actbench compare --tune lr` process against a plain `actbench compare`.
+
+The results.csv of compare_speed.py (about 1,000,000 rows: 27 activations x 2 data x 2 x 10 seeds x
+926 epochs, as `actbench sweep` writes them) with an `lr` column (0.001, 0.01) in place of
+`data.target`, in a temporary directory. Times, each as a fresh Python process (start-up and imports
+included), in interleaved rounds:
+
+- compare: `actbench compare path -f csv` (groups activation x data x lr, paired tests vs the baseline);
+- compare --tune lr: `actbench compare path --tune lr -f csv` (each activation x data at its best lr,
+  chosen on seeds 0-3, statistics on seeds 4-9).
+
+Prints each round and the median of the rounds' ratios (the goal: at most 1.2x plain compare).
+Usage:
+    python benchmarks/tune_speed.py [--seeds 10] [--epochs 926] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+from provenance import header  # benchmarks/ is on sys.path when a script there runs
+from rank_speed import ACTS, DATA, interleaved
+
+LRS = ["0.001", "0.01"]
+
+
+def write_results(path: str, seeds: int, epochs: int) -> int:
+    """compare_speed.py's results.csv with an lr column; returns the number of rows."""
+    rng = np.random.default_rng(0)
+    ep = np.arange(1, epochs + 1)
+    rows = i = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("activation,data,lr,seed,run,epoch,train_loss\n")
+        for act in ACTS:
+            skill = rng.uniform(0.01, 0.03)
+            for data in DATA:
+                for lr in LRS:
+                    for seed in range(seeds):
+                        run = f"{i:04d}_activation={act}_data={data}_lr={lr}_seed={seed}"
+                        rate = skill * rng.uniform(0.7, 1.3)
+                        loss = np.maximum(np.exp(-rate * ep) * rng.uniform(0.5, 1.5), 1e-14 * rng.uniform(0.5, 2))
+                        prefix = f"{act},{data},{lr},{seed},{run},"
+                        fh.write("".join(f"{prefix}{e},{v!r}\n" for e, v in zip(ep.tolist(), loss.tolist())))
+                        rows += epochs
+                        i += 1
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=926)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    print(header())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "results.csv")
+        t0 = time.perf_counter()
+        rows = write_results(path, args.seeds, args.epochs)
+        print(f"generated {rows:,} rows ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        cli = [sys.executable, "-m", "activation_bench.cli", "compare", path, "-f", "csv"]
+        interleaved({"compare": cli, "compare --tune lr": [*cli, "--tune", "lr"]}, args.rounds, goal=1.2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The tuned real-data study (docs/real-data.md): GELU, ReLU, SiLU, ELU and tanh on every real table
+# and every function task, each at every lr of a half-decade grid from 1e-4 to 3e-1, 26 paired seeds.
+# Seeds 0-5 choose each activation's lr per task (lowest mean log10 of the best val_loss), seeds
+# 6-25 judge it (test loss at the epoch of lowest val_loss); the same seeds at lr 1e-3 give the
+# fixed-lr verdict beside it.
+#
+#   bash docs/studies/real-data/study.sh [RUNS_DIR]      (default runs/real-data-tuned)
+#
+# One thread per process (the numbers do not depend on the core count). Re-running resumes the
+# sweeps; the tables and figures go to docs/studies/real-data/ (this script's folder).
+set -euo pipefail
+export OMP_NUM_THREADS=1
+RUNS=${1:-runs/real-data-tuned}
+OUT=$(cd "$(dirname "$0")" && pwd)
+ACTBENCH=${ACTBENCH:-actbench}
+ACTS='activation=gelu,relu,silu,elu,tanh'
+SEEDS='seed=range(26)'
+LRS='lr=1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1,3e-1'
+
+# the small tables (266 and 182 training rows): minibatches of 32, 200 epochs
+$ACTBENCH sweep -q --runs-dir "$RUNS" --name tables "$ACTS" "$SEEDS" "$LRS" 'data=diabetes,star98' \
+    batch_size=32 shuffle=true epochs=200
+# function fitting (1,000 training points): minibatches of 32, 60 epochs (1,920 Adam steps)
+$ACTBENCH sweep -q --runs-dir "$RUNS" --name functions "$ACTS" "$SEEDS" "$LRS" data=function \
+    'data.fn=exp_sin,xy,bessel_j0,exp_sin4,ellipkinc,ellipeinc,jv,iv,lpmv' batch_size=32 shuffle=true epochs=60
+# the large table (12,114 training rows): minibatches of 256, 12 epochs (576 Adam steps)
+$ACTBENCH sweep -q --runs-dir "$RUNS" --name randhie "$ACTS" "$SEEDS" "$LRS" data=randhie \
+    batch_size=256 shuffle=true epochs=12
+
+for name in tables functions randhie; do
+    [ -f "$RUNS/$name/results.csv" ] || continue
+    for fmt in markdown csv json; do
+        ext=$fmt; [ "$fmt" = markdown ] && ext=md
+        $ACTBENCH compare "$RUNS/$name" --metric early_stop --tune lr --tune-seeds 6 --baseline activation=relu \
+            --format "$fmt" --output "$OUT/tuned-$name.$ext"
+    done
+    # the fixed-lr verdict on the same evaluation seeds: lr 1e-3 rows of seeds 6-25
+    python "$OUT/tables.py" fixed-input "$RUNS/$name/results.csv" "$RUNS/$name-fixed.csv"
+    for fmt in markdown csv; do
+        ext=$fmt; [ "$fmt" = markdown ] && ext=md
+        $ACTBENCH compare "$RUNS/$name-fixed.csv" --metric early_stop --baseline activation=relu \
+            --format "$fmt" --output "$OUT/fixed-$name.$ext"
+    done
+    $ACTBENCH plot "$RUNS/$name" --x lr --metric early_stop --output "$OUT/sensitivity-$name.svg"
+done
+$ACTBENCH rank "$RUNS/tables" "$RUNS/functions" "$RUNS/randhie" --metric early_stop --tune lr --tune-seeds 6 \
+    --format markdown --output "$OUT/rank-tuned.md"
+python "$OUT/tables.py" summary "$RUNS" "$OUT" > "$OUT/summary.md"

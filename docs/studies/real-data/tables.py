@@ -1,0 +1,145 @@
+"""Tables of the tuned real-data study (study.sh runs it).
+
+    python tables.py fixed-input RESULTS_CSV OUT_CSV   the lr 1e-3 rows of the evaluation seeds (6-25)
+    python tables.py summary RUNS_DIR OUT_DIR          verdicts, chosen lrs, early stopping, tuning budget
+
+`summary` reads the compare CSV/JSON files study.sh wrote into OUT_DIR (tuned-*.csv/json and
+fixed-*.csv) and the sweeps' results.csv under RUNS_DIR; it prints markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+FIXED_LR = 0.001
+FIRST_EVAL_SEED = 6
+SWEEPS = {"tables": "data", "functions": "data.fn", "randhie": None}  # sweep -> its task column
+EPOCHS = {"tables": 200, "functions": 60, "randhie": 12}
+ACTS = ["relu", "gelu", "silu", "elu", "tanh"]
+
+
+def fixed_input(results: Path, out: Path) -> None:
+    df = pd.read_csv(results)
+    keep = np.isclose(df["lr"], FIXED_LR) & (df["seed"] >= FIRST_EVAL_SEED)
+    df[keep].drop(columns=["lr"]).to_csv(out, index=False)
+
+
+def _task(row: pd.Series, col: str | None, sweep: str) -> str:
+    return str(row[col]) if col else sweep
+
+
+def _verdict(rows: pd.DataFrame) -> tuple[str, str]:
+    """(best activation by geometric mean, with '~' when not significantly apart from ReLU; GELU vs ReLU)."""
+    best = rows.sort_values("geo_mean").iloc[0]
+    relu = rows[rows["activation"] == "relu"].iloc[0]
+    if best["activation"] == "relu":
+        close = rows[(rows["activation"] != "relu") & ~rows["significant"].astype(bool)]["activation"].tolist()
+        text = "relu" + (f" (~ {', '.join(close)})" if close else "")
+    else:
+        sig = bool(best["significant"])
+        text = f"{best['activation']} {best['geo_mean'] / relu['geo_mean']:.2f}x relu" + ("" if sig else " (n.s.)")
+    gelu = rows[rows["activation"] == "gelu"].iloc[0]
+    if not bool(gelu["significant"]):
+        vs = f"no difference ({gelu['ratio']:.2f})"
+    else:
+        vs = f"{'GELU' if gelu['ratio'] < 1 else 'ReLU'} better ({gelu['ratio']:.2f})"
+    return text, vs
+
+
+def _tasks(frame: pd.DataFrame, sweep: str) -> dict[str, pd.DataFrame]:
+    col = SWEEPS[sweep]
+    if col is None:
+        return {sweep: frame}
+    return {str(k): part for k, part in frame.groupby(col, sort=False)}
+
+
+def verdicts(out: Path) -> str:
+    lines = ["| task | best at lr 1e-3 | best, tuned | GELU vs ReLU at 1e-3 | GELU vs ReLU, tuned | flip | "
+             "chosen lr: " + ", ".join(ACTS) + " |", "|" + "---|" * 7]
+    flips = []
+    for sweep in SWEEPS:
+        if not (out / f"tuned-{sweep}.csv").is_file():
+            continue
+        tuned = _tasks(pd.read_csv(out / f"tuned-{sweep}.csv"), sweep)
+        fixed = _tasks(pd.read_csv(out / f"fixed-{sweep}.csv"), sweep)
+        for task, t in tuned.items():
+            f = fixed[task]
+            (bf, gf), (bt, gt) = _verdict(f), _verdict(t)
+            flip = []
+            if bf.split()[0] != bt.split()[0]:
+                flip.append("best")
+            if gf.split(" (")[0] != gt.split(" (")[0]:
+                flip.append("GELU vs ReLU")
+            if flip:
+                flips.append(task)
+            lrs = {r["activation"]: f"{r['lr']:g}" for _, r in t.iterrows()}
+            lines.append(f"| {task} | {bf} | {bt} | {gf} | {gt} | {', '.join(flip) or '-'} | "
+                         + ", ".join(lrs.get(a, "-") for a in ACTS) + " |")
+    lines.append("")
+    lines.append(f"Flips: {', '.join(flips) if flips else 'none'}.")
+    return "\n".join(lines)
+
+
+def early_stopping(runs: Path, out: Path) -> str:
+    """Median epoch of lowest val_loss at each activation's chosen lr, over the evaluation seeds."""
+    lines = ["| task | epochs | " + " | ".join(ACTS) + " | share at the last 10% |", "|" + "---|" * (len(ACTS) + 3)]
+    for sweep, col in SWEEPS.items():
+        res = runs / sweep / "results.csv"
+        if not (out / f"tuned-{sweep}.csv").is_file() or not res.is_file():
+            continue
+        tuned = pd.read_csv(out / f"tuned-{sweep}.csv")
+        df = pd.read_csv(res, usecols=lambda c: c in {"run", "activation", "lr", "seed", "epoch", "val_loss", col})
+        df = df[df["seed"] >= FIRST_EVAL_SEED]
+        best = df.loc[df.groupby("run")["val_loss"].idxmin()]
+        keys = ["activation", *([col] if col else [])]
+        best = best.merge(tuned[[*keys, "lr"]], on=keys, suffixes=("", "_chosen"))
+        best = best[np.isclose(best["lr"], best["lr_chosen"])]
+        n_epochs = EPOCHS[sweep]
+        for task, part in _tasks(best, sweep).items():
+            med = part.groupby("activation")["epoch"].median()
+            late = float((part["epoch"] > 0.9 * n_epochs).mean())
+            lines.append(f"| {task} | {n_epochs} | " + " | ".join(f"{med.get(a, float('nan')):g}" for a in ACTS)
+                         + f" | {late:.0%} |")
+    return "\n".join(lines)
+
+
+def tuning_budget(out: Path) -> str:
+    """Per task: how much worse (x) the expected best validation score after k random grid values is
+    than the full grid's best, averaged (geometrically) over the five activations."""
+    ks = [1, 2, 3, 4, 6, 8]
+    lines = ["| task | " + " | ".join(f"k={k}" for k in ks) + " |", "|" + "---|" * (len(ks) + 1)]
+    for sweep, col in SWEEPS.items():
+        path = out / f"tuned-{sweep}.json"
+        if not path.is_file():
+            continue
+        b = pd.DataFrame(json.loads(path.read_text())["tuning"]["budget"])
+        b["task"] = b[col] if col else sweep
+        last = b.groupby(["task", "activation"])["expected_best"].transform("last")
+        b["gap"] = b["expected_best"] - last
+        for task, part in b.groupby("task", sort=False):
+            gap = part.groupby("k")["gap"].mean()
+            lines.append(f"| {task} | " + " | ".join(f"{10 ** gap.get(k, np.nan):.2f}x" for k in ks) + " |")
+    return "\n".join(lines)
+
+
+def summary(runs: Path, out: Path) -> None:
+    print("## Verdicts at lr 1e-3 and tuned\n")
+    print(verdicts(out))
+    print("\n## Early stopping at the chosen lr (median epoch of lowest val_loss, seeds 6-25)\n")
+    print(early_stopping(runs, out))
+    print("\n## Tuning budget (expected best val_loss after k random grid values / the full grid's best)\n")
+    print(tuning_budget(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "fixed-input":
+        fixed_input(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif len(sys.argv) == 4 and sys.argv[1] == "summary":
+        summary(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        sys.exit(__doc__)
