@@ -10,7 +10,7 @@
 #    12 minutes on one CPU core.
 set -euo pipefail
 RUNS=${RUNS:-runs}
-# One thread per process (see docs/depth_study.sh): results are bit-identical at a fixed thread count.
+# One thread per process (see docs/studies/depth/depth_study.sh): results are bit-identical at a fixed thread count.
 export OMP_NUM_THREADS=1
 ACT="python -m activation_bench.cli"
 GRID=('model.depth=1,2,4,8' 'activation=gelu,relu,tanh,sigmoid,selu,silu' 'model.init=torch_default,auto'
@@ -24,15 +24,15 @@ $ACT sweep --runs-dir "$RUNS" --name depth-real-exp_sin -q "${GRID[@]}" \
 for task in diabetes exp_sin; do
   # paired table: every activation against relu at the same depth, init and seed (early-stopped test MSE)
   $ACT compare "$RUNS/depth-real-$task" --metric early_stop --baseline activation=relu \
-      --format markdown --output "docs/depth-real-$task-early_stop.md"
+      --format markdown --output "docs/studies/depth/depth-real-$task-early_stop.md"
   # recommended init against the default, paired by depth, activation and seed
   $ACT compare "$RUNS/depth-real-$task" --metric early_stop --baseline model.init=torch_default \
-      --format markdown --output "docs/depth-real-$task-init.md"
+      --format markdown --output "docs/studies/depth/depth-real-$task-init.md"
   # depth 2, 4 and 8 against depth 1, paired by activation, init and seed
   $ACT compare "$RUNS/depth-real-$task" --metric early_stop --baseline model.depth=1 \
-      --format markdown --output "docs/depth-real-$task-depth.md"
+      --format markdown --output "docs/studies/depth/depth-real-$task-depth.md"
   # activations ranked over the 8 depth x init cells
-  $ACT rank "$RUNS/depth-real-$task" --metric early_stop --format markdown --output "docs/depth-real-$task-rank.md"
+  $ACT rank "$RUNS/depth-real-$task" --metric early_stop --format markdown --output "docs/studies/depth/depth-real-$task-rank.md"
   # the pivots quoted in docs/depth.md (early_stop and final test loss, train loss, early-stopping epochs)
-  python docs/depth_tables.py "$RUNS/depth-real-$task" --real > "docs/depth-real-$task-tables.md"
+  python docs/studies/depth/depth_tables.py "$RUNS/depth-real-$task" --real > "docs/studies/depth/depth-real-$task-tables.md"
 done

@@ -18,18 +18,18 @@ $ACT sweep --runs-dir "$RUNS" --name depth-study -q \
 # paired tables: every activation against relu at the same depth, init and seed
 for metric in final best; do
   $ACT compare "$RUNS/depth-study" --loss val_loss --metric "$metric" --baseline activation=relu \
-      --format markdown --output "docs/depth-$metric-val.md"
+      --format markdown --output "docs/studies/depth/depth-$metric-val.md"
 done
 # the pivots, ranks and dead/saturated units quoted in docs/depth.md
-python docs/depth_tables.py "$RUNS/depth-study" > docs/depth-tables.md
+python docs/studies/depth/depth_tables.py "$RUNS/depth-study" > docs/studies/depth/depth-tables.md
 # gradient norms per layer at depth 8, and loss curves
-$ACT plot --grads "$RUNS"/depth-study/*_model.depth=8_* --output docs/depth-grads-8.png
-$ACT plot --grads "$RUNS"/depth-study/*_model.depth=4_* --output docs/depth-grads-4.png
-$ACT plot "$RUNS/depth-study" --by model.depth,model.init --loss val_loss --output docs/depth-val-curves.png
+$ACT plot --grads "$RUNS"/depth-study/*_model.depth=8_* --output docs/studies/depth/depth-grads-8.png
+$ACT plot --grads "$RUNS"/depth-study/*_model.depth=4_* --output docs/studies/depth/depth-grads-4.png
+$ACT plot "$RUNS/depth-study" --by model.depth,model.init --loss val_loss --output docs/studies/depth/depth-val-curves.png
 # modest file sizes for the repository: 256-colour palette PNGs
 python -c "
 import sys
 from PIL import Image
 for p in sys.argv[1:]:
     Image.open(p).convert('RGB').quantize(256).save(p, optimize=True)
-" docs/depth-grads-8.png docs/depth-grads-4.png docs/depth-val-curves.png
+" docs/studies/depth/depth-grads-8.png docs/studies/depth/depth-grads-4.png docs/studies/depth/depth-val-curves.png

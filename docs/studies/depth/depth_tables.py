@@ -1,15 +1,15 @@
-"""The tables of docs/depth.md from the depth study's sweep directory (see docs/depth_study.sh).
+"""The tables of docs/depth.md from the depth study's sweep directory (see docs/studies/depth/depth_study.sh).
 
 Prints markdown: per metric (final and best val_loss, final train_loss) the geometric mean over
 seeds for every activation x init x depth, each column's ranking, and the share of dead and
 saturated hidden units at the end of training (mean over seeds and layers), from summary.json.
 
-With --real (the diabetes sweep of docs/depth_real_study.sh) the loss tables are the test loss at
+With --real (the diabetes sweep of docs/studies/depth/depth_real_study.sh) the loss tables are the test loss at
 each run's epoch of lowest val_loss (early_stop), the final test loss and the final train loss, and
 the median early-stopping epoch replaces the saturated units.
 
-Usage: python docs/depth_tables.py runs/depth-study
-       python docs/depth_tables.py runs/depth-real-diabetes --real
+Usage: python docs/studies/depth/depth_tables.py runs/depth-study
+       python docs/studies/depth/depth_tables.py runs/depth-real-diabetes --real
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from activation_bench.compare import Metric, load, run_values
+from activation_bench.analysis.compare import Metric, load, run_values
 
 ACTS = ["gelu", "relu", "tanh", "sigmoid", "selu", "silu"]
 DEPTHS = ["1", "2", "4", "8"]

@@ -5,7 +5,7 @@ returned 64 values per sample against a 1-column target and nn.MSELoss broadcast
 the 64 columns without a word. This script re-runs the notebook's own code path (torch.manual_seed
 per seed; data drawn as the notebook draws it; Adam lr 1e-3; whole-batch DataLoader) for 10 epochs
 with the buggy model and with the fixed one (one output), for GELU and ReLU, and prints the
-epoch-10 losses and the GELU/ReLU ratio per seed. Run: python docs/seed_notebook_bug.py
+epoch-10 losses and the GELU/ReLU ratio per seed. Run: python docs/studies/gelu-vs-relu/seed_notebook_bug.py
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Mean test RMSE at the early-stopping epoch, in each target's own units, and the median
 early-stopping epoch, per task and activation, from the study's summary.json files
-(docs/real_data_study.sh). Prints two markdown tables.
+(docs/studies/real-data/real_data_study.sh). Prints two markdown tables.
 
-    python docs/real_data_rmse.py runs/real-data-study
+    python docs/studies/real-data/real_data_rmse.py runs/real-data-study
 """
 
 from __future__ import annotations

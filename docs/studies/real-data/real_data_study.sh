@@ -3,7 +3,7 @@
 # function task, 30 paired seeds each, judged on the test loss at the epoch of lowest validation
 # loss (`--metric early_stop`), every activation paired by seed against ReLU.
 #
-#   bash docs/real_data_study.sh [RUNS_DIR]        (default runs/real-data-study)
+#   bash docs/studies/real-data/real_data_study.sh [RUNS_DIR]        (default runs/real-data-study)
 #
 # One thread per process: the numbers do not depend on how many cores the machine has (thread
 # counts change float rounding), and a shared machine is not oversubscribed. Re-running the same
