@@ -121,10 +121,10 @@ def test_member_larger_than_memory_mb_is_refused_with_the_estimate(runner, runs_
 
 def test_memory_check_without_a_known_budget_refuses_nothing(monkeypatch):
     from activation_bench.config.compose import compose
-    from activation_bench.runs import orchestrate
+    from activation_bench.runs import memory
 
-    monkeypatch.setattr(orchestrate, "available_mb", lambda device="cpu": None)
-    orchestrate.check_memory([compose(HUGE)], None)  # nothing to compare with: no refusal
-    with pytest.raises(orchestrate.UsageError, match="--memory-mb 10"):
-        orchestrate.check_memory([compose(HUGE)], 10)
-    assert orchestrate.stack_budget_mb(10) == 10 and orchestrate.stack_budget_mb(None) == 1024.0
+    monkeypatch.setattr(memory, "available_mb", lambda device="cpu": None)
+    memory.check_memory([compose(HUGE)], None)  # nothing to compare with: no refusal
+    with pytest.raises(memory.UsageError, match="--memory-mb 10"):
+        memory.check_memory([compose(HUGE)], 10)
+    assert memory.stack_budget_mb(10) == 10 and memory.stack_budget_mb(None) == 1024.0

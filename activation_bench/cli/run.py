@@ -26,7 +26,8 @@ RUN_HELP = (
     "Examples:\n\n"
     "  actbench run activation=gelu data=normal\n\n"
     "  actbench run activation=relu data=uniform epochs=30 lr=0.01 seed=3\n\n"
-    "  actbench run activation=leaky_relu activation.negative_slope=0.2 --name lrelu-test\n"
+    "  actbench run activation=leaky_relu activation.negative_slope=0.2 --name lrelu-test\n\n"
+    "  actbench run --config runs/<run>/config.yaml epochs=2000   (re-run a saved run, overrides on top)\n"
     + KEYS_HELP
 )
 
@@ -40,6 +41,9 @@ def run(
         min=0.001, help="Memory budget of the run (MB); default: the memory available on this machine.",
         show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    config_file: Annotated[Path | None, typer.Option(
+        "--config", help="A saved run's config.yaml to re-run (overrides apply on top of it).",
+        show_default=False)] = None,
 ) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -47,7 +51,7 @@ def run(
     from activation_bench.runs import orchestrate
 
     with reported():
-        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name, memory_mb)
+        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name, memory_mb, config_file)
         progress = Progress(
             TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.total:.0f}"),
             TextColumn("loss {task.fields[loss]:.4g}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -142,7 +146,7 @@ def sweep(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
-    from activation_bench.runs import orchestrate
+    from activation_bench.runs import memory, orchestrate
 
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
@@ -160,7 +164,7 @@ def sweep(
             _print_grid(p, todo)
             return
         # SLURM jobs run on other machines: only --memory-mb applies there
-        orchestrate.check_memory([p.cfgs[i] for i in todo], memory_mb, local=launcher != "submitit_slurm")
+        memory.check_memory([p.cfgs[i] for i in todo], memory_mb, local=launcher != "submitit_slurm")
         orchestrate.write_sweep_file(p)
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
 
