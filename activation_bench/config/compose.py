@@ -41,7 +41,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from activation_bench.cfg import Cfg
 from activation_bench.config import validate
 from activation_bench.config.files import config_dir, group_options, groups
-from activation_bench.config.grid import _first_line, parse_overrides, refuse_hydra_settings
+from activation_bench.config.grid import first_line, parse_overrides, refuse_hydra_settings
 from activation_bench.config.schema import SPLICED, Config, _register_schema
 from activation_bench.errors import UsageError
 
@@ -173,7 +173,7 @@ def _container(cfg: DictConfig, where: str) -> dict:
     try:
         return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
     except OmegaConfBaseException as exc:
-        raise UsageError(f"cannot resolve config ({where}): {_first_line(exc)}") from None
+        raise UsageError(f"cannot resolve config ({where}): {first_line(exc)}") from None
 
 
 def _check_group_choice(group: str, value: Any) -> None:
@@ -232,7 +232,7 @@ def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
 
 def _friendly(exc: BaseException, where: str) -> str:
     cause = exc.__cause__ or exc
-    msg = _first_line(cause)
+    msg = first_line(cause)
     if "not in struct" in msg or "Could not override" in str(exc) or "Key '" in msg:
         return f"unknown config key in '{where}': {msg} (see `actbench run --help` for the keys)"
     return f"invalid override '{where}': {msg}"

@@ -54,7 +54,7 @@ def parse_overrides(overrides: Sequence[str]) -> list[Any]:
         try:
             (override,) = parser.parse_overrides([text])
         except OverrideParseException as exc:
-            raise UsageError(f"cannot parse override '{text}': {_first_line(exc)}{_hint(text)}") from None
+            raise UsageError(f"cannot parse override '{text}': {first_line(exc)}{_hint(text)}") from None
         _PARSED[text] = override
         parsed.append(override)
     return parsed
@@ -76,7 +76,7 @@ def _hint(text: str) -> str:
     return ""
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     while exc.__cause__ is not None and not str(exc).strip():
         exc = exc.__cause__
     text = str(exc).strip() or (str(exc.__cause__).strip() if exc.__cause__ else type(exc).__name__)
