@@ -20,6 +20,7 @@ from activation_bench.analysis.loading import Loaded, canon, load, varying_colum
 from activation_bench.analysis.metrics import FLOOR, Metric, default_loss, parse_metric, run_values
 from activation_bench.analysis.notes import CompareResult, tie_note
 from activation_bench.analysis.stats import ALPHA, STAT_COLS, filled, group_index, group_stats, holm, paired_test
+from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
 from activation_bench.errors import UsageError
 
 
@@ -148,28 +149,38 @@ def comparisons(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple
 
 
 EXTRA_COLS = ["seeds_needed", "min_detectable_ratio"]  # with --power (power.POWER_COLS)
+TUNE_COLS = ["tune_n", "tune_score"]  # with --tune
 
 
 def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
             baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR,
-            power: Any = None) -> CompareResult:
+            power: Any = None, tune: TuneSpec | None = None) -> CompareResult:
     """Group, summarise and pair-compare the loaded runs. Rows come best first within each
     combination of the group columns other than the baseline key. `power` (a power.PowerSpec)
-    adds the columns seeds_needed and min_detectable_ratio to the comparisons."""
+    adds the columns seeds_needed and min_detectable_ratio to the comparisons. `tune` (a
+    tune.TuneSpec): each group at its tuned values, statistics on the evaluation seeds only."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
     if power is not None and not metric.is_loss:
         raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {metric.label}")
     notes = list(loaded.warnings)
+    if tune is not None:
+        parse_tune(tune.keys, tune.tune_seeds, by)
     values = run_values(loaded, metric, loss, floor)
-    group_cols = resolve_groups(loaded, by)
+    group_cols = [c for c in resolve_groups(loaded, by) if tune is None or c not in tune.keys]
     if metric.kind == "epoch" and not (values["status"] != "missing").any():
         raise UsageError(f"--metric {metric.label}: no run has epoch {int(metric.param or 0)}")
+    selection = None
+    if tune is not None:
+        values, selection = tuned_values(loaded, values, metric, group_cols, tune, floor, notes)
     _note_missing(values, metric, notes)
     table = group_stats(values, group_cols, metric)
+    if selection is not None:
+        table = _with_choice(table, selection)
     base = parse_baseline(baseline, group_cols, values)
     pair_cols: list[str] = []
     if base is not None:
-        pair_cols = [c for c in varying_columns(loaded) if c != base[0]]
+        skip = {base[0], *(tune.keys if tune is not None else ())}
+        pair_cols = [c for c in varying_columns(loaded) if c not in skip]
         comp = comparisons(values, group_cols, base, metric, pair_cols, notes)
         if power is not None:
             from activation_bench.analysis.power import add_power
@@ -178,10 +189,19 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         table = table.merge(comp, on=list(group_cols), how="left") if group_cols else table
         table["is_baseline"] = table[base[0]] == base[1]
     table = _order(_tidy(table), group_cols, base, metric)
-    extra = [*COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
-    cols = [*group_cols, *STAT_COLS] + [c for c in extra if c in table.columns]
+    keys = list(selection.keys) if selection is not None else []
+    extra = [*TUNE_COLS, *COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
+    cols = [*group_cols, *keys, *STAT_COLS] + [c for c in extra if c in table.columns]
     return CompareResult(table[cols].reset_index(drop=True), list(group_cols), metric, loss, base,
-                         pair_cols, notes, floor, power)
+                         pair_cols, notes, floor, power, selection)
+
+
+def _with_choice(table: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    """The group statistics of the kept groups with their chosen values, tune_n and tune_score."""
+    if not sel.group_cols:
+        chosen = sel.chosen
+        return table.assign(**{c: chosen[c].iloc[0] for c in chosen.columns}) if len(chosen) else table.iloc[:0]
+    return table.merge(sel.chosen, on=sel.group_cols, how="inner")  # both spell missing values '(none)'
 
 
 def _tidy(table: pd.DataFrame) -> pd.DataFrame:
@@ -225,10 +245,11 @@ def _order(table: pd.DataFrame, group_cols: Sequence[str], base: tuple[str, str]
 
 
 def run_compare(paths: Sequence[str | Path], metric: str = "final", by: Sequence[str] | None = None,
-                baseline: str | None = None, loss: str | None = None, floor: float = FLOOR) -> CompareResult:
+                baseline: str | None = None, loss: str | None = None, floor: float = FLOOR,
+                tune: TuneSpec | None = None) -> CompareResult:
     """load + compare, with the metric checked before any file is read. loss None: train_loss, or
     test_loss for early_stop where the inputs have it (`default_loss`)."""
     m = parse_metric(metric)
     loaded = load(paths, loss or "train_loss")
-    return compare(loaded, m, by, baseline, default_loss(loaded, m, loss), floor)
+    return compare(loaded, m, by, baseline, default_loss(loaded, m, loss), floor, tune=tune)
 

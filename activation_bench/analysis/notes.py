@@ -24,6 +24,11 @@ class CompareResult:
     warnings: list[str]
     floor: float = FLOOR
     power: Any = None  # a power.PowerSpec when --power was given
+    tuning: Any = None  # a tune.Selection when --tune was given
+
+    @property
+    def tuned_keys(self) -> list[str]:
+        return list(self.tuning.keys) if self.tuning is not None else []
 
     @property
     def methods(self) -> list[str]:
@@ -48,6 +53,10 @@ def method_notes(res: CompareResult) -> list[str]:
             lines.append("Tests use the pairs where both runs reached it (n_pairs); the win rate also counts "
                          "reaching it against not reaching it as a win.")
     lines.append("Diverged runs (NaN/inf loss) are counted apart and left out of every statistic.")
+    if res.tuning is not None:
+        from activation_bench.analysis.tune import method_note
+
+        lines.append(method_note(res.tuning, m.label))
     if res.baseline is not None:
         pair = ", ".join(res.pair_cols) or "nothing (one run per group)"
         diff = "log10 loss (ratio = geometric-mean ratio)" if m.is_loss else "epochs (ratio = ratio of mean epochs)"

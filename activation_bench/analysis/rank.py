@@ -25,6 +25,7 @@ from scipy import stats
 from activation_bench.analysis.loading import Loaded, varying_columns
 from activation_bench.analysis.metrics import FLOOR, Metric, parse_metric, run_values
 from activation_bench.analysis.stats import ALPHA, holm
+from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
 from activation_bench.errors import UsageError
 
 POSTHOCS = ("nemenyi", "wilcoxon")
@@ -52,6 +53,7 @@ class RankResult:
     metric: Metric = field(default_factory=lambda: Metric("final"))
     loss: str = "train_loss"
     warnings: list[str] = field(default_factory=list)
+    tuning: Selection | None = None  # with --tune: what was chosen per task and group
 
     @property
     def best(self) -> str:
@@ -181,14 +183,17 @@ def contiguous_groups(order: Sequence[str], p: pd.DataFrame, alpha: float) -> li
 # from loaded runs
 
 
-def resolve_task(loaded: Loaded, by: str, task: Sequence[str] | None) -> list[str]:
-    """--task columns (checked), else every varying config column except `by` and seed."""
+def resolve_task(loaded: Loaded, by: str, task: Sequence[str] | None, tuned: Sequence[str] = ()) -> list[str]:
+    """--task columns (checked), else every varying config column except `by`, seed and tuned keys."""
     columns = ", ".join(loaded.config_cols) or "none"
     if by not in loaded.config_cols:
         raise UsageError(f"--by {by}: no such config column (columns: {columns})")
     if not task:
-        return [c for c in varying_columns(loaded) if c not in (by, "seed")]
+        return [c for c in varying_columns(loaded) if c not in (by, "seed", *tuned)]
     cols = list(dict.fromkeys(c.strip() for item in task for c in str(item).split(",") if c.strip()))
+    both = [c for c in cols if c in tuned]
+    if both:
+        raise UsageError(f"--tune {both[0]} and --task {both[0]}: a key is either tuned or part of the task, not both")
     unknown = [c for c in cols if c not in loaded.config_cols]
     if unknown:
         raise UsageError(f"--task {','.join(unknown)}: no such config column (columns: {columns})")
@@ -214,13 +219,18 @@ def _label(cols: Sequence[str], key: tuple) -> str:
 
 
 def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[str], loss: str,
-                 floor: float, notes: list[str]) -> pd.DataFrame:
+                 floor: float, notes: list[str], tune: TuneSpec | None = None) -> tuple[pd.DataFrame, Selection | None]:
     """Task x group matrix of mean scores over each cell's usable runs; tasks missing a group are
-    named in `notes` and left out; groups with fewer usable seeds than others in a task are named."""
+    named in `notes` and left out; groups with fewer usable seeds than others in a task are named.
+    With `tune`: each task x group at its tuned values, scored on the evaluation seeds only."""
     values = run_values(loaded, metric, loss, floor)
     frame = pd.DataFrame({c: values[c].astype(object).where(values[c].notna(), "(none)") for c in [*task_cols, by]})
     frame["score"] = task_scores(values, loaded, metric)
     frame["status"] = values["status"].to_numpy(object)
+    sel = None
+    if tune is not None:
+        kept, sel = tuned_values(loaded, values, metric, [*task_cols, by], tune, floor, notes)
+        frame = frame.loc[kept.index]
     groups = list(dict.fromkeys(frame[by]))
     if len(groups) < 2:
         raise UsageError(f"--by {by}: fewer than 2 groups (only {by}={groups[0] if groups else 'nothing'})")
@@ -250,23 +260,26 @@ def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[st
     if len(kept) < 2:
         raise UsageError(f"only {len(kept)} of {len(task_keys)} tasks have a result for every {by}: "
                          "ranking needs at least 2 (see the warnings above)")
-    return pd.DataFrame(rows, index=pd.Index(kept, name="task"), columns=pd.Index(groups, name=by))
+    return pd.DataFrame(rows, index=pd.Index(kept, name="task"), columns=pd.Index(groups, name=by)), sel
 
 
 def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
          task: Sequence[str] | None = None, loss: str = "train_loss", alpha: float = ALPHA,
-         posthoc: str = "nemenyi", floor: float = FLOOR) -> RankResult:
-    """Rank the `by` groups within each task and test the ranking (see the module docstring)."""
+         posthoc: str = "nemenyi", floor: float = FLOOR, tune: TuneSpec | None = None) -> RankResult:
+    """Rank the `by` groups within each task and test the ranking (see the module docstring).
+    `tune`: tune per task and group first (tune.py), then rank on the evaluation seeds."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
     if posthoc not in POSTHOCS:
         raise UsageError(f"unknown post-hoc test '{posthoc}'; valid: {', '.join(POSTHOCS)}")
+    if tune is not None:
+        parse_tune(tune.keys, tune.tune_seeds, [by])
     notes = list(loaded.warnings)
-    task_cols = resolve_task(loaded, by, task)
-    scores = score_matrix(loaded, metric, by, task_cols, loss, floor, notes)
+    task_cols = resolve_task(loaded, by, task, tune.keys if tune is not None else ())
+    scores, sel = score_matrix(loaded, metric, by, task_cols, loss, floor, notes, tune)
     st = rank_matrix(scores, alpha, posthoc)
     return RankResult(_table(scores, st, by), by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
                       st["friedman_p"], st["critical_difference"], st["p_nemenyi"], st["p_wilcoxon"],
-                      st["groups"], alpha, posthoc, metric, loss, notes)
+                      st["groups"], alpha, posthoc, metric, loss, notes, sel)
 
 
 def _table(scores: pd.DataFrame, st: dict, by: str) -> pd.DataFrame:
@@ -313,6 +326,10 @@ def method_notes(res: RankResult) -> list[str]:
     test = "Nemenyi" if res.posthoc == "nemenyi" else "Wilcoxon signed-rank, Holm over all pairs"
     lines.append(f"group: {res.by}s sharing a letter cannot be told apart ({test}: p >= {res.alpha:g} for every "
                  "pair in the group; groups are runs of consecutive mean ranks, as the diagram's bars).")
+    if res.tuning is not None:
+        from activation_bench.analysis.tune import method_note as tune_note
+
+        lines.append(tune_note(res.tuning, m.label))
     if n < 6:
         lines.append(f"With {n} tasks no two-sided Wilcoxon test over tasks can reach p < 0.05: more tasks give "
                      "sharper answers.")

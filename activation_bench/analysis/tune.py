@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from activation_bench.analysis.loading import Loaded
+from activation_bench.analysis.metrics import Metric, run_values
 from activation_bench.errors import UsageError
 
 TIE_RULE = ("ties in the selection score go to the first value in grid order (each key's values ascending, "
@@ -155,67 +157,73 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
     scores["n_ok"] = scores["n_ok"].astype(int)
     scores["n_failed"] = scores["n_failed"].astype(int)
     combos = _grid_combos(sp[[*keys]], grid, keys)
+    ranked = _rank(scores, group_cols, keys, grid)
+    order = _groups(sp, group_cols)  # every group, in order of first appearance
+    complete = ranked.groupby("_g", sort=False).size() == len(combos) if len(ranked) else pd.Series(dtype=bool)
     notes: list[str] = []
     dropped: list[str] = []
-    chosen_rows, kept = [], []
-    by_group = dict(_groups(scores, group_cols))
-    for gkey, _ in _groups(sp, group_cols):
-        part = by_group.get(gkey, scores.iloc[:0])
-        have = set(map(tuple, part[keys].to_numpy(object).tolist()))
-        missing = [c for c in combos if c not in have]
+    keep_codes = []
+    for gkey in order:
+        code = tuple(gkey)
         label = _describe(group_cols, gkey)
-        if missing:
-            what = "; ".join(_describe(keys, c) for c in missing[:3]) + (" ..." if len(missing) > 3 else "")
-            dropped.append(label)
-            notes.append(f"{label}: no tuning run with {what} (the grid's other groups have it): left out, "
-                         "not tuned over fewer values")
+        if bool(complete.get(code, False)):
+            keep_codes.append(code)
             continue
-        ranked = _rank(part, keys, grid)
-        kept.append(ranked)
-        best = ranked.iloc[0]
-        chosen_rows.append({**dict(zip(group_cols, gkey)), **{k: best[k] for k in keys},
-                            "tune_score": float(best["score"]), "tune_n": int(best["n_ok"])})
-        notes.extend(_edge_notes(label, best, keys, grid))
-        short = part[(part["n_ok"] + part["n_failed"]) < len(tune_seeds)]
-        if len(short):
-            notes.append(f"{label}: {len(short)} grid value(s) have runs on fewer than the {len(tune_seeds)} "
-                         "tuning seeds; scored on the runs there are")
-    chosen = pd.DataFrame(chosen_rows, columns=[*group_cols, *keys, "tune_score", "tune_n"])
-    all_scores = pd.concat(kept, ignore_index=True) if kept else scores.iloc[:0].assign(rank=[])
-    return Selection(keys, group_cols, list(tune_seeds), list(eval_seeds), grid, chosen, all_scores,
-                     selected_on, dropped, notes)
+        have = set(map(tuple, ranked.loc[ranked["_g"] == code, keys].to_numpy(object).tolist()))
+        missing = [c for c in combos if c not in have]
+        what = "; ".join(_describe(keys, c) for c in missing[:3]) + (" ..." if len(missing) > 3 else "")
+        dropped.append(label)
+        notes.append(f"{label}: no tuning run with {what} (the grid's other groups have it): left out, "
+                     "not tuned over fewer values")
+    kept = ranked[ranked["_g"].isin(set(keep_codes))]
+    best = kept[kept["rank"] == 1].set_index("_g").loc[keep_codes].reset_index(drop=True) if keep_codes \
+        else kept.iloc[:0].drop(columns="_g")
+    chosen = best[[*group_cols, *keys]].assign(tune_score=best["score"].to_numpy(float),
+                                               tune_n=best["n_ok"].to_numpy(int))
+    for row in chosen.itertuples(index=False):
+        label = _describe(group_cols, row[:len(group_cols)])
+        notes.extend(_edge_notes(label, dict(zip(keys, row[len(group_cols):])), keys, grid))
+    short = kept[(kept["n_ok"] + kept["n_failed"]) < len(tune_seeds)].groupby("_g", sort=False).size()
+    for code, count in short.items():
+        notes.append(f"{_describe(group_cols, code)}: {count} grid value(s) have runs on fewer than the "
+                     f"{len(tune_seeds)} tuning seeds; scored on the runs there are")
+    return Selection(keys, group_cols, list(tune_seeds), list(eval_seeds), grid, chosen.reset_index(drop=True),
+                     kept.drop(columns="_g").reset_index(drop=True), selected_on, dropped, notes)
 
 
-def _groups(df: pd.DataFrame, cols: Sequence[str]) -> list[tuple[tuple, pd.DataFrame]]:
-    """(key tuple, rows) per group in order of first appearance; one group of everything without cols."""
+def _groups(df: pd.DataFrame, cols: Sequence[str]) -> list[tuple]:
+    """The groups' keys in order of first appearance (one empty key without cols)."""
     if not cols:
-        return [((), df)]
-    return [(k if isinstance(k, tuple) else (k,), part) for k, part in df.groupby(list(cols), sort=False)]
+        return [()]
+    return list(dict.fromkeys(df[list(cols)].itertuples(index=False, name=None)))
 
 
 def _grid_combos(sp: pd.DataFrame, grid: dict[str, list[str]], keys: Sequence[str]) -> list[tuple]:
     """The combinations of tuned values that any run has, in grid order."""
-    seen = set(map(tuple, sp.to_numpy(object).tolist()))
+    seen = set(sp.drop_duplicates().itertuples(index=False, name=None))
     order = {k: {v: i for i, v in enumerate(grid[k])} for k in keys}
     return sorted(seen, key=lambda c: tuple(order[k].get(v, len(order[k])) for k, v in zip(keys, c)))
 
 
-def _rank(part: pd.DataFrame, keys: Sequence[str], grid: dict[str, list[str]]) -> pd.DataFrame:
-    """The group's grid combinations, best first (fewest failed, lowest score, grid order)."""
-    t = part.copy()
-    total = (t["n_ok"] + t["n_failed"]).clip(lower=1)
-    t["_fail"] = t["n_failed"] / total
+def _rank(scores: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
+          grid: dict[str, list[str]]) -> pd.DataFrame:
+    """Every group's grid combinations, best first within the group (fewest failed, lowest score,
+    grid order), numbered by `rank`; `_g` holds the group's key tuple. One sort for all groups."""
+    t = scores.copy()
+    t["_g"] = list(t[list(group_cols)].itertuples(index=False, name=None)) if group_cols else [()] * len(t)
+    t["_code"] = t.groupby(list(group_cols), sort=False).ngroup() if group_cols else 0
+    t["_fail"] = t["n_failed"] / (t["n_ok"] + t["n_failed"]).clip(lower=1)
     t["_score"] = t["score"].fillna(np.inf)
     order = [f"_o{i}" for i in range(len(keys))]
     for col, k in zip(order, keys):
         pos = {v: i for i, v in enumerate(grid[k])}
-        t[col] = t[k].map(lambda v, pos=pos: pos.get(v, len(pos)))
-    t = t.sort_values(["_fail", "_score", *order], kind="stable")
-    t["rank"] = np.arange(1, len(t) + 1)
-    return t.drop(columns=["_fail", "_score", *order]).reset_index(drop=True)
+        t[col] = t[k].map(pos).fillna(len(pos))
+    t = t.sort_values(["_code", "_fail", "_score", *order], kind="stable")
+    t["rank"] = t.groupby("_code", sort=False).cumcount() + 1
+    return t.drop(columns=["_code", "_fail", "_score", *order]).reset_index(drop=True)
 
 
-def _edge_notes(label: str, best: pd.Series, keys: Sequence[str], grid: dict[str, list[str]]) -> list[str]:
+def _edge_notes(label: str, best: dict, keys: Sequence[str], grid: dict[str, list[str]]) -> list[str]:
     out = []
     for k in keys:
         values = grid[k]
@@ -226,14 +234,60 @@ def _edge_notes(label: str, best: pd.Series, keys: Sequence[str], grid: dict[str
     return out
 
 
-def evaluated(values: pd.DataFrame, sel: Selection) -> pd.DataFrame:
-    """The evaluation seeds' runs at each kept group's chosen values (tuning seeds never appear)."""
+def eval_mask(values: pd.DataFrame, sel: Selection) -> np.ndarray:
+    """Which runs are evaluated: an evaluation seed, at its group's chosen values (kept groups only)."""
     cols = [*sel.group_cols, *sel.keys]
-    sp = _spelled(values, cols)
     is_eval = values["seed"].astype(object).isin(sel.eval_seeds).to_numpy()
-    want = set(map(tuple, _spelled(sel.chosen, cols).to_numpy(object).tolist()))
-    at_chosen = np.fromiter((tuple(r) in want for r in sp.to_numpy(object).tolist()), bool, len(sp))
-    return values[is_eval & at_chosen].reset_index(drop=True)
+    if not len(sel.chosen):
+        return np.zeros(len(values), bool)
+    chosen = sel.chosen[cols].assign(_hit=True)
+    hit = _spelled(values, cols).merge(chosen, on=cols, how="left")["_hit"].notna().to_numpy()
+    return is_eval & hit
+
+
+def evaluated(values: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    """The evaluation seeds' runs at each kept group's chosen values (tuning seeds never appear);
+    the index of `values` is kept."""
+    return values[eval_mask(values, sel)]
+
+
+def selection_values(loaded: Loaded, metric: Metric, floor: float) -> tuple[pd.DataFrame, str, list[str]]:
+    """Per run the selection score: the metric applied to val_loss, as log10 (lower is better); runs
+    without validation losses fall back to train_loss (early_stop: the lowest train_loss).
+    Returns (run values with a `score` column, what was selected on, notes)."""
+    has_val = "val_loss" in loaded.losses and bool(np.isfinite(loaded.losses["val_loss"]).any())
+    train = run_values(loaded, Metric("best") if metric.kind == "early_stop" else metric, "train_loss", floor)
+    if has_val:
+        val = run_values(loaded, metric, "val_loss", floor)
+        no_val = (val["status"] == "missing").to_numpy() & (train["status"] != "missing").to_numpy()
+        out = val.copy()
+        for col in ("value", "log10", "status"):
+            out.loc[no_val, col] = train.loc[no_val, col]
+    else:
+        no_val = np.ones(len(train), bool)
+        out = train
+    score = out["log10"].to_numpy(float) if metric.is_loss else np.log10(out["value"].to_numpy(float))
+    out = out.assign(score=score)
+    if not has_val:
+        return out, "train_loss", ["no run has a val_loss: tuned values are selected on train_loss (the "
+                                   "evaluation seeds are still not used to select)"]
+    if no_val.any():
+        return out, "val_loss (train_loss where a run has none)", [
+            f"{int(no_val.sum())} runs have no val_loss: their groups are tuned on train_loss"]
+    return out, "val_loss", []
+
+
+def tuned_values(loaded: Loaded, values: pd.DataFrame, metric: Metric, group_cols: Sequence[str], spec: TuneSpec,
+                 floor: float, notes: list[str]) -> tuple[pd.DataFrame, Selection]:
+    """The evaluation runs of `values` (run_values of the compared loss) at each group's tuned values,
+    and the Selection. Notes go to `notes`."""
+    notes.extend(check_keys(spec, loaded.config_cols, loaded.runs))
+    tune_s, eval_s = split_seeds(values["seed"].dropna().unique(), spec.tune_seeds)
+    sel_values, source, why = selection_values(loaded, metric, floor)
+    notes.extend(why)
+    sel = select(sel_values, group_cols, spec.keys, tune_s, eval_s, score="score", selected_on=source)
+    notes.extend(sel.notes)
+    return evaluated(values, sel), sel
 
 
 def expected_best(scores: Sequence[float], k: int) -> tuple[float, float]:
@@ -261,7 +315,9 @@ def budget(sel: Selection) -> pd.DataFrame:
     rows = []
     if not len(sel.scores):
         return pd.DataFrame(columns=[*sel.group_cols, "k", "expected_best", "p_all_failed"])
-    for gkey, part in _groups(sel.scores, sel.group_cols):
+    parts = sel.scores.groupby(sel.group_cols, sort=False) if sel.group_cols else [((), sel.scores)]
+    for gkey, part in parts:
+        gkey = gkey if isinstance(gkey, tuple) else (gkey,)
         s = np.where(part["n_failed"].to_numpy() > 0, np.inf, part["score"].to_numpy(float))
         for k in range(1, len(s) + 1):
             best, p = expected_best(s, k)

@@ -24,6 +24,17 @@ ByOpt = Annotated[
     typer.Option("--by", help="Group by these config columns (repeat or comma list). Default: every config "
                  "column that varies across the inputs, except seed.", show_default=False),
 ]
+TuneOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tune", help="Tune this swept key (repeat: lr, batch_size, model.init, ...): each group at its "
+                 "own best value, chosen by the metric of val_loss (mean log10) on the tuning seeds; every "
+                 "statistic on the other seeds only.", show_default=False),
+]
+TuneSeedsOpt = Annotated[
+    int | None,
+    typer.Option("--tune-seeds", help="With --tune: the K smallest seeds tune, the rest are judged. Default: a "
+                 "third of the seeds, rounded up, at least 2.", show_default=False),
+]
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss, val_loss or test_loss.")]
 CompareLossOpt = Annotated[str | None, typer.Option(
     "--loss", help="Loss column: train_loss, val_loss or test_loss. Default: train_loss; for --metric early_stop "
@@ -69,6 +80,8 @@ def compare(
         show_default=False)] = None,
     power_level: Annotated[str, typer.Option("--power-level", help="Power for --power.")] = "0.8",
     alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power.")] = "0.05",
+    tune: TuneOpt = None,
+    tune_seeds: TuneSeedsOpt = None,
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
@@ -88,6 +101,8 @@ def compare(
       actbench compare runs/my-real-data-sweep --metric early_stop
 
       actbench compare runs/my-sweep --power 1.05
+
+      actbench compare runs/my-lr-sweep --metric early_stop --tune lr --baseline activation=relu
     """
     # Long only on paper: the Typer options and the docstring (the --help text) take 40 of its lines.
     with reported():
@@ -100,6 +115,7 @@ def compare(
         if output is not None:
             store.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
+        tuning = cmp.parse_tune(tune, tune_seeds, by)
         spec = None
         if power is None and (power_level, alpha) != ("0.8", "0.05"):
             raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
@@ -110,7 +126,7 @@ def compare(
             if not m.is_loss:
                 raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {m.label}")
         loaded = cmp.load(paths, loss or "train_loss")
-        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec)
+        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning)
         _warn(result.warnings)
         emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
 
@@ -125,6 +141,12 @@ def plot(
     grads: Annotated[bool, typer.Option("--grads", help="Per-layer gradient norms (grads.csv, from "
                                         "log.grad_norms=true) of run or sweep directories instead of losses: "
                                         "a panel per group, a line per hidden layer, median over seeds.")] = False,
+    x: Annotated[str | None, typer.Option("--x", help="Sensitivity: the metric against this swept key (e.g. lr) on "
+                                          "a log axis, a line per activation (or --by), a panel per task.",
+                                          show_default=False)] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", "-m", help="With --x: the metric drawn (as in compare). Default: early_stop where the runs "
+        "have val_loss, else final.", show_default=False)] = None,
 ) -> None:
     """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
     over epochs on a log scale, with the interquartile range over seeds as a band. With --grads, each
@@ -137,11 +159,20 @@ def plot(
       actbench plot runs/my-sweep --by lr --loss val_loss --output curves.svg
 
       actbench plot --grads runs/my-deep-sweep --output grads.png
+
+      actbench plot runs/my-lr-sweep --x lr --metric early_stop --output lr.svg
     """
     with reported():
         from activation_bench.render import plots
 
         plots.check_output(output)
+        if metric is not None and x is None:
+            raise UsageError("--metric draws against --x: give --x KEY too, e.g. --x lr (curves show every epoch)")
+        if x is not None:
+            if grads:
+                raise UsageError("--x and --grads draw different figures: give one of them")
+            _plot_x(paths, output, x, metric, loss or None, by)
+            return
         if grads:
             from activation_bench.render import grad_plots
 
@@ -155,6 +186,22 @@ def plot(
         _warn(loaded.warnings)
         plots.plot_curves(loaded, output, by, loss)
         typer.echo(f"wrote {output}", err=True)
+
+
+def _plot_x(paths: list[Path], output: Path, x: str, metric: str | None, loss: str | None,
+            by: list[str] | None) -> None:
+    """`plot --x KEY`: the sensitivity figure (render/sensitivity.py)."""
+    from activation_bench.analysis import compare as cmp
+    from activation_bench.render import sensitivity
+
+    m = cmp.parse_metric(metric) if metric is not None else None
+    loaded = cmp.load(paths, loss or "train_loss")
+    _warn(loaded.warnings)
+    if m is None:
+        has_val = "val_loss" in loaded.losses
+        m = cmp.parse_metric("early_stop" if has_val else "final")
+    sensitivity.plot_sensitivity(loaded, output, x, m, cmp.default_loss(loaded, m, loss), by)
+    typer.echo(f"wrote {output}", err=True)
 
 
 def plot_activations(
@@ -199,6 +246,8 @@ def report(
     loss: CompareLossOpt = None,
     shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Draw the activations and their "
                                          "derivatives (the only section that imports torch).")] = True,
+    tune: TuneOpt = None,
+    tune_seeds: TuneSeedsOpt = None,
 ) -> None:
     """One self-contained HTML page per study: a summary in words, the compare table of each metric
     (the numbers of `compare --format json`), loss curves with seed bands per task, the activations'
@@ -210,17 +259,23 @@ def report(
       actbench report runs/my-sweep
 
       actbench report runs/my-sweep --metric epoch=10 --metric final --baseline activation=relu -o study.html
+
+      actbench report runs/my-lr-sweep --tune lr --baseline activation=relu
     """
     import shlex
 
     with reported():
+        from activation_bench.analysis.tune import parse_tune
         from activation_bench.render import report as rep
 
+        tuning = parse_tune(tune, tune_seeds)
         argv = ["actbench", "report", *map(str, paths)]
         argv += [a for m in metric or [] for a in ("--metric", m)]
         for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
             argv += [flag, str(value)] if value is not None else []
         argv += ["--loss", loss] if loss is not None else []
         argv += [] if shapes else ["--no-shapes"]
-        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv))
+        argv += [a for k in tuning.keys for a in ("--tune", k)] if tuning else []
+        argv += ["--tune-seeds", str(tune_seeds)] if tune_seeds is not None else []
+        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv), tuning)
         typer.echo(f"wrote {out}", err=True)

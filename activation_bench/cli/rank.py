@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli.compare import CompareLossOpt, PathsArg, _warn, emit
+from activation_bench.cli.compare import CompareLossOpt, PathsArg, TuneOpt, TuneSeedsOpt, _warn, emit
 from activation_bench.errors import UsageError, reported
 
 
@@ -33,6 +33,8 @@ def rank(
                                                 show_default=False)] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the critical-difference diagram here "
                                               "(.png, .svg or .pdf).", show_default=False)] = None,
+    tune: TuneOpt = None,
+    tune_seeds: TuneSeedsOpt = None,
 ) -> None:
     """Which activation is best across many tasks: rank the --by values within each task (mean over
     seeds of the metric; losses on a log10 scale), average the ranks over tasks, and test them
@@ -45,11 +47,14 @@ def rank(
       actbench rank runs/my-sweep --metric epoch=100 --plot cd.png
 
       actbench rank runs/my-sweep --task data,data.target --format csv --output ranks.csv
+
+      actbench rank runs/my-lr-sweep --metric early_stop --tune lr
     """
     with reported():
         from activation_bench.analysis import rank as rk
         from activation_bench.analysis.loading import load
         from activation_bench.analysis.metrics import default_loss, parse_metric
+        from activation_bench.analysis.tune import parse_tune
         from activation_bench.render import rank_tables
         from activation_bench.runs import store
 
@@ -59,6 +64,7 @@ def rank(
             raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
         level = rk.parse_alpha(alpha)
         m = parse_metric(metric)
+        tuning = parse_tune(tune, tune_seeds, [by])
         if plot is not None:
             from activation_bench.render.plots import check_output
 
@@ -66,7 +72,7 @@ def rank(
         if output is not None:
             store.check_folder(output)  # before any work
         loaded = load(paths, loss or "train_loss")
-        result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc)
+        result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc, tune=tuning)
         _warn(result.warnings)
         if plot is not None:
             rank_tables.write_cd(result, plot)

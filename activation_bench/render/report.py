@@ -24,8 +24,10 @@ from activation_bench.analysis.loading import LOSSES, Loaded
 from activation_bench.analysis.metrics import run_values
 from activation_bench.analysis.provenance import provenance
 from activation_bench.analysis.stats import group_index, t_half_width
+from activation_bench.analysis.tune import TuneSpec
 from activation_bench.errors import UsageError
 from activation_bench.render import tables
+from activation_bench.render.report_tuning import tuning_section
 
 SUFFIXES = (".html", ".htm")
 DEFAULT_NAME = "report.html"
@@ -68,6 +70,7 @@ def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, An
     """Cells of one row of `tables.to_json`'s rows (raw numbers, None where undefined)."""
     f, p, is_loss = tables.fmt_num, tables.fmt_p, res.metric.is_loss
     cells = [_cell(str(row[c]), num=False) for c in res.group_cols]
+    cells += [_cell(str(row[k]), (k, row[k])) for k in res.tuned_keys]
     cells.append(_cell(tables.fmt_int(row["n"]), ("n", row["n"])))
     cells.append(_cell(tables.fmt_int(row["n_diverged"]), ("n_diverged", row["n_diverged"])))
     if not is_loss:
@@ -96,7 +99,8 @@ def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, An
 
 def _headers(res: cmp.CompareResult) -> list[str]:
     is_loss = res.metric.is_loss
-    heads = [*res.group_cols, "n", "diverged"] + ([] if is_loss else ["not reached"])
+    heads = [*res.group_cols, *[f"{k} (tuned)" for k in res.tuned_keys], "n", "diverged"]
+    heads += [] if is_loss else ["not reached"]
     heads += ["geo mean" if is_loss else "mean epochs", "95% CI", "median"]
     if res.baseline is not None:
         heads += ["pairs", "Δlog10" if is_loss else "Δepochs", "ratio", "win", "p Holm t / W", "d_z", "sig"]
@@ -175,9 +179,9 @@ def summary(loaded: Loaded, res: cmp.CompareResult, statuses: np.ndarray) -> dic
 # ranking across tasks
 
 
-def ranking(loaded: Loaded, res: cmp.CompareResult) -> dict[str, Any] | None:
+def ranking(loaded: Loaded, res: cmp.CompareResult, tune: TuneSpec | None = None) -> dict[str, Any] | None:
     """`actbench rank` of the compared column (the baseline's key) across the tasks, with its
-    critical-difference diagram; None with fewer than two tasks."""
+    critical-difference diagram (tuned as the compare tables with `tune`); None with fewer than two tasks."""
     key = res.baseline[0] if res.baseline else None
     tasks = [c for c in res.group_cols if c != key]
     if key is None or not tasks or len(group_index(loaded.runs, tasks)) < 2:
@@ -186,7 +190,7 @@ def ranking(loaded: Loaded, res: cmp.CompareResult) -> dict[str, Any] | None:
     from activation_bench.render import rank_tables
 
     try:
-        rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss)
+        rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss, tune=tune)
     except UsageError as exc:
         return {"svg": None, "caption": "", "headers": [], "rows": [], "notes": [f"not ranked: {exc}"]}
     cols = rank_tables._columns(rr)
@@ -295,20 +299,22 @@ def default_metrics(loaded: Loaded) -> list[str]:
 
 def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline: str | None = None,
           title: str | None = None, loss: str | None = None, draw_shapes: bool = True,
-          command: str = "") -> dict[str, Any]:
+          command: str = "", tune: TuneSpec | None = None) -> dict[str, Any]:
     """Everything the template shows. Each metric's table is `compare.compare` on the same loaded
-    runs, through `tables.to_json`, so its numbers equal `actbench compare --format json`."""
+    runs, through `tables.to_json`, so its numbers equal `actbench compare --format json` (with the
+    same --tune)."""
     for m in metrics or []:
         cmp.parse_metric(m)
     loaded = cmp.load(paths, loss or "train_loss")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
-    results = [cmp.compare(loaded, m, None, baseline, cmp.default_loss(loaded, m, loss)) for m in parsed]
+    results = [cmp.compare(loaded, m, None, baseline, cmp.default_loss(loaded, m, loss), tune=tune) for m in parsed]
     tables = [compare_table(r) for r in results]
     first = results[0]
     statuses = run_values(loaded, cmp.Metric("final"), loss or "train_loss")["status"].to_numpy(object)
     about = summary(loaded, first, statuses)
     common = [line for line in tables[0]["methods"] if all(line in t["methods"] for t in tables)]
     methods = [("Every table" if len(tables) > 1 else tables[0]["metric"], common)]
+    held_out = next((r for r in results if r.metric.kind == "early_stop"), first)
     methods += [(t["metric"], [line for line in t["methods"] if line not in common]) for t in tables if len(tables) > 1]
     return {
         "title": title or f"actbench report: {', '.join(str(p) for p in paths)}",
@@ -316,7 +322,8 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         "findings": [f for f in (finding(t, r) for t, r in zip(tables, results)) if f],
         "tables": tables,
         # ranked by early_stop (held-out loss) when it is shown, else by the first metric
-        "ranking": ranking(loaded, next((r for r in results if r.metric.kind == "early_stop"), first)),
+        "ranking": ranking(loaded, held_out, tune),
+        "tuning": tuning_section(loaded, held_out, svg),
         "curves": curves(loaded, about["task_cols"]),
         "shapes": shapes(loaded, first.group_cols) if draw_shapes else None,
         "shapes_off": not draw_shapes,
@@ -339,7 +346,7 @@ def render_html(context: dict[str, Any]) -> str:
 
 def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Sequence[str] | None = None,
                  baseline: str | None = None, title: str | None = None, loss: str | None = None,
-                 draw_shapes: bool = True, command: str = "") -> Path:
+                 draw_shapes: bool = True, command: str = "", tune: TuneSpec | None = None) -> Path:
     """Check the output, build, render and write the page atomically. Returns its path."""
     from activation_bench.runs.store import atomic_write
 
@@ -348,6 +355,6 @@ def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Seq
     output = check_output(output if output is not None else default_output(paths))
     for m in metrics or []:
         cmp.parse_metric(m)
-    page = render_html(build(paths, metrics, baseline, title, loss, draw_shapes, command))
+    page = render_html(build(paths, metrics, baseline, title, loss, draw_shapes, command, tune))
     atomic_write(output, page)
     return output

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from activation_bench import terminal
-from activation_bench.analysis.compare import COMPARE_COLS, EXTRA_COLS
+from activation_bench.analysis.compare import COMPARE_COLS, EXTRA_COLS, TUNE_COLS
 from activation_bench.analysis.notes import CompareResult
 from activation_bench.analysis.stats import STAT_COLS
 
@@ -59,7 +59,10 @@ def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
     """(header, cell function of a row, right-aligned). compact: the terminal table (notes go below)."""
     is_loss = res.metric.is_loss
     cols: list[tuple[str, Any, bool]] = [(c, (lambda r, c=c: str(r[c])), False) for c in res.group_cols]
+    cols += [(f"{k} (tuned)", (lambda r, k=k: str(r[k])), True) for k in res.tuned_keys]
     cols.append(("n", lambda r: fmt_int(r["n"]), True))
+    if res.tuning is not None and not compact:
+        cols.append(("tune n", lambda r: fmt_int(r["tune_n"]), True))
     if not compact or int(res.table["n_diverged"].fillna(0).sum()):
         cols.append(("diverged", lambda r: fmt_int(r["n_diverged"]), True))
     if not is_loss:
@@ -176,8 +179,8 @@ def to_markdown(res: CompareResult) -> str:
 
 
 def _csv_columns(res: CompareResult) -> list[str]:
-    extra = [*COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
-    return [*res.group_cols, *STAT_COLS] + [c for c in extra if c in res.table.columns]
+    extra = [*TUNE_COLS, *COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
+    return [*res.group_cols, *res.tuned_keys, *STAT_COLS] + [c for c in extra if c in res.table.columns]
 
 
 def to_csv(res: CompareResult) -> str:
@@ -211,7 +214,20 @@ def to_json(res: CompareResult) -> str:
         "warnings": res.warnings,
         "rows": rows,
     }
+    if res.tuning is not None:
+        doc["tuning"] = tuning_json(res.tuning)
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def tuning_json(sel: Any) -> dict[str, Any]:
+    """What --tune did: keys, grid, seeds, what was selected on, groups left out, and the expected
+    best selection score after k grid values per group (tune.budget)."""
+    from activation_bench.analysis.tune import TIE_RULE, budget
+
+    b = budget(sel)
+    return {"keys": sel.keys, "grid": sel.grid, "tune_seeds": sel.tune_seeds, "eval_seeds": sel.eval_seeds,
+            "selected_on": sel.selected_on, "tie_rule": TIE_RULE, "left_out": sel.dropped,
+            "budget": [{c: _plain(v) for c, v in row.items()} for row in b.to_dict("records")]}
 
 
 def render(res: CompareResult, fmt: str) -> str:

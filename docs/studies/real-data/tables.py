@@ -93,7 +93,8 @@ def early_stopping(runs: Path, out: Path) -> str:
         if not (out / f"tuned-{sweep}.csv").is_file() or not res.is_file():
             continue
         tuned = pd.read_csv(out / f"tuned-{sweep}.csv")
-        df = pd.read_csv(res, usecols=lambda c: c in {"run", "activation", "lr", "seed", "epoch", "val_loss", col})
+        wanted = {"run", "activation", "lr", "seed", "epoch", "val_loss", col}
+        df = pd.read_csv(res, usecols=lambda c, w=wanted: c in w)
         df = df[df["seed"] >= FIRST_EVAL_SEED]
         best = df.loc[df.groupby("run")["val_loss"].idxmin()]
         keys = ["activation", *([col] if col else [])]

@@ -1,0 +1,65 @@
+"""The report's tuning section (`actbench report --tune KEY`): the sensitivity figure with each
+group's chosen value starred, the chosen values, the seeds used, and the tuning budget (the expected
+best selection score after k of the grid's values, Dodge et al. 2019)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from activation_bench.analysis.tune import budget
+from activation_bench.errors import UsageError
+
+
+def _fmt(x: float, is_loss: bool) -> str:
+    if x is None or not np.isfinite(x):
+        return "-"
+    return f"{10 ** x:.4g}" if is_loss else f"{10 ** x:.4g} epochs"
+
+
+def _stars(sel: Any, loaded: Any, key: str) -> pd.DataFrame:
+    """The chosen (panel, line, x) of every kept group, labelled as the sensitivity figure labels them."""
+    from activation_bench.render.plots import _labels
+    from activation_bench.render.sensitivity import layout
+
+    panels, lines = layout(loaded, key)
+    chosen = sel.chosen.replace("(none)", None)
+    return pd.DataFrame({"panel": _labels(chosen, panels), "line": _labels(chosen, lines),
+                         "x": pd.to_numeric(chosen[key], errors="coerce").to_numpy(float)})
+
+
+def tuning_section(loaded: Any, res: Any, svg: Any) -> dict[str, Any] | None:
+    """Everything the template's tuning section shows, or None without --tune. `svg` turns a
+    matplotlib figure into inline SVG (report.svg)."""
+    sel = res.tuning
+    if sel is None:
+        return None
+    from activation_bench.render.sensitivity import sensitivity_figure
+
+    is_loss = res.metric.is_loss and res.metric.kind != "auc"
+    figures, notes = [], []
+    for key in sel.keys:
+        try:
+            stars = _stars(sel, loaded, key) if len(sel.keys) == 1 else None
+            fig = sensitivity_figure(loaded, key, res.metric, res.loss, chosen=stars)
+            figures.append({"key": key, "svg": svg(fig, f"sensitivity-{key.replace('.', '-')}")})
+        except UsageError as exc:
+            notes.append(f"no sensitivity figure for {key}: {exc}")
+    cols = [*sel.group_cols, *sel.keys]
+    chosen = [[str(r[c]) for c in cols] + [_fmt(r["tune_score"], is_loss), str(int(r["tune_n"]))]
+              for _, r in sel.chosen.iterrows()]
+    b = budget(sel)
+    n_grid = int(b["k"].max()) if len(b) else 0
+    rows = []
+    for key, part in (b.groupby(sel.group_cols, sort=False) if sel.group_cols else [((), b)]):
+        key = key if isinstance(key, tuple) else (key,)
+        cells = [_fmt(v, is_loss) + (f" (all fail {p:.0%})" if p and p > 0.005 else "")
+                 for v, p in zip(part["expected_best"], part["p_all_failed"])]
+        rows.append([*map(str, key), *cells])
+    return {"keys": sel.keys, "figures": figures, "chosen_headers": [*cols, f"selection score ({sel.selected_on})",
+            "tuning runs"], "chosen": chosen, "tune_seeds": ", ".join(sel.tune_seeds),
+            "eval_seeds": ", ".join(sel.eval_seeds), "selected_on": sel.selected_on,
+            "budget_headers": [*sel.group_cols, *[f"k={k}" for k in range(1, n_grid + 1)]], "budget": rows,
+            "left_out": sel.dropped, "notes": [*sel.notes, *notes]}
