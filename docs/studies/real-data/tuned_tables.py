@@ -1,9 +1,9 @@
-"""Tables of the tuned real-data study (study.sh runs it).
+"""Tables of the tuned real-data study (tuned_study.sh runs it).
 
-    python tables.py fixed-input RESULTS_CSV OUT_CSV   the lr 1e-3 rows of the evaluation seeds (6-25)
-    python tables.py summary RUNS_DIR OUT_DIR          verdicts, chosen lrs, early stopping, tuning budget
+    python tuned_tables.py fixed-input RESULTS_CSV OUT_CSV   the lr 1e-3 rows of the evaluation seeds (6-25)
+    python tuned_tables.py summary RUNS_DIR OUT_DIR          verdicts, chosen lrs, early stopping, tuning budget
 
-`summary` reads the compare CSV/JSON files study.sh wrote into OUT_DIR (tuned-*.csv/json and
+`summary` reads the compare CSV/JSON files tuned_study.sh wrote into OUT_DIR (tuned-*.csv/json and
 fixed-*.csv) and the sweeps' results.csv under RUNS_DIR; it prints markdown.
 """
 

@@ -5,7 +5,7 @@
 # 6-25 judge it (test loss at the epoch of lowest val_loss); the same seeds at lr 1e-3 give the
 # fixed-lr verdict beside it.
 #
-#   bash docs/studies/real-data/study.sh [RUNS_DIR]      (default runs/real-data-tuned)
+#   bash docs/studies/real-data/tuned_study.sh [RUNS_DIR]      (default runs/real-data-tuned)
 #
 # One thread per process (the numbers do not depend on the core count). Re-running resumes the
 # sweeps; the tables and figures go to docs/studies/real-data/ (this script's folder).
@@ -36,7 +36,7 @@ for name in tables functions randhie; do
             --format "$fmt" --output "$OUT/tuned-$name.$ext"
     done
     # the fixed-lr verdict on the same evaluation seeds: lr 1e-3 rows of seeds 6-25
-    python "$OUT/tables.py" fixed-input "$RUNS/$name/results.csv" "$RUNS/$name-fixed.csv"
+    python "$OUT/tuned_tables.py" fixed-input "$RUNS/$name/results.csv" "$RUNS/$name-fixed.csv"
     for fmt in markdown csv; do
         ext=$fmt; [ "$fmt" = markdown ] && ext=md
         $ACTBENCH compare "$RUNS/$name-fixed.csv" --metric early_stop --baseline activation=relu \
@@ -46,4 +46,4 @@ for name in tables functions randhie; do
 done
 $ACTBENCH rank "$RUNS/tables" "$RUNS/functions" "$RUNS/randhie" --metric early_stop --tune lr --tune-seeds 6 \
     --format markdown --output "$OUT/rank-tuned.md"
-python "$OUT/tables.py" summary "$RUNS" "$OUT" > "$OUT/summary.md"
+python "$OUT/tuned_tables.py" summary "$RUNS" "$OUT" > "$OUT/summary.md"
