@@ -62,7 +62,7 @@ def test_selection_by_hand_on_tuning_seeds_only():
     assert chosen.loc["gelu", "tune_score"] == pytest.approx(-3.0)
     assert list(chosen["tune_n"]) == [2, 2]
     assert sel.grid == {"lr": list(GRID)}
-    assert any("activation=gelu: chosen lr=0.1 is the grid's largest value: widen the grid" in n for n in sel.notes)
+    assert "chosen lr=0.1, the grid's largest value, for activation=gelu: widen the grid" in sel.notes
     assert not any("relu" in n for n in sel.notes)
     ev = tune.evaluated(values, sel)
     assert sorted(ev["seed"].unique()) == ["2", "3"]  # disjoint from the tuning seeds
@@ -76,7 +76,7 @@ def test_tie_goes_to_the_first_grid_value():
     rows += [("relu", lr, s, -1.0) for lr in GRID for s in (2, 3)]
     sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     assert sel.chosen["lr"].tolist() == ["0.001"]  # smallest lr, although 0.1 came first in the table
-    assert "smallest value: widen the grid" in " ".join(sel.notes)
+    assert "chosen lr=0.001, the grid's smallest value, for activation=relu: widen the grid" in sel.notes
     assert "first value in grid order" in tune.method_note(sel, "best")
 
 
@@ -108,8 +108,8 @@ def test_two_tuned_keys():
     sel = tune.select(values, ["activation"], ["lr", "batch_size"], ["0", "1"], ["2", "3"])
     assert sel.chosen[["lr", "batch_size"]].values.tolist() == [["0.001", "64"]]
     notes = " ".join(sel.notes)
-    assert "chosen lr=0.001 is the grid's smallest value" in notes
-    assert "chosen batch_size=64 is the grid's largest value" in notes
+    assert "chosen lr=0.001, the grid's smallest value, for activation=relu" in notes
+    assert "chosen batch_size=64, the grid's largest value, for activation=relu" in notes
     ev = tune.evaluated(values, sel)
     assert ev[["lr", "batch_size", "seed"]].values.tolist() == [["0.001", "64", "2"], ["0.001", "64", "3"]]
 
@@ -170,6 +170,13 @@ def test_budget_per_group():
 def test_parse_tune_refuses(keys, k, by, msg):
     with pytest.raises(UsageError, match=msg):
         tune.parse_tune(keys, k, by)
+
+
+def test_edge_notes_name_the_groups_once_per_end():
+    rows = [(f"a{i}", lr, s, -3.0 if lr == "0.1" else -1.0) for i in range(6) for lr in GRID for s in (0, 1)]
+    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], [])
+    assert sel.notes == ["chosen lr=0.1, the grid's largest value, for 6 groups (activation=a0; activation=a1; "
+                         "activation=a2; activation=a3; and 2 more): widen the grid"]
 
 
 def test_parse_tune_and_keys():

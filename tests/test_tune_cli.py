@@ -77,7 +77,7 @@ def test_compare_tune_by_hand(tmp_path):
         assert r["geo_mean"] == pytest.approx(geo([held_out(act, BEST[act], s) for s in range(2, 6)]))
     want = geo([held_out("gelu", "0.1", s) / held_out("relu", "0.01", s) for s in range(2, 6)])
     assert rows["gelu"]["ratio"] == pytest.approx(want) and rows["gelu"]["n_pairs"] == 4
-    assert any("gelu: chosen lr=0.1 is the grid's largest value: widen the grid" in w for w in doc["warnings"])
+    assert "chosen lr=0.1, the grid's largest value, for activation=gelu: widen the grid" in doc["warnings"]
     assert any("first value in grid order" in m for m in doc["methods"])
 
 

@@ -180,9 +180,7 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
         else kept.iloc[:0].drop(columns="_g")
     chosen = best[[*group_cols, *keys]].assign(tune_score=best["score"].to_numpy(float),
                                                tune_n=best["n_ok"].to_numpy(int))
-    for row in chosen.itertuples(index=False):
-        label = _describe(group_cols, row[:len(group_cols)])
-        notes.extend(_edge_notes(label, dict(zip(keys, row[len(group_cols):])), keys, grid))
+    notes.extend(_edge_notes(chosen, group_cols, keys, grid))
     short = kept[(kept["n_ok"] + kept["n_failed"]) < len(tune_seeds)].groupby("_g", sort=False).size()
     for code, count in short.items():
         notes.append(f"{_describe(group_cols, code)}: {count} grid value(s) have runs on fewer than the "
@@ -223,14 +221,23 @@ def _rank(scores: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
     return t.drop(columns=["_code", "_fail", "_score", *order]).reset_index(drop=True)
 
 
-def _edge_notes(label: str, best: dict, keys: Sequence[str], grid: dict[str, list[str]]) -> list[str]:
+def _edge_notes(chosen: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
+                grid: dict[str, list[str]], shown: int = 4) -> list[str]:
+    """One note per tuned key and grid end that some group chose, naming the groups."""
     out = []
+    labels = [_describe(group_cols, k) for k in chosen[list(group_cols)].itertuples(index=False, name=None)] \
+        if group_cols else ["all runs"] * len(chosen)
     for k in keys:
         values = grid[k]
-        if len(values) < 2 or best[k] not in (values[0], values[-1]):
+        if len(values) < 2:
             continue
-        end = "smallest" if best[k] == values[0] else "largest"
-        out.append(f"{label}: chosen {k}={best[k]} is the grid's {end} value: widen the grid")
+        for end, value in (("smallest", values[0]), ("largest", values[-1])):
+            at = [lab for lab, v in zip(labels, chosen[k].tolist()) if v == value]
+            if not at:
+                continue
+            who = "; ".join(at[:shown]) + (f"; and {len(at) - shown} more" if len(at) > shown else "")
+            many = f"{len(at)} groups ({who})" if len(at) > 1 else who
+            out.append(f"chosen {k}={value}, the grid's {end} value, for {many}: widen the grid")
     return out
 
 
