@@ -5,7 +5,7 @@
 # 6-25 judge it (test loss at the epoch of lowest val_loss); the same seeds at lr 1e-3 give the
 # fixed-lr verdict beside it.
 #
-#   bash docs/studies/real-data/tuned_study.sh [RUNS_DIR]      (default runs/real-data-tuned)
+#   bash docs/studies/real-data/tuned_study.sh [RUNS_DIR]      (default runs/real-data-tuned; SKIP_SWEEPS=1: tables only)
 #
 # One thread per process (the numbers do not depend on the core count). Re-running resumes the
 # sweeps; the tables and figures go to docs/studies/real-data/ (this script's folder).
@@ -18,32 +18,45 @@ ACTS='activation=gelu,relu,silu,elu,tanh'
 SEEDS='seed=range(26)'
 LRS='lr=1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1,3e-1'
 
+if [ -z "${SKIP_SWEEPS:-}" ]; then  # SKIP_SWEEPS=1: only the tables and figures from existing sweeps
 # the small tables (266 and 182 training rows): minibatches of 32, 200 epochs
 $ACTBENCH sweep -q --runs-dir "$RUNS" --name tables "$ACTS" "$SEEDS" "$LRS" 'data=diabetes,star98' \
     batch_size=32 shuffle=true epochs=200
-# function fitting (1,000 training points): minibatches of 32, 60 epochs (1,920 Adam steps)
-$ACTBENCH sweep -q --runs-dir "$RUNS" --name functions "$ACTS" "$SEEDS" "$LRS" data=function \
-    'data.fn=exp_sin,xy,bessel_j0,exp_sin4,ellipkinc,ellipeinc,jv,iv,lpmv' batch_size=32 shuffle=true epochs=60
+# function fitting (1,000 training points): minibatches of 32, 60 epochs (1,920 Adam steps); three
+# sweeps over parts of the grid, so they can run side by side (a member's numbers do not depend on
+# which sweep or stack it trained in)
+FNS='data.fn=exp_sin,xy,bessel_j0,exp_sin4,ellipkinc,ellipeinc,jv,iv,lpmv'
+for part in 'lo lr=1e-4,3e-4,1e-3,3e-3' 'mid lr=1e-2,3e-2' 'hi lr=1e-1,3e-1'; do
+    set -- $part
+    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "functions-$1" "$ACTS" "$SEEDS" "$2" data=function "$FNS" \
+        batch_size=32 shuffle=true epochs=60
+done
 # the large table (12,114 training rows): minibatches of 256, 12 epochs (576 Adam steps)
 $ACTBENCH sweep -q --runs-dir "$RUNS" --name randhie "$ACTS" "$SEEDS" "$LRS" data=randhie \
     batch_size=256 shuffle=true epochs=12
+fi
 
+inputs() {  # the sweep directories of one part of the study
+    if [ "$1" = functions ]; then echo "$RUNS/functions-lo $RUNS/functions-mid $RUNS/functions-hi"; else echo "$RUNS/$1"; fi
+}
 for name in tables functions randhie; do
-    [ -f "$RUNS/$name/results.csv" ] || continue
+    # shellcheck disable=SC2046
+    set -- $(inputs "$name")
     for fmt in markdown csv json; do
         ext=$fmt; [ "$fmt" = markdown ] && ext=md
-        $ACTBENCH compare "$RUNS/$name" --metric early_stop --tune lr --tune-seeds 6 --baseline activation=relu \
+        $ACTBENCH compare "$@" --metric early_stop --tune lr --tune-seeds 6 --baseline activation=relu \
             --format "$fmt" --output "$OUT/tuned-$name.$ext"
     done
     # the fixed-lr verdict on the same evaluation seeds: lr 1e-3 rows of seeds 6-25
-    python "$OUT/tuned_tables.py" fixed-input "$RUNS/$name/results.csv" "$RUNS/$name-fixed.csv"
+    python "$OUT/tuned_tables.py" fixed-input "$RUNS/$name-fixed.csv" "$@"
     for fmt in markdown csv; do
         ext=$fmt; [ "$fmt" = markdown ] && ext=md
         $ACTBENCH compare "$RUNS/$name-fixed.csv" --metric early_stop --baseline activation=relu \
             --format "$fmt" --output "$OUT/fixed-$name.$ext"
     done
-    $ACTBENCH plot "$RUNS/$name" --x lr --metric early_stop --output "$OUT/sensitivity-$name.svg"
+    $ACTBENCH plot "$@" --x lr --metric early_stop --output "$OUT/sensitivity-$name.svg"
 done
-$ACTBENCH rank "$RUNS/tables" "$RUNS/functions" "$RUNS/randhie" --metric early_stop --tune lr --tune-seeds 6 \
+# shellcheck disable=SC2046
+$ACTBENCH rank "$RUNS/tables" $(inputs functions) "$RUNS/randhie" --metric early_stop --tune lr --tune-seeds 6 \
     --format markdown --output "$OUT/rank-tuned.md"
 python "$OUT/tuned_tables.py" summary "$RUNS" "$OUT" > "$OUT/summary.md"

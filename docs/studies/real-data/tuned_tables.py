@@ -1,6 +1,6 @@
 """Tables of the tuned real-data study (tuned_study.sh runs it).
 
-    python tuned_tables.py fixed-input RESULTS_CSV OUT_CSV   the lr 1e-3 rows of the evaluation seeds (6-25)
+    python tuned_tables.py fixed-input OUT_CSV SWEEP_DIR...  the lr 1e-3 rows of the evaluation seeds (6-25)
     python tuned_tables.py summary RUNS_DIR OUT_DIR          verdicts, chosen lrs, early stopping, tuning budget
 
 `summary` reads the compare CSV/JSON files tuned_study.sh wrote into OUT_DIR (tuned-*.csv/json and
@@ -23,10 +23,16 @@ EPOCHS = {"tables": 200, "functions": 60, "randhie": 12}
 ACTS = ["relu", "gelu", "silu", "elu", "tanh"]
 
 
-def fixed_input(results: Path, out: Path) -> None:
-    df = pd.read_csv(results)
+def fixed_input(out: Path, sweeps: list[Path]) -> None:
+    df = pd.concat([pd.read_csv(d / "results.csv") for d in sweeps], ignore_index=True)
     keep = np.isclose(df["lr"], FIXED_LR) & (df["seed"] >= FIRST_EVAL_SEED)
     df[keep].drop(columns=["lr"]).to_csv(out, index=False)
+
+
+def results(runs: Path, sweep: str) -> list[Path]:
+    """The results.csv files of one part of the study (the functions ran as three sweeps)."""
+    names = [f"{sweep}-{p}" for p in ("lo", "mid", "hi")] if sweep == "functions" else [sweep]
+    return [runs / n / "results.csv" for n in names]
 
 
 def _task(row: pd.Series, col: str | None, sweep: str) -> str:
@@ -89,12 +95,13 @@ def early_stopping(runs: Path, out: Path) -> str:
     """Median epoch of lowest val_loss at each activation's chosen lr, over the evaluation seeds."""
     lines = ["| task | epochs | " + " | ".join(ACTS) + " | share at the last 10% |", "|" + "---|" * (len(ACTS) + 3)]
     for sweep, col in SWEEPS.items():
-        res = runs / sweep / "results.csv"
-        if not (out / f"tuned-{sweep}.csv").is_file() or not res.is_file():
+        files = results(runs, sweep)
+        if not (out / f"tuned-{sweep}.csv").is_file() or not all(f.is_file() for f in files):
             continue
         tuned = pd.read_csv(out / f"tuned-{sweep}.csv")
         wanted = {"run", "activation", "lr", "seed", "epoch", "val_loss", col}
-        df = pd.read_csv(res, usecols=lambda c, w=wanted: c in w)
+        df = pd.concat([pd.read_csv(f, usecols=lambda c, w=wanted: c in w).assign(run=lambda d, f=f: f.parent.name
+                                                                                  + "/" + d["run"]) for f in files])
         df = df[df["seed"] >= FIRST_EVAL_SEED]
         best = df.loc[df.groupby("run")["val_loss"].idxmin()]
         keys = ["activation", *([col] if col else [])]
@@ -138,8 +145,8 @@ def summary(runs: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "fixed-input":
-        fixed_input(Path(sys.argv[2]), Path(sys.argv[3]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "fixed-input":
+        fixed_input(Path(sys.argv[2]), [Path(a) for a in sys.argv[3:]])
     elif len(sys.argv) == 4 and sys.argv[1] == "summary":
         summary(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
