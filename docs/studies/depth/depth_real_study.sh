@@ -4,7 +4,7 @@
 # = 1,440 runs per task, judged on the test loss at each run's epoch of lowest validation loss
 # (--metric early_stop), every activation paired by seed with relu at the same depth and init.
 # 1. scikit-learn's diabetes table (442 rows; each seed its own 60/20/20 split), minibatches of 32
-#    reshuffled every epoch, 200 epochs (as docs/real-data.md): about 4 minutes on one CPU core.
+#    reshuffled every epoch, 200 epochs (as docs/studies/real-data/fixed-lr.md): about 4 minutes on one CPU core.
 # 2. the exp_sin function task (1,000 train / 500 validation / 1,000 test points), minibatches of 128
 #    and 200 epochs (1,600 steps): a short budget chosen for time (still improving at the end), about
 #    12 minutes on one CPU core.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The study in docs/real-data.md: GELU, ReLU, SiLU, ELU and tanh on every real table and every
+# The earlier study (docs/studies/real-data/fixed-lr.md, at lr 1e-3): GELU, ReLU, SiLU, ELU and tanh on every real table and every
 # function task, 30 paired seeds each, judged on the test loss at the epoch of lowest validation
 # loss (`--metric early_stop`), every activation paired by seed against ReLU.
 #
