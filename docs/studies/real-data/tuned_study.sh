@@ -22,11 +22,12 @@ if [ -z "${SKIP_SWEEPS:-}" ]; then  # SKIP_SWEEPS=1: only the tables and figures
 # the small tables (266 and 182 training rows): minibatches of 32, 200 epochs
 $ACTBENCH sweep -q --runs-dir "$RUNS" --name tables "$ACTS" "$SEEDS" "$LRS" 'data=diabetes,star98' \
     batch_size=32 shuffle=true epochs=200
-# function fitting (1,000 training points): minibatches of 32, 60 epochs (1,920 Adam steps); three
+# function fitting (1,000 training points): minibatches of 32, 60 epochs (1,920 Adam steps); six
 # sweeps over parts of the grid, so they can run side by side (a member's numbers do not depend on
 # which sweep or stack it trained in)
 FNS='data.fn=exp_sin,xy,bessel_j0,exp_sin4,ellipkinc,ellipeinc,jv,iv,lpmv'
-for part in 'lo lr=1e-4,3e-4,1e-3,3e-3' 'mid lr=1e-2,3e-2' 'hi lr=1e-1,3e-1'; do
+for part in 'lo lr=1e-4,3e-4,1e-3' '3e-3 lr=3e-3' '1e-2 lr=1e-2' '3e-2 lr=3e-2' '1e-1 lr=1e-1' '3e-1 lr=3e-1'; do
+    # shellcheck disable=SC2086
     set -- $part
     $ACTBENCH sweep -q --runs-dir "$RUNS" --name "functions-$1" "$ACTS" "$SEEDS" "$2" data=function "$FNS" \
         batch_size=32 shuffle=true epochs=60
@@ -37,7 +38,7 @@ $ACTBENCH sweep -q --runs-dir "$RUNS" --name randhie "$ACTS" "$SEEDS" "$LRS" dat
 fi
 
 inputs() {  # the sweep directories of one part of the study
-    if [ "$1" = functions ]; then echo "$RUNS/functions-lo $RUNS/functions-mid $RUNS/functions-hi"; else echo "$RUNS/$1"; fi
+    if [ "$1" = functions ]; then echo "$RUNS"/functions-*/; else echo "$RUNS/$1"; fi
 }
 for name in tables functions randhie; do
     # shellcheck disable=SC2046

@@ -30,9 +30,10 @@ def fixed_input(out: Path, sweeps: list[Path]) -> None:
 
 
 def results(runs: Path, sweep: str) -> list[Path]:
-    """The results.csv files of one part of the study (the functions ran as three sweeps)."""
-    names = [f"{sweep}-{p}" for p in ("lo", "mid", "hi")] if sweep == "functions" else [sweep]
-    return [runs / n / "results.csv" for n in names]
+    """The results.csv files of one part of the study (the functions ran as several sweeps)."""
+    if sweep == "functions":
+        return sorted(d / "results.csv" for d in runs.glob("functions-*") if d.is_dir())
+    return [runs / sweep / "results.csv"]
 
 
 def _task(row: pd.Series, col: str | None, sweep: str) -> str:
