@@ -37,27 +37,8 @@ $ACTBENCH sweep -q --runs-dir "$RUNS" --name randhie "$ACTS" "$SEEDS" "$LRS" dat
     batch_size=256 shuffle=true epochs=12
 fi
 
-inputs() {  # the sweep directories of one part of the study
-    if [ "$1" = functions ]; then echo "$RUNS"/functions-*/; else echo "$RUNS/$1"; fi
-}
-for name in tables functions randhie; do
-    # shellcheck disable=SC2046
-    set -- $(inputs "$name")
-    for fmt in markdown csv json; do
-        ext=$fmt; [ "$fmt" = markdown ] && ext=md
-        $ACTBENCH compare "$@" --metric early_stop --tune lr --tune-seeds 6 --baseline activation=relu \
-            --format "$fmt" --output "$OUT/tuned-$name.$ext"
-    done
-    # the fixed-lr verdict on the same evaluation seeds: lr 1e-3 rows of seeds 6-25
-    python "$OUT/tuned_tables.py" fixed-input "$RUNS/$name-fixed.csv" "$@"
-    for fmt in markdown csv; do
-        ext=$fmt; [ "$fmt" = markdown ] && ext=md
-        $ACTBENCH compare "$RUNS/$name-fixed.csv" --metric early_stop --baseline activation=relu \
-            --format "$fmt" --output "$OUT/fixed-$name.$ext"
-    done
-    $ACTBENCH plot "$@" --x lr --metric early_stop --output "$OUT/sensitivity-$name.svg"
-done
-# shellcheck disable=SC2046
-$ACTBENCH rank "$RUNS/tables" $(inputs functions) "$RUNS/randhie" --metric early_stop --tune lr --tune-seeds 6 \
-    --format markdown --output "$OUT/rank-tuned.md"
+# the tuned comparisons (markdown, csv, json), the same seeds at lr 1e-3, the sensitivity figures and
+# the ranking across all tasks, each part loaded once (the equivalent actbench commands are listed
+# at the top of tuned_tables.py)
+python "$OUT/tuned_tables.py" compare "$RUNS" "$OUT"
 python "$OUT/tuned_tables.py" summary "$RUNS" "$OUT" > "$OUT/summary.md"
