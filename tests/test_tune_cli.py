@@ -169,3 +169,20 @@ def test_bad_input_exit_2(tmp_path, args, message):
     err = result.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "p.png").exists()
+
+
+def test_single_value_sweeps_keep_their_fixed_value(tmp_path):
+    """Sweeps at one lr each: results.csv has no lr column, the sweep.yaml override supplies it."""
+    lines = write_table(tmp_path / "all.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    keep = [i for i, c in enumerate(head) if c not in ("lr", "data")]
+    for lr in LRS:
+        d = tmp_path / f"sweep-{lr}"
+        d.mkdir()
+        rows = [r.split(",") for r in lines[1:] if r.split(",")[2] == lr]
+        text = [",".join(head[i] for i in keep)] + [",".join(r[i] for i in keep) for r in rows]
+        (d / "results.csv").write_text("\n".join(text) + "\n")
+        (d / "sweep.yaml").write_text(f"overrides:\n- activation=relu,gelu\n- lr={lr}\n- data=a\n- seed=range(6)\n")
+    doc = compare_json(*[str(tmp_path / f"sweep-{lr}") for lr in LRS], "--metric", "early_stop", "--tune", "lr")
+    assert {r["activation"]: r["lr"] for r in doc["rows"]} == BEST
+    assert doc["tuning"]["grid"] == {"lr": list(LRS)}

@@ -114,22 +114,51 @@ def _load_sweep_dir(path: Path, loss: str, notes: list[str]) -> list[_Part]:
         else:
             done[d.name] = summary
     results = path / "results.csv"
+    fixed = _fixed_overrides(path)
     if results.is_file():
         part = _csv_part(results, loss, str(path), seed=_sweep_seed(done))
         listed = set(part.runs["run"])
         if set(done) <= listed:
             known = part.runs["run"].map(lambda r: (done.get(r) or {}).get("status"))
             part.runs["status"] = known.where(known.notna(), part.runs["status"])
-            return [part]
+            return [_with_fixed(part, fixed)]
         notes.append(f"{results} is out of date: reading the run directories instead")
     if done:
-        return [_run_dir_part(path / name, loss, summary) for name, summary in done.items()]
+        return [_with_fixed(_run_dir_part(path / name, loss, summary), fixed) for name, summary in done.items()]
     nested = [d for d in subdirs if d not in run_dirs and ((d / "results.csv").is_file() or _subdirs(d))]
     if nested:
         return [p for d in nested for p in _load_sweep_dir(d, loss, notes)]
     if run_dirs:
         return []
     raise UsageError(f"{path}: empty directory: no results.csv, run directories or losses.csv")
+
+
+def _fixed_overrides(path: Path) -> dict[str, str | None]:
+    """The single-valued `KEY=VALUE` overrides of a sweep (sweep.yaml): config values every member
+    shares, which results.csv leaves out. Two sweeps at lr 1e-3 and lr 1e-2 then differ in lr."""
+    file = path / "sweep.yaml"
+    if not file.is_file():
+        return {}
+    import yaml
+
+    try:
+        doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    out: dict[str, str | None] = {}
+    for item in doc.get("overrides") or [] if isinstance(doc, dict) else []:
+        key, sep, value = str(item).partition("=")
+        if sep and key and key[0].isalpha() and not key.startswith("hydra") \
+                and not any(ch in value for ch in ",()[]{}*"):
+            out[key] = canon(value)
+    return out
+
+
+def _with_fixed(part: _Part, fixed: dict[str, str | None]) -> _Part:
+    for key, value in fixed.items():
+        if key not in part.runs.columns:
+            part.runs[key] = value
+    return part
 
 
 def _sweep_seed(done: dict[str, dict]) -> str | None:

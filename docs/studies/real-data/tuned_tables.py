@@ -85,12 +85,12 @@ def _verdict(rows: pd.DataFrame) -> tuple[str, str]:
         text = "relu" + (f" (~ {', '.join(close)})" if close else "")
     else:
         sig = bool(best["significant"])
-        text = f"{best['activation']} {best['geo_mean'] / relu['geo_mean']:.2f}x relu" + ("" if sig else " (n.s.)")
+        text = f"{best['activation']} {best['geo_mean'] / relu['geo_mean']:.3f}x relu" + ("" if sig else " (n.s.)")
     gelu = rows[rows["activation"] == "gelu"].iloc[0]
     if not bool(gelu["significant"]):
-        vs = f"no difference ({gelu['ratio']:.2f})"
+        vs = f"no difference ({gelu['ratio']:.3f})"
     else:
-        vs = f"{'GELU' if gelu['ratio'] < 1 else 'ReLU'} better ({gelu['ratio']:.2f})"
+        vs = f"{'GELU' if gelu['ratio'] < 1 else 'ReLU'} better ({gelu['ratio']:.3f})"
     return text, vs
 
 
