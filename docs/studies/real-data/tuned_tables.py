@@ -128,6 +128,18 @@ def verdicts(out: Path) -> str:
     return "\n".join(lines)
 
 
+def _read(results_csv: Path, wanted: set) -> pd.DataFrame:
+    """A sweep's results.csv; a sweep at one lr has no lr column: its sweep.yaml override gives it."""
+    import yaml
+
+    df = pd.read_csv(results_csv, usecols=lambda c: c in wanted)
+    df["run"] = results_csv.parent.name + "/" + df["run"]
+    if "lr" not in df.columns:
+        doc = yaml.safe_load((results_csv.parent / "sweep.yaml").read_text())
+        df["lr"] = float(next(o.split("=", 1)[1] for o in doc["overrides"] if o.startswith("lr=")))
+    return df
+
+
 def early_stopping(runs: Path, out: Path) -> str:
     """Median epoch of lowest val_loss at each activation's chosen lr, over the evaluation seeds."""
     lines = ["| task | epochs | " + " | ".join(ACTS) + " | share at the last 10% |", "|" + "---|" * (len(ACTS) + 3)]
@@ -137,8 +149,7 @@ def early_stopping(runs: Path, out: Path) -> str:
             continue
         tuned = pd.read_csv(out / f"tuned-{sweep}.csv")
         wanted = {"run", "activation", "lr", "seed", "epoch", "val_loss", col}
-        df = pd.concat([pd.read_csv(f, usecols=lambda c, w=wanted: c in w).assign(run=lambda d, f=f: f.parent.name
-                                                                                  + "/" + d["run"]) for f in files])
+        df = pd.concat([_read(f, wanted) for f in files])
         df = df[df["seed"] >= FIRST_EVAL_SEED]
         best = df.loc[df.groupby("run")["val_loss"].idxmin()]
         keys = ["activation", *([col] if col else [])]
