@@ -69,6 +69,14 @@ def test_a_bad_member_stops_the_whole_sweep(runner, runs_dir):
     assert files_under(runs_dir) == []
 
 
+def test_unquoted_expression_gets_the_quoting_hint(runner, runs_dir):
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", "activation=expr", "activation.fn=max(x, 0)",
+                                 *TINY])
+    assert result.exit_code == 2
+    assert """an expression is a quoted value: 'activation.fn="x*sigmoid(x)"'""" in result.stderr
+    assert files_under(runs_dir) == []
+
+
 def test_fn_belongs_to_expr(runner, runs_dir):
     result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", "activation=gelu", "+activation.fn=x",
                                  *TINY])
