@@ -142,6 +142,20 @@ def test_learnable_parameters_train_per_member_and_count():
     assert results[0].n_params - train.train([compose([*base, "model.depth=3"])])[0].n_params == 3  # one per layer
 
 
+def test_learned_values_in_summary_and_run_table(runner, runs_dir):
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "--name", "a", "activation=expr",
+                                 _fn("x*sigmoid(beta*x) + c*x"), "+activation.beta=1.0", "+activation.c=0.5",
+                                 "activation.learnable=true", "model.depth=2", "lr=0.05", *TINY])
+    assert result.exit_code == 0, result.output
+    learned = json.loads((runs_dir / "a" / "summary.json").read_text())["learned"]
+    assert list(learned) == ["beta", "c"] and all(len(v) == 2 for v in learned.values())  # one per layer
+    assert learned["beta"] != [1.0, 1.0] and learned["c"] != [0.5, 0.5]
+    assert "learned" in result.stdout and "beta=" in result.stdout
+    fixed = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "--name", "b", "-q", "activation=expr",
+                                _fn("x*sigmoid(beta*x)"), "+activation.beta=1.0", *TINY])
+    assert fixed.exit_code == 0 and "learned" not in json.loads((runs_dir / "b" / "summary.json").read_text())
+
+
 def test_a_learned_parameter_moves_by_gradient():
     """The module's parameter gets autograd's gradient: with beta learnable, one SGD step changes it
     by -lr * dL/dbeta (checked against finite differences of the loss)."""

@@ -140,5 +140,9 @@ class ExprActivation(nn.Module):
         params = dict(zip(self.names, self.values)) if self.learnable else self.fixed
         return _full(self.fn(x, params), x)
 
+    def learned(self) -> dict[str, float]:
+        """The learnable parameters' current values by name (empty when not learnable)."""
+        return {n: v.item() for n, v in zip(self.names, self.values)} if self.learnable else {}
+
     def extra_repr(self) -> str:
         return self.expr.canonical
