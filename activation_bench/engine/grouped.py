@@ -17,9 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from activation_bench.engine.expr import Expr
+    from activation_bench.engine.expr import Node as ExprNode
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,8 @@ class GroupedExpr(nn.Module):
             self.depths.append(self._depth(len(self.depths), offset, runs, programs, rows))
             offset += len(items)
         self.n_rows = offset
-        self.register_buffer("out_rows", torch.tensor([r[k] for r, (_, k) in zip(rows, shared)], dtype=torch.long), persistent=False)
+        out_rows = [r[k] for r, (_, k) in zip(rows, shared)]
+        self.register_buffer("out_rows", torch.tensor(out_rows, dtype=torch.long), persistent=False)
         self.kernel_groups = sum(len(d.groups) for d in self.depths)  # operation calls per forward
 
     def _depth(self, n: int, offset: int, runs: list[list[tuple[int, int]]], programs: Sequence[Program],
@@ -203,3 +209,70 @@ class _Grouped(torch.autograd.Function):
         grad = ctx.module.backward_rows(grad_out.contiguous(), ctx.record, ctx.like)
         ctx.record = None
         return grad, None
+
+
+# ---------------------------------------------------------------------------------------------
+# expression activations (engine/expr.py) as programs
+
+
+def expr_ops() -> dict[str, Callable[..., torch.Tensor]]:
+    """The operations of expression trees, as engine/expr_torch.py evaluates them."""
+    import functools
+    import operator
+
+    from activation_bench.engine import expr_torch
+
+    binary = {k: functools.partial(expr_torch._binary, k) for k in ("add", "sub", "mul", "div", "pow", "max", "min")}
+    return {"neg": operator.neg, **expr_torch.UNARY_OPS, **binary}
+
+
+def lower(expr: Expr, params: Mapping[str, float]) -> list[Node]:
+    """The program of an expression with these (fixed) parameter values. Subtrees without x are
+    numbers, computed as engine/expr_torch.py computes them (float64), so every operation gets the
+    operands the expression alone would give it. A constant expression is a ValueError (the probe
+    refuses those before training)."""
+    from activation_bench.engine import expr_torch
+
+    nodes: list[Node] = []
+
+    def walk(n: ExprNode) -> int | float:
+        if n.op == "x":
+            return 0
+        if not expr_torch._varies(n, frozenset()):
+            return float(expr_torch.compile_tree(n)(None, params))  # type: ignore[arg-type]
+        args = tuple(walk(a) for a in n.args)
+        nodes.append(Node(n.name if n.op == "call" else n.op, args))
+        return len(nodes)
+
+    if isinstance(walk(expr.tree), float):
+        raise ValueError(f"constant expression '{expr.text}'")
+    return nodes
+
+
+def is_groupable(cfg: Mapping) -> bool:
+    """An expression activation (a node with `fn`) whose parameters are fixed: members with these
+    share one GroupedExpr. Learnable ones have parameters of their own per member."""
+    if "fn" not in cfg or cfg.get("_target_"):
+        return False
+    if not cfg.get("learnable", False):
+        return True
+    from activation_bench.engine import expr
+
+    return not expr.parse(cfg["fn"]).params
+
+
+def from_configs(cfgs: Sequence[Mapping]) -> GroupedExpr:
+    """One module for members with expression activations (activation configs with fn and their
+    parameters' values; not learnable)."""
+    from activation_bench.engine import expr
+
+    programs = []
+    cache: dict[tuple, list[Node]] = {}
+    for cfg in cfgs:
+        parsed = expr.parse(cfg["fn"])
+        params = parsed.bind(cfg)
+        key = (parsed.canonical, tuple(sorted(params.items())))
+        if key not in cache:
+            cache[key] = lower(parsed, params)
+        programs.append(cache[key])
+    return GroupedExpr(programs, expr_ops())

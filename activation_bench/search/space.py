@@ -83,9 +83,17 @@ def _is_call(text: str) -> bool:
 
 
 def compose(binary: str, u1: str, u2: str) -> str:
-    """b(u1(x), u2(x)) as text: x1 and x2 of the binary template replaced by the unary templates."""
+    """b(u1(x), u2(x)) as text: x1 and x2 of the binary template replaced by the unary templates,
+    printed back in the expression grammar's canonical form (one spacing, minimal parentheses)
+    where it parses; as substituted where it does not (the probe then rejects it, with the reason)."""
+    from activation_bench.engine import expr
+
     repl = {"x1": _wrap(u1), "x2": _wrap(u2)}
-    return re.sub(r"\b(x1|x2)\b", lambda m: repl[m.group(1)], binary)
+    text = re.sub(r"\b(x1|x2)\b", lambda m: repl[m.group(1)], binary)
+    try:
+        return expr.parse(text).canonical
+    except UsageError:
+        return text
 
 
 def draw(space: Space, n: int | None, seed: int) -> list[int]:
@@ -124,9 +132,22 @@ def load(spec: str) -> Space:
     return Space(str(path), unary, binary)
 
 
-def _templates(items: object, kind: str, names: set[str], spec: str) -> tuple[str, ...]:
-    from activation_bench.search.exprs import template_names
+def template_names(text: str, where: str) -> set[str]:
+    """The names an expression template uses: its parameters, and x where it uses the input."""
+    from activation_bench.engine import expr
 
+    try:
+        parsed = expr.parse(text)
+    except UsageError as exc:
+        raise UsageError(f"{where} '{text}': {exc}") from None
+
+    def uses_x(node: expr.Node) -> bool:
+        return node.op == "x" or any(uses_x(a) for a in node.args)
+
+    return set(parsed.params) | ({"x"} if uses_x(parsed.tree) else set())
+
+
+def _templates(items: object, kind: str, names: set[str], spec: str) -> tuple[str, ...]:
     if not isinstance(items, list):
         raise UsageError(f"--space {spec}: '{kind}' must be a list of expressions")
     out: list[str] = []
