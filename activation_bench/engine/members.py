@@ -41,7 +41,7 @@ def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dt
         cfg = dict(c.activation)
         if grouped.is_groupable(cfg):  # expression members: one module for the whole run of them
             last = slices[-1] if slices else None
-            if last and last.stop == i and isinstance(last.module, grouped.GroupedExpr):
+            if last and last.stop > i:  # inside the run a grouped slice already covers
                 continue
             stop = next((j for j in range(i, len(ordered)) if not grouped.is_groupable(dict(ordered[j].activation))),
                         len(ordered))

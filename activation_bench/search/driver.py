@@ -46,10 +46,13 @@ class Settings:
         if not 0 < self.keep <= 1:
             raise UsageError(f"--keep must be in (0, 1], got {self.keep:g}")
         for text in self.overrides:
-            key = text.lstrip("+~").split("=", 1)[0]
-            if key in ("seed", "epochs") or key == "activation" or key.startswith("activation."):
-                raise UsageError(f"'{text}': the search sets {key} itself (--seeds, epochs per rung, the candidates); "
-                                 "give the first rung's budget as epochs=N")
+            key = _key(text)
+            if key == "seed" or key == "activation" or key.startswith("activation."):
+                raise UsageError(f"'{text}': the search sets {key} itself (--seeds, --final-seeds, the candidates)")
+
+
+def _key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
 
 
 @dataclass
@@ -140,7 +143,7 @@ def plan_rung(search: Search, rung: halving.Rung) -> orchestrate.SweepPlan:
     from activation_bench.config.hashing import config_hash
 
     fns = rung_candidates(search, rung)
-    base = list(search.settings.overrides) + [f"epochs={rung.epochs}"]
+    base = [o for o in search.settings.overrides if _key(o) != "epochs"] + [f"epochs={rung.epochs}"]
     members, labels = [], []
     for fn in fns:
         for seed in rung.seeds:
