@@ -59,3 +59,28 @@ def test_members_reordered_give_the_same_rows():
     out = GroupedExpr(PROGRAMS, OPS)(h)
     shuffled = GroupedExpr([PROGRAMS[i] for i in perm], OPS)(h[perm])
     assert torch.equal(shuffled, out[perm])
+
+
+def test_expression_members_in_a_stack_equal_the_same_runs_alone():
+    from tests.conftest import TINY
+    from tests.engine_helpers import stacked_and_alone
+
+    fns = '"x*sigmoid(x)","x + sin(x)","exp(-x**2) - x","max(x, 0)","x"'
+    out = stacked_and_alone(["activation=expr", f"activation.fn={fns}", "seed=0,1", *TINY])
+    assert len(out) == 10
+    for labels, alone, stacked in out:
+        assert alone.train_loss == stacked.train_loss, labels
+
+
+def test_a_stack_of_expressions_has_one_activation_slice():
+    from activation_bench.config.compose import compose_many
+    from activation_bench.engine import train
+    from tests.conftest import TINY
+
+    fns = ["x*sigmoid(x)", "x + sin(x)", "sin(x) + x", "tanh(x) * x", "x"] * 4
+    cfgs = compose_many([["activation=expr", f'activation.fn="{fn}"', f"seed={i}", *TINY] for i, fn in enumerate(fns)]
+                        + [["activation=relu", "seed=0", *TINY]])
+    stack = train._build(cfgs)
+    kinds = [type(s.module).__name__ for s in stack.model.slices]
+    assert kinds == ["GroupedExpr", "ReLU"]
+    assert (stack.model.slices[0].start, stack.model.slices[0].stop) == (0, len(fns))
