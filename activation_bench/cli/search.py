@@ -60,6 +60,7 @@ def search(
     from activation_bench.runs import memory, orchestrate
     from activation_bench.search import driver
 
+    _keep_freed_memory()
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
     settings = driver.Settings(tuple(o for o in all_overrides if o not in hydra_overrides), space, candidates,
@@ -88,6 +89,23 @@ def search(
         with reported():
             driver.record(s, rung)
     _summary(s)
+
+
+def _keep_freed_memory() -> None:
+    """Keep freed memory in the process's heap (glibc): a rung's stacks allocate and free tensors of
+    tens of MB every step, and glibc otherwise returns each one to the system and page-faults it
+    back in, which cost a third of a screen's time here. Elsewhere (no glibc) nothing changes."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: large blocks from the heap, not mmap
+            libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD: do not hand freed heap back
+    except OSError:
+        pass
 
 
 def _seeds(seeds: tuple[int, ...]) -> str:
