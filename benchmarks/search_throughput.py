@@ -87,18 +87,14 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=512)
     ap.add_argument("--alone", type=int, default=8, help="candidates timed one at a time (split over two rounds)")
     ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--mallopt", action="store_true", help="keep freed memory in the heap (glibc mallopt)")
     args = ap.parse_args()
-    if args.mallopt:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import torch
     from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
-    import torch
+    from activation_bench.cli.search import keep_freed_memory
+
+    keep_freed_memory()  # as `actbench search` does (for both sides)
 
     print(header())
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; load average before: "
@@ -116,8 +112,8 @@ def main() -> None:
     per_min_grouped = len(screened) / t_grouped * 60
     per_min_alone = len(sample) / t_alone * 60
     print(f"task: exp_sin, 2 seeds, {args.epochs} epochs, batch 64 (16 steps/epoch), val+test losses every epoch")
-    print(f"grouped:        {len(screened):5d} candidates in {t_grouped:8.1f} s = {per_min_grouped:8.1f} candidates/min")
-    print(f"one at a time:  {len(sample):5d} candidates in {t_alone:8.1f} s = {per_min_alone:8.1f} candidates/min")
+    print(f"grouped:       {len(screened):5d} candidates in {t_grouped:7.1f} s = {per_min_grouped:7.1f} candidates/min")
+    print(f"one at a time: {len(sample):5d} candidates in {t_alone:7.1f} s = {per_min_alone:7.1f} candidates/min")
     print(f"ratio: {per_min_grouped / per_min_alone:.1f}x; 2,000 candidates at the grouped rate: "
           f"{2000 / per_min_grouped:.1f} min")
     print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

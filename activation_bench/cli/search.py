@@ -60,7 +60,7 @@ def search(
     from activation_bench.runs import memory, orchestrate
     from activation_bench.search import driver
 
-    _keep_freed_memory()
+    keep_freed_memory()
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
     settings = driver.Settings(tuple(o for o in all_overrides if o not in hydra_overrides), space, candidates,
@@ -91,7 +91,7 @@ def search(
     _summary(s)
 
 
-def _keep_freed_memory() -> None:
+def keep_freed_memory() -> None:
     """Keep freed memory in the process's heap (glibc): a rung's stacks allocate and free tensors of
     tens of MB every step, and glibc otherwise returns each one to the system and page-faults it
     back in, which cost a third of a screen's time here. Elsewhere (no glibc) nothing changes."""

@@ -35,6 +35,10 @@ API (stable; the activation search builds on it):
         .points, .outputs (Tensors), .finite, .constant (bools), .problem (None or one line),
         .check() raises UsageError with .problem
 
+An activation config node {name: expr, fn: TEXT, learnable: BOOL, <parameter>: VALUE, ...}:
+    from_node(node) -> (Expr, values, learnable)    UsageError on a bad node (not the probe)
+    probe_problem(expr, values, dtype_name) the probe's refusal or None (memoised)
+
 Node kinds (Node.op): "x"; "num" (value); "param" (name); "neg" (args[0]); "add", "sub", "mul",
 "div", "pow" (args[0], args[1]); "call" (name, args).
 """
@@ -42,6 +46,7 @@ Node kinds (Node.op): "x"; "num" (value); "param" (name); "neg" (args[0]); "add"
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -339,3 +344,37 @@ def probe(expr: Expr, params: Mapping[str, float] | None = None, dtype: Any = No
         if constant:
             problem = f"activation.fn '{expr.text}' is constant on the probe points (about {out[0].item():g})"
     return ProbeResult(expr, points, out, finite, constant, problem)
+
+
+# ---------------------------------------------------------------------------------------------
+# the activation config node
+
+
+NODE_KEYS = ("name", "fn", "learnable", "_target_")  # the node's keys that are not parameter values
+
+
+def from_node(node: Mapping[str, Any]) -> tuple[Expr, dict[str, float], bool]:
+    """The expression, its parameters' values and `learnable` of an activation config node; one
+    line naming the problem (an unused key, a missing value, ...). The probe is separate."""
+    learnable = node.get("learnable", False)
+    if not isinstance(learnable, bool):
+        raise UsageError(f"activation.learnable must be true or false, got {learnable!r}")
+    e = parse(node.get("fn"))
+    values = {k: v for k, v in node.items() if k not in NODE_KEYS}
+    extra = [k for k in values if k not in e.params]
+    if extra:
+        raise UsageError(f"activation.{extra[0]} is not a parameter of activation.fn '{e.text}' "
+                         f"(its parameters: {', '.join(e.params) or 'none'})")
+    return e, e.bind(values), learnable
+
+
+def probe_problem(expr: Expr, values: Mapping[str, float], dtype: str = "float32") -> str | None:
+    """The probe's refusal (one line) or None, in the run's dtype ("float32" or "float64")."""
+    return _probe_problem(expr.text, tuple(values.items()), dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _probe_problem(text: str, values: tuple[tuple[str, float], ...], dtype: str) -> str | None:
+    import torch
+
+    return probe(parse(text), dict(values), getattr(torch, dtype)).problem

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from activation_bench import __version__
+from activation_bench.cfg import activation_label
 from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -107,7 +108,9 @@ def inside(root: Path, path: Path) -> Path:
 
 
 def default_run_name(cfg: Cfg) -> str:
-    act = cfg.activation.get("name") or str(cfg.activation.get("_target_", "custom")).rsplit(".")[-1]
+    act = activation_label(cfg.activation)
+    if cfg.activation.get("_target_"):
+        act = act.rsplit(".")[-1]
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return slug(f"{stamp}_{act}_{cfg.data.name}_s{cfg.seed}")
 
