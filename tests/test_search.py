@@ -193,3 +193,13 @@ def test_search_refuses_another_search_in_its_directory(runner, runs_dir):
     result = runner.invoke(app, [*args[:-1], "5"])
     assert result.exit_code == 2 and "holds a different search" in result.stderr
     assert files_under(runs_dir) == before
+
+
+@pytest.mark.slow
+def test_search_through_a_launcher_equals_the_local_search(runner, tmp_path):
+    local, launched = tmp_path / "local", tmp_path / "launched"
+    args = ["search", *TASK, *SEARCH, "--name", "s"]
+    assert runner.invoke(app, [*args, "--runs-dir", str(local)]).exit_code == 0
+    result = runner.invoke(app, [*args, "--runs-dir", str(launched), "--launcher", "basic", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    assert (launched / "s" / "candidates.csv").read_text() == (local / "s" / "candidates.csv").read_text()
