@@ -203,3 +203,10 @@ def test_search_through_a_launcher_equals_the_local_search(runner, tmp_path):
     result = runner.invoke(app, [*args, "--runs-dir", str(launched), "--launcher", "basic", "--jobs", "2"])
     assert result.exit_code == 0, result.output
     assert (launched / "s" / "candidates.csv").read_text() == (local / "s" / "candidates.csv").read_text()
+
+
+def test_search_dry_run_counts_and_writes_nothing(runner, runs_dir):
+    result = runner.invoke(app, ["search", *TASK, *SEARCH, "--runs-dir", str(runs_dir), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "12 candidates drawn" in result.stderr
+    assert files_under(runs_dir) == []
