@@ -105,6 +105,9 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
         if held["early_stop_epoch"]:
             rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
                          f"{g(held['early_stop_test_loss'])} (RMSE {g(held['early_stop_test_rmse'])})"))
+    if result.learned:  # activation=expr, activation.learnable=true: the values at the end, per hidden layer
+        rows.append(("learned", ", ".join(f"{k}={'/'.join(f'{v:.6g}' for v in vals)}"
+                                          for k, vals in result.learned.items())))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:
@@ -294,7 +297,10 @@ def _expression_facts(text: str, fmt: str) -> None:
     from activation_bench.render.plots import parse_activation
 
     body, params = parse_activation(text)
-    e, values, _ = expr.from_node({"fn": body, **params})
+    try:
+        e, values, _ = expr.from_node({"fn": body, **params})
+    except UsageError as exc:
+        raise UsageError(f"{exc} (with --fn, parameters follow a colon: 'x*sigmoid(beta*x):beta=1.0')") from None
     facts = expr_summary.summarize(e, values)
     smooth = "yes" if facts["smooth"] else "no" + (f" (kink near x = {facts['kink']:g})" if facts["kink"] is not None
                                                    else "")

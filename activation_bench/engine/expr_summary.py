@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,11 +75,11 @@ def _bounded(f: nn.Module) -> str:
     with torch.no_grad():
         inner = torch.cat([f(near), f(-near)])
         outer = torch.cat([f(far), f(-far)])
-    if not bool(torch.isfinite(inner).all()):
+    if bool(inner.isnan().any() or outer.isnan().any()):
         return "no"
-    hi, lo = inner.max().item(), inner.min().item()
-    above = bool(torch.isfinite(outer).all()) and outer.max().item() <= hi + 0.01 * (1 + abs(hi))
-    below = bool(torch.isfinite(outer).all()) and outer.min().item() >= lo - 0.01 * (1 + abs(lo))
+    hi, lo = inner.max().item(), inner.min().item()  # overflow to +-inf counts against that side only
+    above = math.isfinite(hi) and outer.max().item() <= hi + 0.01 * (1 + abs(hi))
+    below = math.isfinite(lo) and outer.min().item() >= lo - 0.01 * (1 + abs(lo))
     return {(True, True): "both", (False, True): "below", (True, False): "above"}.get((above, below), "no")
 
 

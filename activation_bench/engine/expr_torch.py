@@ -62,7 +62,19 @@ _TORCH_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": to
 
 def compile_tree(node: Any, learnable: frozenset[str] = frozenset()) -> Fn:
     """A function (x, params) -> value of the tree; `learnable` names parameters given as tensors
-    (the others are numbers: subtrees of numbers and them are computed in float64)."""
+    (the others are numbers: subtrees of numbers and them are computed in float64; subtrees of
+    numbers alone once, here)."""
+    if node.op not in ("x", "num", "param") and _numbers_only(node):
+        value = _compile(node, learnable)(None, {})  # type: ignore[arg-type]
+        return lambda x, p: value
+    return _compile(node, learnable)
+
+
+def _numbers_only(node: Any) -> bool:
+    return node.op == "num" or (node.op not in ("x", "param") and all(_numbers_only(a) for a in node.args))
+
+
+def _compile(node: Any, learnable: frozenset[str]) -> Fn:
     op = node.op
     if op == "x":
         return lambda x, p: x
@@ -127,6 +139,10 @@ class ExprActivation(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         params = dict(zip(self.names, self.values)) if self.learnable else self.fixed
         return _full(self.fn(x, params), x)
+
+    def learned(self) -> dict[str, float]:
+        """The learnable parameters' current values by name (empty when not learnable)."""
+        return {n: v.item() for n, v in zip(self.names, self.values)} if self.learnable else {}
 
     def extra_repr(self) -> str:
         return self.expr.canonical
