@@ -8,8 +8,8 @@ evaluate.
 
 Grammar: numbers (finite), `x`, `+ - * / **`, unary minus (and plus), parentheses, and calls of
 FUNCTIONS: abs exp log log1p sqrt sin cos tanh sinh cosh asinh atan erf sigmoid softplus relu gelu
-silu sinc (one argument) and min max (two). `sinc(x)` is sin(x)/x (1 at 0), as in Ramachandran et
-al. 2017; softplus is torch's (beta 1, threshold 20); gelu the exact one. Any other name is a
+silu sinc (one argument) and min max (two). `sinc(x)` is the unnormalised sin(x)/x (1 at 0;
+torch's sinc is sin(pi x)/(pi x)); softplus is torch's (beta 1, threshold 20); gelu the exact one. Any other name is a
 parameter (an ASCII identifier, not starting with `_`, not one of RESERVED); its value comes from the
 config (`+activation.beta=1.0`). Limits: MAX_LENGTH characters, MAX_DEPTH levels of nesting,
 constant exponents of at most MAX_EXPONENT in magnitude. Every refusal is a UsageError of one line
