@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from activation_bench.cli import compare, rank, run
+from activation_bench.cli import compare, rank, run, search
 
 app = typer.Typer(
     add_completion=False,
@@ -35,6 +35,7 @@ app.command("plot")(compare.plot)
 app.command("plot-activations")(compare.plot_activations)
 app.command("report")(compare.report)
 app.command("rank")(rank.rank)
+app.command("search", help=search.SEARCH_HELP)(search.search)
 
 
 def main() -> None:

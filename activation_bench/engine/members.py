@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from activation_bench.data.synthetic import derived_seed, generator
-from activation_bench.engine import activations
+from activation_bench.engine import activations, grouped
 from activation_bench.engine.model import Slice, StackedMLP, member_weights
 
 if TYPE_CHECKING:
@@ -39,6 +39,15 @@ def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dt
     slices: list[Slice] = []
     for i, c in enumerate(ordered):
         cfg = dict(c.activation)
+        if grouped.is_groupable(cfg):  # expression members: one module for the whole run of them
+            last = slices[-1] if slices else None
+            if last and last.stop > i:  # inside the run a grouped slice already covers
+                continue
+            stop = next((j for j in range(i, len(ordered)) if not grouped.is_groupable(dict(ordered[j].activation))),
+                        len(ordered))
+            module = grouped.from_configs([dict(o.activation) for o in ordered[i:stop]]).to(device=device)
+            slices.append(Slice(i, stop, [module] * depth))
+            continue
         per_member = activations.is_per_member(cfg)
         last = slices[-1] if slices else None
         if last and not per_member and not last.per_member and keys[last.start] == keys[i]:

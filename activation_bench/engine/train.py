@@ -22,7 +22,7 @@ import torch
 
 from activation_bench.data import tables
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
-from activation_bench.engine import activations, fused
+from activation_bench.engine import activations, fused, grouped
 from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import StackedMLP, member_mse
@@ -237,7 +237,8 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     device = resolve_device(first.device)
     dtype = DTYPES[first.dtype]
     act_keys = [json.dumps(_act_cfg(c), sort_keys=True) for c in cfgs]
-    order = sorted(range(len(cfgs)), key=lambda i: act_keys[i])
+    # members sharing an activation are contiguous, and expression members (one grouped module) first
+    order = sorted(range(len(cfgs)), key=lambda i: (not grouped.is_groupable(_act_cfg(cfgs[i])), act_keys[i]))
     ordered = [cfgs[i] for i in order]
     data = [load_data(c) for c in ordered]
     n, n_val, n_test, dim = data_shapes(first)

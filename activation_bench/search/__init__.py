@@ -1,0 +1,1 @@
+"""Activation search: candidate spaces, behavioural deduplication and successive halving."""
