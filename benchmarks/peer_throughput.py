@@ -23,6 +23,7 @@ the peers compute what actbench computes.
 Usage:
     python benchmarks/peer_throughput.py [--seeds 30] [--epochs 1000 3000] [--repeat 1]
     python benchmarks/peer_throughput.py --small      # a smoke test: 2 seeds, 20 and 60 epochs
+    python benchmarks/peer_throughput.py --paths actbench,jax --threads 1 --cpu-time   # on a busy machine
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,16 +46,24 @@ PEERS = Path(__file__).resolve().parent / "peers"
 PATHS = ("actbench", "jax", "torch.func", "naive")
 
 
-def whole_process(path: str, root: str, seeds: int, epochs: int) -> float:
+def whole_process(path: str, root: str, seeds: int, epochs: int, cpu_time: bool = False) -> float:
+    """The process's wall seconds, or with cpu_time its user + system CPU seconds (with one thread
+    per path, what it would take on an idle core: a busy machine's scheduler does not inflate it,
+    but time spent waiting for the disk is left out)."""
     if path == "actbench":
         cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
                f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}"]
     else:
         script = "jax_peer.py" if path == "jax" else "torchfunc_peer.py"
         cmd = [sys.executable, str(PEERS / script), "--seeds", str(seeds), "--epochs", str(epochs)]
-    start = time.perf_counter()
+    start, used = time.perf_counter(), _children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    return _children_cpu() - used if cpu_time else time.perf_counter() - start
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -67,7 +77,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0,
                     help="threads for every path (OMP/MKL and XLA's CPU); 0: each library's default. One "
                     "thread each is the steadier comparison on a machine shared with other work")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time each process by its CPU time (with --threads 1 on a busy machine)")
     args = ap.parse_args()
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time needs --threads 1 (with more threads CPU time adds the threads' times up)")
     if args.threads:
         os.environ.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                           XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={str(args.threads > 1).lower()} "
@@ -88,7 +102,8 @@ def main() -> None:
     print(header())
     print(f"torch {torch.__version__}, {os.cpu_count()} cores, threads {args.threads or 'default'}; "
           f"{members} members; epochs {args.epochs}")
-    print(f"{'round':6s} {'path':12s} {'epochs':>7s} {'seconds':>9s} {'model-steps/s':>14s}")
+    print(f"{'round':6s} {'path':12s} {'epochs':>7s} {'CPU s' if args.cpu_time else 'seconds':>9s} "
+          f"{'model-steps/s':>14s}; load average {os.getloadavg()[0]:.2f}")
     times: dict[tuple[str, int], list[float]] = {}
     rates: list[float] = []
     if "naive" in paths:
@@ -105,12 +120,13 @@ def main() -> None:
                         rates.append(steps / wall)
                         print(f"{r:<6d} {'naive':12s} {args.naive_epochs:7d} {wall:9.2f} {steps / wall:14.0f}")
                         continue
-                    wall = whole_process(path, os.path.join(keep, f"r{r}-{epochs}"), args.seeds, epochs)
+                    wall = whole_process(path, os.path.join(keep, f"r{r}-{epochs}"), args.seeds, epochs, args.cpu_time)
                     times.setdefault((path, epochs), []).append(wall)
                     print(f"{r:<6d} {path:12s} {epochs:7d} {wall:9.2f} {members * epochs / wall:14.0f}", flush=True)
     finally:
         shutil.rmtree(keep)
     report(times, rates, paths, args.epochs, members)
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 
 def report(times: dict, rates: list[float], paths: list[str], epochs: list[int], members: int) -> None:

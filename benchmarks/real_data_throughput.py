@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,6 +38,9 @@ BATCH = 32
 ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
 
+CLOCK = time.perf_counter  # time.process_time with --cpu-time
+
+
 def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
     """One model at a time, a shuffled DataLoader; returns (model steps, seconds)."""
     import torch
@@ -47,7 +51,7 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
     from activation_bench.data import tables
     from activation_bench.engine.activations import create
 
-    start = time.perf_counter()
+    start = CLOCK()
     cfg = compose(["data=diabetes", f"seed={seed}"])
     s = tables.split_arrays(cfg)
     x, y = torch.tensor(s.x, dtype=torch.float32), torch.tensor(s.y[:, None], dtype=torch.float32)
@@ -72,16 +76,23 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
             model.eval()
             with torch.no_grad():
                 history.append((loss.item(), crit(model(xv), yv).item(), crit(model(xt), yt).item()))
-    return steps, time.perf_counter() - start
+    return steps, CLOCK() - start
 
 
 def actbench_sweep(root: str, seeds: int, epochs: int) -> tuple[int, float]:
+    """(model steps, the process's wall seconds, or its CPU seconds with --cpu-time)."""
     cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
            "data=diabetes", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}"]
-    start = time.perf_counter()
+    start, used = time.perf_counter(), _children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    took = _children_cpu() - used if CLOCK is time.process_time else time.perf_counter() - start
     steps_per_epoch = -(-266 // BATCH)
-    return len(ACTS) * seeds * epochs * steps_per_epoch, time.perf_counter() - start
+    return len(ACTS) * seeds * epochs * steps_per_epoch, took
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -90,11 +101,23 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 4 seeds, 20 epochs, 1 round")
+    ap.add_argument("--cpu-time", action="store_true", help="one thread for both paths, timed by CPU time (a busy "
+                    "machine's scheduler does not inflate it)")
     args = ap.parse_args()
+    global CLOCK
+    if args.cpu_time:
+        CLOCK = time.process_time
+        os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if args.quick:
         args.seeds, args.epochs, args.repeat = 4, 20, 1
     import torch
 
+    if args.cpu_time:
+        torch.set_num_threads(1)
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+
+    print(header())
+    print(f"load average {os.getloadavg()[0]:.2f}; {'CPU' if args.cpu_time else 'wall'} time")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
           f"{len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs, data=diabetes, "
           f"batch_size={BATCH}, shuffle=true")
@@ -114,7 +137,8 @@ def main() -> None:
     finally:
         shutil.rmtree(keep)
     rounds = ", ".join(f"{x:.1f}" for x in ratios)
-    print(f"actbench / naive = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds})")
+    print(f"actbench / naive = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds}); "
+          f"load average at end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

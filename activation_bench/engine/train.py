@@ -28,6 +28,7 @@ from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import StackedMLP, member_mse
 from activation_bench.engine.optim import StackedOptimizer
 from activation_bench.engine.teacher import make_dataset
+from activation_bench.engine.vml import resolve_vml_kernels
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -148,6 +149,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None) -> list[Ru
         # single-matrix path rounds differently from its batched one, and padding makes a run
         # done alone bit-identical to the same member inside a sweep's stack.
         cfgs = [cfgs[0], cfgs[0]]
+    resolve_vml_kernels()  # before any threaded erf/exp/tanh: see vml.py
     # Denormal floats (losses near the float floor make Adam's second moments ~1e-40) are up to
     # 100x slower on CPUs; flushing them to zero changes no update measurably (eps=1e-8
     # dominates), and stacked and single runs flush alike.
