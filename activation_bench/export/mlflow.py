@@ -104,6 +104,7 @@ def collect(paths: Sequence[str | Path], experiment: str | None = None) -> Plan:
         member = _member(Path(source), str(run), loaded.epoch[lo:hi], losses, experiment, plan.skipped)
         if member is not None:
             plan.members.append(member)
+    plan.skipped = list(dict.fromkeys(plan.skipped))  # loading names some incomplete runs already
     if not plan.members:
         raise UsageError(f"no finished runs to export in {', '.join(map(str, paths))}")
     return plan
@@ -252,14 +253,16 @@ def _sqlite_file(uri: str) -> Path | None:
 
 @contextlib.contextmanager
 def _undo_new_store(uri: str) -> Iterator[None]:
-    """A SQLite file this block creates is removed if the block fails (nothing half-exported)."""
+    """A SQLite file (and the folders MLflow makes for it) that this block creates is removed if
+    the block fails: nothing half-exported."""
     db = _sqlite_file(uri)
-    new = db is not None and not db.exists()
+    made = [] if db is None or db.exists() else [db, *(p for p in db.absolute().parents if not p.exists())]
     try:
         yield
     except BaseException:
-        if new and db is not None:
-            db.unlink(missing_ok=True)
+        for path in made:  # the file, then its new folders from the deepest
+            with contextlib.suppress(OSError):
+                path.unlink() if path is db else path.rmdir()
         raise
 
 
