@@ -38,7 +38,7 @@ def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64) -> tuple[i
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    from activation_bench.activations import create
+    from activation_bench.engine.activations import create
 
     steps, start = 0, time.perf_counter()
     for a in acts:
@@ -72,11 +72,13 @@ def actbench_sweep(root: str, depth: int, seeds: int, epochs: int) -> tuple[int,
 def engine_in_process(depth: int, seeds: int, epochs: int) -> tuple[int, float]:
     """actbench's engine alone (composed configs in, losses out), timed in this process: no start-up,
     no files."""
-    from activation_bench import config, train
+    from activation_bench.config.compose import compose_many
+    from activation_bench.config.grid import expand
+    from activation_bench.engine import train
 
-    grid = config.expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
+    grid = expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
                           f"model.depth={depth}"])
-    cfgs = config.compose_many(grid.members)
+    cfgs = compose_many(grid.members)
     start = time.perf_counter()
     for stack in train.plan_stacks(cfgs):
         train.train([cfgs[i] for i in stack])

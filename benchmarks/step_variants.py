@@ -27,13 +27,13 @@ DATA = ["normal", "uniform"]
 
 def variants() -> dict:
     """name -> (whether to use the hand-written gradient, largest stack)."""
-    from activation_bench import train
+    from activation_bench.engine import train
 
     return {"autograd": (False, train.MAX_STACK), "hand": (True, train.MAX_STACK), "hand, stacks <= 128": (True, 128)}
 
 
 def run_grid(cfgs: list, hand: bool, max_members: int) -> float:
-    from activation_bench import train
+    from activation_bench.engine import train
 
     train.HAND_GRADIENT = hand
     start = time.perf_counter()
@@ -51,11 +51,11 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from activation_bench import config
+    from activation_bench.config.compose import compose_many
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfgs = config.compose_many([[f"activation={a}", f"data={d}", f"seed={s}", f"epochs={args.epochs}"]
+    cfgs = compose_many([[f"activation={a}", f"data={d}", f"seed={s}", f"epochs={args.epochs}"]
                                 for a in ACTS for d in DATA for s in range(args.seeds)])
     steps = len(cfgs) * args.epochs
     found = variants()

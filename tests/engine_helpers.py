@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from activation_bench import config, train
+from activation_bench.config.compose import compose_many
+from activation_bench.config.grid import expand
+from activation_bench.engine import train
 
 
 def stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult, train.RunResult]]:
     """(labels, the member trained alone, the member trained in its sweep's stacks) per member."""
-    grid = config.expand(overrides)
-    cfgs = config.compose_many(grid.members)
+    grid = expand(overrides)
+    cfgs = compose_many(grid.members)
     stacked: dict[int, train.RunResult] = {}
     for stack in train.plan_stacks(cfgs):
         for i, res in zip(stack, train.train([cfgs[i] for i in stack])):

@@ -10,8 +10,10 @@ import pytest
 import torch
 import yaml
 
-from activation_bench import activations, config
-from activation_bench.activations import REGISTRY, create, hidden_width
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.config.grid import expand
+from activation_bench.engine import activations
+from activation_bench.engine.activations import REGISTRY, create, hidden_width
 from activation_bench.errors import UsageError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "activation"
@@ -292,9 +294,9 @@ def test_plain_widths() -> None:
 
 
 def _train_tiny(overrides: list[str]):
-    from activation_bench import train
+    from activation_bench.engine import train
 
-    cfg = config.compose(["epochs=3", "data.n_samples=4", "data.input_dim=3", "model.hidden_dim=6", *overrides])
+    cfg = compose(["epochs=3", "data.n_samples=4", "data.input_dim=3", "model.hidden_dim=6", *overrides])
     return train.train([cfg])[0]
 
 
@@ -364,12 +366,12 @@ def test_integer_for_float_parameter_is_accepted() -> None:
 ])
 def test_bad_activation_overrides_raise_usage_error(overrides: list[str]) -> None:
     with pytest.raises(UsageError) as exc:
-        config.compose(overrides)
+        compose(overrides)
     assert "\n" not in str(exc.value)
 
 
 def test_parameter_override_from_the_command_line() -> None:
-    cfg = config.compose(["activation=leaky_relu", "activation.negative_slope=0.2"])
+    cfg = compose(["activation=leaky_relu", "activation.negative_slope=0.2"])
     assert cfg.activation == {"name": "leaky_relu", "negative_slope": 0.2}
     assert activations.create_from_config(cfg.activation).negative_slope == 0.2
 
@@ -387,7 +389,7 @@ def test_target_to_a_user_module_works() -> None:
 
 def test_target_through_config_and_training() -> None:
     overrides = ["activation=custom", "activation._target_=act_helpers.ScaledTanh", "+activation.scale=2.0"]
-    cfg = config.compose(overrides)
+    cfg = compose(overrides)
     assert cfg.activation == {"name": "custom", "_target_": "act_helpers.ScaledTanh", "scale": 2.0}
     result = _train_tiny(overrides)
     assert len(result.train_loss) == 3 and all(math.isfinite(v) for v in result.train_loss)
@@ -415,20 +417,20 @@ def test_bad_target_raises_usage_error(target: str, match: str) -> None:
 ])
 def test_bad_target_through_config_raises_usage_error(target: str, match: str) -> None:
     with pytest.raises(UsageError, match=match) as exc:
-        config.compose(["activation=custom", f"activation._target_={target}"])
+        compose(["activation=custom", f"activation._target_={target}"])
     assert "\n" not in str(exc.value)
 
 
 def test_target_that_fails_to_build_raises_usage_error() -> None:
     with pytest.raises(UsageError, match="failed to build: scale must be > 0"):
-        config.compose(["activation=custom", "activation._target_=act_helpers.ScaledTanh", "+activation.scale=-1.0"])
+        compose(["activation=custom", "activation._target_=act_helpers.ScaledTanh", "+activation.scale=-1.0"])
     with pytest.raises(UsageError, match="failed to build"):
         activations.check_config({"_target_": "act_helpers.ScaledTanh", "nosuch": 1})
 
 
 def test_custom_without_target_says_what_to_do() -> None:
     with pytest.raises(UsageError, match=r"activation=custom needs activation\._target_"):
-        config.compose(["activation=custom"])
+        compose(["activation=custom"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -474,12 +476,12 @@ def test_describe_lists_every_activation() -> None:
 
 
 def test_every_activation_trains_three_epochs_with_finite_losses() -> None:
-    from activation_bench import train
+    from activation_bench.engine import train
 
-    grid = config.expand(["activation=glob(*)", "epochs=3", "data.n_samples=4", "data.input_dim=3",
+    grid = expand(["activation=glob(*)", "epochs=3", "data.n_samples=4", "data.input_dim=3",
                           "model.hidden_dim=5"])
     members = [m for m, lab in zip(grid.members, grid.labels) if lab["activation"] != "custom"]
-    cfgs = config.compose_many(members)
+    cfgs = compose_many(members)
     assert sorted(c.activation["name"] for c in cfgs) == sorted(REGISTRY)
     for cfg in cfgs:  # the composed config of every activation carries the registry defaults
         name = cfg.activation["name"]

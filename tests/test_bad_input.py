@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from activation_bench.cli import app
+from activation_bench.cli.main import app
 from tests.conftest import TINY, files_under
 
 RUN_CASES = [
@@ -103,10 +103,11 @@ def test_member_that_cannot_fit_is_refused_before_anything_is_allocated(runner, 
 
 
 def test_member_larger_than_memory_mb_is_refused_with_the_estimate(runner, runs_dir):
-    from activation_bench import config, train
+    from activation_bench.config.compose import compose
+    from activation_bench.engine import train
 
     small = ["epochs=4"]  # default sizes: about 0.1 MB a member (TINY's is under --memory-mb's minimum)
-    per_mb = train.member_bytes(config.compose(small)) / 2**20
+    per_mb = train.member_bytes(compose(small)) / 2**20
     result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(per_mb / 2),
                                  "seed=0,1", *small])
     assert result.exit_code == 2, result.output
@@ -119,10 +120,11 @@ def test_member_larger_than_memory_mb_is_refused_with_the_estimate(runner, runs_
 
 
 def test_memory_check_without_a_known_budget_refuses_nothing(monkeypatch):
-    from activation_bench import config, orchestrate
+    from activation_bench.config.compose import compose
+    from activation_bench.runs import memory
 
-    monkeypatch.setattr(orchestrate, "available_mb", lambda device="cpu": None)
-    orchestrate.check_memory([config.compose(HUGE)], None)  # nothing to compare with: no refusal
-    with pytest.raises(orchestrate.UsageError, match="--memory-mb 10"):
-        orchestrate.check_memory([config.compose(HUGE)], 10)
-    assert orchestrate.stack_budget_mb(10) == 10 and orchestrate.stack_budget_mb(None) == 1024.0
+    monkeypatch.setattr(memory, "available_mb", lambda device="cpu": None)
+    memory.check_memory([compose(HUGE)], None)  # nothing to compare with: no refusal
+    with pytest.raises(memory.UsageError, match="--memory-mb 10"):
+        memory.check_memory([compose(HUGE)], 10)
+    assert memory.stack_budget_mb(10) == 10 and memory.stack_budget_mb(None) == 1024.0

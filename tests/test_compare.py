@@ -15,11 +15,11 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from activation_bench import compare as cmp
-from activation_bench import render
-from activation_bench.cli import app
+from activation_bench.analysis import compare as cmp
+from activation_bench.analysis.stats import holm
+from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
-from activation_bench.stats import holm
+from activation_bench.render import tables
 
 ACTS = ["relu", "gelu", "silu"]
 SEEDS = range(5)
@@ -204,7 +204,7 @@ def test_identical_functions_tie_as_identical_losses(tmp_path):
     assert r["n_ties"] == 5 and r["mean_diff"] == 0 and r["p_t"] == 1.0
     assert r["note"] == "all 5 pairs tie: identical losses (every paired difference is exactly zero)"
     assert row(res, activation="gelu")["note"] == ""
-    assert "identical losses" in render.table_text(res)  # the note is shown below the table
+    assert "identical losses" in tables.table_text(res)  # the note is shown below the table
 
 
 def test_diverged_runs_counted_apart(tmp_path):
@@ -330,18 +330,18 @@ def test_by_option_and_val_loss(tmp_path):
 
 def test_formats(table_csv):
     res = cmp.run_compare([table_csv], "final", baseline="activation=relu")
-    csv_text = render.to_csv(res)
+    csv_text = tables.to_csv(res)
     header = csv_text.splitlines()[0].split(",")
     assert header[:9] == ["activation", "metric", "n", "mean", "std", "median", "geo_mean", "ci_low", "ci_high"]
     assert {"n_pairs", "ratio", "win_rate", "p_t", "p_wilcoxon", "p_t_holm", "p_wilcoxon_holm", "d_z"} <= set(header)
     back = pd.read_csv(pd.io.common.StringIO(csv_text))
     assert back["mean"].tolist() == res.table["mean"].tolist()  # raw, full precision
-    doc = json.loads(render.to_json(res))
+    doc = json.loads(tables.to_json(res))
     assert doc["baseline"] == {"key": "activation", "value": "relu"}
     assert doc["rows"][0]["geo_mean"] == res.table["geo_mean"].iloc[0]
-    md = render.to_markdown(res)
+    md = tables.to_markdown(res)
     assert "| activation |" in md and "|:---|" in md and "log10" in md
-    text = render.table_text(res)
+    text = tables.table_text(res)
     assert "gelu" in text and "log10" in text and "t interval" in text
 
 
@@ -399,7 +399,8 @@ def test_bad_input_exit_2(tmp_path, table_csv, args, message):
 
 
 def test_compare_does_not_import_torch():
-    code = ("import sys, activation_bench.compare, activation_bench.render, activation_bench.cli_compare; "
+    code = ("import sys, activation_bench.analysis.compare, activation_bench.render.tables, "
+            "activation_bench.cli.compare; "
             "assert 'torch' not in sys.modules, 'torch imported'; assert 'rich' not in sys.modules, 'rich'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -1,4 +1,4 @@
-"""compose_many's shortcuts (activation_bench/compose.py) against Hydra's own composition."""
+"""compose_many's shortcuts (activation_bench/config/compose.py) against Hydra's own composition."""
 
 from __future__ import annotations
 
@@ -7,25 +7,29 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from activation_bench import compose, config, validation
+from activation_bench.cfg import Cfg
+from activation_bench.config import compose, files, validate
+from activation_bench.config.compose import compose_many
+from activation_bench.config.files import config_dir, group_options
+from activation_bench.config.schema import NOT_GLOBBED, SPLICED, _register_schema
 
 
 def hydra_composed(overrides: list[str]) -> dict:
     """Hydra's own composition, then the same validation (which derives model.init_resolved)."""
-    config._register_schema()
-    with initialize_config_dir(config_dir=str(config.config_dir()), version_base="1.3"):
+    _register_schema()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         composed = hydra_compose(config_name="config", overrides=overrides)
-        cfg = config.Cfg.wrap(OmegaConf.to_container(composed, resolve=True))
-    validation.validate(cfg)
+        cfg = Cfg.wrap(OmegaConf.to_container(composed, resolve=True))
+    validate.validate(cfg)
     return cfg.plain()
 
 
-OPTIONS = [(g, o) for g in config.SPLICED for o in config.group_options(g) if o not in config.NOT_GLOBBED]
+OPTIONS = [(g, o) for g in SPLICED for o in group_options(g) if o not in NOT_GLOBBED]
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_direct_option_load_equals_hydra_compose(group: str, option: str) -> None:
-    ours = config.compose_many([[f"{group}={option}"]])[0]
+    ours = compose_many([[f"{group}={option}"]])[0]
     assert ours.plain() == hydra_composed([f"{group}={option}"])
 
 
@@ -33,7 +37,7 @@ def test_many_members_with_scalar_overrides_equal_hydra() -> None:
     members = [["activation=leaky_relu", "data=uniform", "activation.negative_slope=0.2", "seed=3"],
                ["data=uniform", "activation=elu", "data.n_samples=7"],
                ["activation=prelu", "lr=0.01"]]
-    for got, member in zip(config.compose_many(members), members):
+    for got, member in zip(compose_many(members), members):
         assert got.plain() == hydra_composed(member)
 
 
@@ -43,7 +47,7 @@ def test_members_that_fall_back_to_hydra_equal_hydra() -> None:
     members = [["experiment=gelu_vs_relu", "seed=2"], ["experiment=gelu_vs_relu", "activation=relu", "seed=2"],
                ["activation=custom", "activation._target_=torch.nn.Tanh", "seed=1"],
                ["activation=custom", "activation._target_=torch.nn.Hardtanh", "+activation.min_val=-2.0"]]
-    for got, member in zip(config.compose_many(members), members):
+    for got, member in zip(compose_many(members), members):
         assert got.plain() == hydra_composed(member)
 
 
@@ -51,10 +55,11 @@ def test_option_with_defaults_list_falls_back_to_hydra(tmp_path, monkeypatch) ->
     import shutil
 
     root = tmp_path / "configs"
-    shutil.copytree(config.config_dir(), root)
+    shutil.copytree(config_dir(), root)
     # an option that pulls in another through its own defaults list: only Hydra gets this right
     (root / "data" / "wide.yaml").write_text("defaults:\n  - normal\n\ninput_dim: 128\n")
-    monkeypatch.setattr(config, "config_dir", lambda: root)
-    got = config.compose_many([["data=wide"]])[0]
+    monkeypatch.setattr(files, "config_dir", lambda: root)
+    monkeypatch.setattr(compose, "config_dir", lambda: root)
+    got = compose_many([["data=wide"]])[0]
     assert got.data.input_dim == 128 and got.data.name == "normal" and got.data.std == 1.0
     assert compose._compose_option(OmegaConf.create({"data": {}}), "data", "wide") is None

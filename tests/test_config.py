@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from activation_bench import config
+from activation_bench.cfg import Cfg, dump_yaml
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.config.grid import expand, hydra_settings
+from activation_bench.config.hashing import LEGACY_DEFAULTS, config_hash
+from activation_bench.errors import UsageError
 
 
 def test_to_yaml_by_parts_equals_one_dump() -> None:
     members = [["activation=leaky_relu", "lr=1e-05", "seed=7"], ["data=uniform", "data.noise=0.5"],
                ["activation=custom", "activation._target_=torch.nn.Tanh"], ["dtype=float64", "batch_size=3"]]
-    cfgs = config.compose_many(members)
-    cfgs.append(config.Cfg.wrap({"s": "yes: no", "n": None, "l": [1, "2", {"a": float("inf")}], "t": True}))
+    cfgs = compose_many(members)
+    cfgs.append(Cfg.wrap({"s": "yes: no", "n": None, "l": [1, "2", {"a": float("inf")}], "t": True}))
     for cfg in cfgs + cfgs:  # the second pass comes from the memo
-        assert cfg.to_yaml() == config.dump_yaml(cfg.plain())
+        assert cfg.to_yaml() == dump_yaml(cfg.plain())
 
 
 def test_hydra_settings_are_recognised_in_every_spelling() -> None:
     texts = ["hydra.launcher.n_jobs=2", "+hydra.x=1", "++hydra.y=2", "~hydra", "hydra/launcher=joblib", "seed=1",
              "hydra_like=1", "data.hydra=1"]
-    assert config.hydra_settings(texts) == texts[:5]
-    for where in (config.compose, config.expand):
-        with pytest.raises(config.UsageError, match="hydra.* settings configure a launcher"):
+    assert hydra_settings(texts) == texts[:5]
+    for where in (compose, expand):
+        with pytest.raises(UsageError, match="hydra.* settings configure a launcher"):
             where(["seed=1", "hydra.job.chdir=true"])
 
 
@@ -31,29 +35,29 @@ def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
     import hashlib
     import json
 
-    from activation_bench import datasets
+    from activation_bench.data import tables
 
     for member in ([], ["data=uniform", "seed=3", "activation=relu"]):
-        cfg = config.compose(member)
+        cfg = compose(member)
         old = cfg.plain()
-        for key in datasets.REAL_KEYS:
+        for key in tables.REAL_KEYS:
             del old["data"][key]
         old["model"] = {"hidden_dim": old["model"]["hidden_dim"]}
         del old["log"]
         text = json.dumps(old, sort_keys=True, allow_nan=True)
-        assert config.config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()[:16]
-    legacy = {key.split(".", 1)[1] for group in config.LEGACY_DEFAULTS for key in group if key.startswith("data.")}
-    assert legacy == set(datasets.REAL_KEYS)
+        assert config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    legacy = {key.split(".", 1)[1] for group in LEGACY_DEFAULTS for key in group if key.startswith("data.")}
+    assert legacy == set(tables.REAL_KEYS)
 
 
 def test_hashes_of_the_release_before_the_added_keys() -> None:
     # config_hash of these configs as computed by commit 176f6f5 (before real data, depth, init and log)
     for member, old in (([], "d7378612aec1fba2"), (["data=uniform", "seed=3", "activation=relu"], "9992ae3278182466"),
                         (["lr=0.01", "epochs=30", "batch_size=4", "shuffle=true"], "1b02b61dc412632e")):
-        assert config.config_hash(config.compose(member)) == old
+        assert config_hash(compose(member)) == old
 
 
 @pytest.mark.parametrize("override", ["model.depth=2", "model.init=he", "model.init=auto", "log.grad_norms=true",
                                       "log.every=5", "data=diabetes", "activation=relu"])
 def test_a_key_away_from_its_legacy_value_changes_the_hash(override: str) -> None:
-    assert config.config_hash(config.compose([override])) != config.config_hash(config.compose([]))
+    assert config_hash(compose([override])) != config_hash(compose([]))

@@ -7,15 +7,19 @@ import math
 import pytest
 import torch
 
-from activation_bench import config, data
-from activation_bench.data import derived_seed, make_dataset, teacher_targets
+from activation_bench.cfg import Cfg
+from activation_bench.config.compose import compose_many
+from activation_bench.config.files import config_dir
+from activation_bench.data import synthetic
+from activation_bench.data.synthetic import derived_seed
+from activation_bench.engine.teacher import make_dataset, teacher_targets
 
 TINY = ["data.n_samples=6", "data.input_dim=3", "model.hidden_dim=5", "epochs=3"]
 TEACHER = ["data.target=teacher", "data.n_val=4", "data.teacher_hidden_dim=7"]
 
 
 @pytest.fixture(scope="module")
-def cfgs() -> dict[str, config.Cfg]:
+def cfgs() -> dict[str, Cfg]:
     """Compose every config these tests use in one call (composing costs ~0.1 s each)."""
     wanted = {
         "gelu": ["activation=gelu"],
@@ -41,10 +45,10 @@ def cfgs() -> dict[str, config.Cfg]:
         "uniform_default": ["data=uniform"],
     }
     # later overrides of the same key win (data.n_samples=4000 after TINY's 6)
-    return dict(zip(wanted, config.compose_many([[*TINY, *ov] for ov in wanted.values()])))
+    return dict(zip(wanted, compose_many([[*TINY, *ov] for ov in wanted.values()])))
 
 
-def _same(a: data.Dataset, b: data.Dataset) -> bool:
+def _same(a: synthetic.Dataset, b: synthetic.Dataset) -> bool:
     return all(torch.equal(getattr(a, k), getattr(b, k)) for k in ("x", "y", "x_val", "y_val"))
 
 
@@ -95,10 +99,10 @@ def test_teacher_targets_do_not_use_the_students_init_stream(cfgs) -> None:
 
 def test_teacher_is_a_two_layer_network(cfgs) -> None:
     """teacher(x) = act(x W1 + b1) W2 + b2 with torch.nn.Linear's init from the teacher stream."""
-    from activation_bench.model import linear_init
+    from activation_bench.engine.model import linear_init
 
     cfg = cfgs["t_tanh"]
-    gen = data.generator(cfg.seed, "teacher")
+    gen = synthetic.generator(cfg.seed, "teacher")
     w1, b1 = linear_init(3, 7, gen, torch.float32)
     w2, b2 = linear_init(7, 1, gen, torch.float32)
     x = make_dataset(cfg).x
@@ -150,10 +154,10 @@ def test_stochastic_teacher_is_deterministic(cfgs) -> None:
 
 def test_gated_teacher_activation_gets_a_2h_wide_first_layer(cfgs) -> None:
     """glu teacher: Linear(3, 2 x 7) -> sigmoid(a) * b on the halves -> Linear(7, 1)."""
-    from activation_bench.model import linear_init
+    from activation_bench.engine.model import linear_init
 
     cfg = cfgs["f64_t_glu"]
-    gen = data.generator(cfg.seed, "teacher")
+    gen = synthetic.generator(cfg.seed, "teacher")
     w1, b1 = (t.double() for t in linear_init(3, 14, gen, torch.float32))
     w2, b2 = (t.double() for t in linear_init(7, 1, gen, torch.float32))
     x = make_dataset(cfg).x
@@ -179,7 +183,7 @@ def test_normal_and_uniform_ranges(cfgs) -> None:
 
 
 def test_teacher_training_reports_val_loss(cfgs) -> None:
-    from activation_bench import train
+    from activation_bench.engine import train
 
     result = train.train([cfgs["t_gelu"]])[0]
     assert result.val_loss is not None and len(result.val_loss) == 3
@@ -188,7 +192,7 @@ def test_teacher_training_reports_val_loss(cfgs) -> None:
 
 
 def test_float64_training(cfgs) -> None:
-    from activation_bench import train
+    from activation_bench.engine import train
 
     result = train.train([cfgs["f64_t_prelu"]])[0]
     assert result.status == "complete" and len(result.train_loss) == 3
@@ -198,13 +202,13 @@ def _experiment(name: str) -> str:
     """`experiment=NAME` once config.yaml's defaults list has the experiment group, else `+experiment=NAME`."""
     import yaml
 
-    defaults = yaml.safe_load((config.config_dir() / "config.yaml").read_text())["defaults"]
+    defaults = yaml.safe_load((config_dir() / "config.yaml").read_text())["defaults"]
     in_defaults = any(isinstance(d, dict) and any("experiment" in k for k in d) for d in defaults)
     return f"experiment={name}" if in_defaults else f"+experiment={name}"
 
 
 def test_experiment_presets() -> None:
-    seed, seed_relu, study = config.compose_many([
+    seed, seed_relu, study = compose_many([
         [_experiment("seed_notebook")],
         [_experiment("seed_notebook"), "activation=relu", "data=uniform", "epochs=3"],
         [_experiment("gelu_vs_relu"), "activation=relu", "data.target=teacher"],

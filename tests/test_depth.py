@@ -10,11 +10,15 @@ import pytest
 import torch
 import yaml
 
-from activation_bench import activations, config, train
-from activation_bench.cli import app
-from activation_bench.data import generator, make_dataset
-from activation_bench.diagnostics import unit_shares
-from activation_bench.model import Slice, StackedMLP, init_layer, linear_init, member_weights
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.config.grid import expand
+from activation_bench.config.hashing import config_hash
+from activation_bench.data.synthetic import generator
+from activation_bench.engine import activations, train
+from activation_bench.engine.diagnostics import unit_shares
+from activation_bench.engine.model import Slice, StackedMLP, init_layer, linear_init, member_weights
+from activation_bench.engine.teacher import make_dataset
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
 
@@ -38,7 +42,7 @@ def test_deep_stacked_members_equal_single_runs_bitwise_at_default_sizes():
 
 
 def test_depth_groups_separate_stacks_and_one_stack_per_depth():
-    cfgs = config.compose_many(config.expand(["model.depth=1,2,4", "activation=gelu,relu", "seed=0,1"]).members)
+    cfgs = compose_many(expand(["model.depth=1,2,4", "activation=gelu,relu", "seed=0,1"]).members)
     stacks = train.plan_stacks(cfgs)
     assert len(stacks) == 3
     for stack in stacks:
@@ -48,7 +52,7 @@ def test_depth_groups_separate_stacks_and_one_stack_per_depth():
 def test_deep_engine_matches_plain_torch_module_and_optimizer():
     """Reference for depth 3: nn.Sequential of Linear/activation layers + torch.optim.Adam from the
     same initial weights (rtol 1e-5 over 15 epochs, different kernels round differently)."""
-    cfg = config.compose(["activation=silu", "model.depth=3", "model.init=he", "epochs=15", "lr=0.01"])
+    cfg = compose(["activation=silu", "model.depth=3", "model.init=he", "epochs=15", "lr=0.01"])
     ds = make_dataset(cfg)
     layers = member_weights("he", 64, 64, 64, 3, generator(cfg.seed, "init"), torch.float32)
     mods: list[torch.nn.Module] = []
@@ -81,11 +85,11 @@ def test_depth_one_draws_the_two_layer_weights_and_deeper_models_share_the_first
 
 
 def test_depth_one_default_config_is_unchanged():
-    cfg = config.compose([])
+    cfg = compose([])
     assert (cfg.model.depth, cfg.model.init, cfg.model.init_resolved) == (1, "torch_default", "torch_default")
     assert (cfg.log.grad_norms, cfg.log.every) == (False, 10)
-    explicit = config.compose(["model.depth=1", "model.init=torch_default", *TINY])
-    assert train.train([explicit])[0].train_loss == train.train([config.compose(TINY)])[0].train_loss
+    explicit = compose(["model.depth=1", "model.init=torch_default", *TINY])
+    assert train.train([explicit])[0].train_loss == train.train([compose(TINY)])[0].train_loss
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,7 +108,7 @@ def _expected_params(input_dim: int, h1: int, h2: int, depth: int, extra: int = 
 ])
 @pytest.mark.parametrize("depth", [1, 2, 5])
 def test_parameter_counts_for_depth_and_gated_activations(act, widths, extra_per_layer, depth):
-    cfg = config.compose([*act, f"model.depth={depth}", *TINY])
+    cfg = compose([*act, f"model.depth={depth}", *TINY])
     h1, h2 = widths
     assert activations.hidden_width(dict(cfg.activation), 5) == (h1, h2)
     res = train.train([cfg])[0]
@@ -184,7 +188,7 @@ def test_he_matches_torch_kaiming_normal_statistics():
 ])
 def test_auto_resolves_to_the_registry_recommendation(act, scheme):
     assert activations.get_spec(act).init == scheme
-    cfg = config.compose([f"activation={act}", "model.init=auto"])
+    cfg = compose([f"activation={act}", "model.init=auto"])
     assert (cfg.model.init, cfg.model.init_resolved) == ("auto", scheme)
 
 
@@ -194,9 +198,9 @@ def test_every_registered_activation_recommends_a_known_scheme():
 
 
 def test_auto_trains_exactly_as_the_resolved_scheme():
-    auto, lecun = config.compose_many([["activation=selu", "model.init=auto", "model.depth=2", *TINY],
+    auto, lecun = compose_many([["activation=selu", "model.init=auto", "model.depth=2", *TINY],
                                        ["activation=selu", "model.init=lecun", "model.depth=2", *TINY]])
-    default = config.compose(["activation=selu", "model.depth=2", *TINY])
+    default = compose(["activation=selu", "model.depth=2", *TINY])
     assert train.train([auto])[0].train_loss == train.train([lecun])[0].train_loss
     assert train.train([auto])[0].train_loss != train.train([default])[0].train_loss
 
@@ -210,8 +214,8 @@ def test_auto_is_recorded_in_config_yaml_and_reproduces_with_the_same_hash(runne
     summary = json.loads((runs_dir / "a" / "summary.json").read_text())
     assert summary["init"] == "xavier"
     overrides = [f"{k}={v}" for k, v in _flatten(saved).items() if v is not None]
-    again = config.compose(overrides)
-    assert config.config_hash(again) == summary["config_hash"]
+    again = compose(overrides)
+    assert config_hash(again) == summary["config_hash"]
     written = [float(r.split(",")[1]) for r in (runs_dir / "a" / "losses.csv").read_text().splitlines()[1:]]
     assert train.train([again])[0].train_loss == written
 
@@ -253,9 +257,9 @@ def test_bad_depth_init_and_log_values(runner, runs_dir, command, overrides, mes
 
 
 def test_member_bytes_counts_every_layer():
-    base = config.compose(TINY)
-    deep = config.compose([*TINY, "model.depth=8"])
-    wide = config.compose(["model.depth=8", "model.hidden_dim=512"])
+    base = compose(TINY)
+    deep = compose([*TINY, "model.depth=8"])
+    wide = compose(["model.depth=8", "model.hidden_dim=512"])
     assert train.member_bytes(deep) > train.member_bytes(base)
     # 8 layers of 512x512 weights: params, grads and two Adam moments at least
     assert train.member_bytes(wide) > 4 * 4 * 7 * 512 * 512
@@ -263,7 +267,7 @@ def test_member_bytes_counts_every_layer():
 
 def test_a_depth_whose_stack_cannot_fit_is_refused(runner, runs_dir):
     """The memory refusal counts every layer: the same member fits at depth 1 and not at depth 8."""
-    shallow, deep = (config.compose(["epochs=4", f"model.depth={d}"]) for d in (1, 8))
+    shallow, deep = (compose(["epochs=4", f"model.depth={d}"]) for d in (1, 8))
     budget = (train.member_bytes(shallow) + train.member_bytes(deep)) / 2 / 2**20
     args = ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(budget), "epochs=4", "seed=0,1"]
     result = runner.invoke(app, [*args, "model.depth=8"])
@@ -290,7 +294,7 @@ def test_grads_csv_long_format_and_values_against_autograd(runner, runs_dir):
     assert list(rows[0]) == ["epoch", "layer", "weight_grad_norm", "act_norm"]
     assert [(int(r["epoch"]), int(r["layer"])) for r in rows] == [(e, k) for e in (1, 2, 4, 5) for k in (1, 2)]
     # epoch 1: the gradient at the initial weights, by plain autograd
-    cfg = config.compose(args[2:])
+    cfg = compose(args[2:])
     ds = make_dataset(cfg)
     (w1, b1), (w2, b2), (w3, b3) = [(w.requires_grad_(), b.requires_grad_()) for w, b in member_weights(
         "torch_default", 3, 5, 5, 2, generator(cfg.seed, "init"), torch.float32)]
@@ -318,7 +322,7 @@ def test_grad_log_changes_no_loss_and_matches_in_a_stack(depth):
 
 def test_grad_log_at_depth_one_against_autograd():
     """Depth 1 trains through the hand-written gradient: its logged norms at epoch 1 are autograd's."""
-    cfg = config.compose(["activation=gelu", "log.grad_norms=true", *TINY])
+    cfg = compose(["activation=gelu", "log.grad_norms=true", *TINY])
     row = train.train([cfg])[0].grads[0]
     ds = make_dataset(cfg)
     (w1, b1), (w2, b2) = [(w.requires_grad_(), b) for w, b in member_weights(
@@ -330,7 +334,7 @@ def test_grad_log_at_depth_one_against_autograd():
 
 
 def test_grads_with_minibatches_log_the_last_batch():
-    cfg = config.compose(["batch_size=2", "log.grad_norms=true", "log.every=1", *TINY])
+    cfg = compose(["batch_size=2", "log.grad_norms=true", "log.every=1", *TINY])
     res = train.train([cfg])[0]
     assert [r[0] for r in res.grads] == [1, 2, 3, 4] and all(r[2] > 0 and r[3] > 0 for r in res.grads)
 
@@ -374,7 +378,7 @@ def test_plot_grads_of_a_sweep_and_of_a_run(runner, runs_dir, tmp_path):
     result = runner.invoke(app, ["plot", "--grads", str(runs_dir / "s"), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from activation_bench import grad_plots
+    from activation_bench.render import grad_plots
 
     table, varying = grad_plots.load_grads([runs_dir / "s"])
     assert varying == ["activation", "seed"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from activation_bench import compare as cmp
+from activation_bench.analysis import compare as cmp
+from activation_bench.analysis.metrics import run_values
 from activation_bench.errors import UsageError
-from activation_bench.metrics import run_values
 
 ROWS = [  # act, seed, epoch, train, val, test
     ("gelu", 0, 1, 0.9, 0.50, 0.60), ("gelu", 0, 2, 0.5, 0.30, 0.40), ("gelu", 0, 3, 0.2, 0.30, 0.10),
@@ -59,7 +59,7 @@ def test_early_stop_needs_val_loss(tmp_path):
 
 
 def test_cli_early_stop_without_val_loss_exits_2(runner, tmp_path):
-    from activation_bench.cli import app
+    from activation_bench.cli.main import app
 
     path = tmp_path / "t.csv"
     path.write_text("activation,seed,epoch,train_loss\ngelu,0,1,0.5\n")

@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from activation_bench import activations, config, fused, train
-from activation_bench.model import Slice, StackedMLP, member_mse
+from activation_bench.config.compose import compose_many
+from activation_bench.engine import activations, fused, train
+from activation_bench.engine.model import Slice, StackedMLP, member_mse
 
 CLOSED = [("gelu", {}), ("mish", {}), ("relu", {}), ("tanh", {}), ("silu", {}), ("leaky_relu", {}),
           ("leaky_relu", {"negative_slope": 0.2}), ("elu", {}), ("elu", {"alpha": 0.5}), ("softplus", {}),
@@ -74,7 +75,7 @@ def test_hand_gradient_equals_autograd_on_whole_stacks_float64(names):
 def test_training_equals_the_autograd_engine_within_rtol(monkeypatch):
     """The same runs through the autograd path of the engine: float rounding only (rtol 1e-5)."""
     acts = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus", "prelu", "swiglu"]
-    cfgs = config.compose_many([[f"activation={a}", "epochs=30", "lr=0.01", "data.n_val=3"] for a in acts])
+    cfgs = compose_many([[f"activation={a}", "epochs=30", "lr=0.01", "data.n_val=3"] for a in acts])
 
     def run_all() -> list[train.RunResult]:
         out: dict[int, train.RunResult] = {}

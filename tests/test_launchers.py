@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from activation_bench.cli import app
+from activation_bench.cli.main import app
 from tests.conftest import TINY
 
 

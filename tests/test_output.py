@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 from typer.testing import CliRunner
 
-from activation_bench import orchestrate
-from activation_bench.cli import app
+from activation_bench.cli.main import app
+from activation_bench.runs import orchestrate
 from tests.conftest import TINY
 
 

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from activation_bench import compare as cmp
-from activation_bench import plots
-from activation_bench.cli import app
+from activation_bench.analysis import compare as cmp
+from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
+from activation_bench.render import plots
 
 
 @pytest.fixture

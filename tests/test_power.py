@@ -14,10 +14,10 @@ import pytest
 from statsmodels.stats.power import TTestPower
 from typer.testing import CliRunner
 
-from activation_bench import compare as cmp
-from activation_bench import power as pw
-from activation_bench import render
-from activation_bench.cli import app
+from activation_bench.analysis import compare as cmp
+from activation_bench.analysis import power as pw
+from activation_bench.cli.main import app
+from activation_bench.render import tables
 from tests.test_compare import FINAL, row, write_long_csv
 
 
@@ -76,7 +76,7 @@ def test_command_power_columns(tmp_path):
     result = CliRunner().invoke(app, ["compare", str(path), "--power", "1.05"])
     assert result.exit_code == 0 and "seeds for 1.05x" in result.stdout and "min ratio" in result.stdout
     res = cmp.compare(cmp.load([path]), "final", power=pw.parse_power(1.05))
-    assert "seeds_needed" in render.to_json(res) and "seeds for 1.05x" in render.to_markdown(res)
+    assert "seeds_needed" in tables.to_json(res) and "seeds for 1.05x" in tables.to_markdown(res)
     plain = CliRunner().invoke(app, ["compare", str(path), "--format", "csv"])
     assert "seeds_needed" not in plain.stdout
 
@@ -102,7 +102,7 @@ def test_bad_power_exit_2(tmp_path, args, message):
 
 def test_compare_without_power_imports_no_statsmodels(tmp_path):
     path = write_long_csv(tmp_path / "r.csv")
-    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli.main import app; "
             f"r = CliRunner().invoke(app, ['compare', {str(path)!r}]); assert r.exit_code == 0, r.output; "
             "heavy = {'torch', 'statsmodels', 'scikit_posthocs'} & set(sys.modules); assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)

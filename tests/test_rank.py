@@ -16,12 +16,12 @@ import scikit_posthocs as sp
 from scipy import stats
 from typer.testing import CliRunner
 
-from activation_bench import rank as rk
-from activation_bench import rank_render
-from activation_bench.cli import app
+from activation_bench.analysis import rank as rk
+from activation_bench.analysis.loading import load
+from activation_bench.analysis.stats import holm
+from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
-from activation_bench.loading import load
-from activation_bench.stats import holm
+from activation_bench.render import rank_tables
 
 # Demšar (2006), Table 6: AUC of C4.5 with and without curtailment (m) and pruning confidence (cf)
 # on 14 UCI data sets (higher is better)
@@ -196,18 +196,18 @@ def test_to_eps_counts_not_reached_as_last_epoch_plus_one(tmp_path):
 def test_task_option_and_render_formats(tmp_path):
     res = rk.rank(load([write_runs(tmp_path / "r.csv")]), "final", task=["data.target"])
     assert res.task_cols == ["data.target"] and len(res.scores) == 2
-    csv_text = rank_render.to_csv(res)
+    csv_text = rank_tables.to_csv(res)
     assert csv_text.splitlines()[0].split(",")[:3] == ["activation", "mean_rank", "n_tasks"]
     back = pd.read_csv(pd.io.common.StringIO(csv_text))
     assert back["mean_rank"].tolist() == res.table["mean_rank"].tolist()
-    doc = json.loads(rank_render.to_json(res))
+    doc = json.loads(rank_tables.to_json(res))
     assert doc["friedman"]["statistic"] == pytest.approx(res.friedman_stat)
     assert doc["groups"] == res.groups and doc["rows"][0]["activation"] == res.best
     assert doc["p_nemenyi"]["gelu"]["tanh"] == pytest.approx(res.p_nemenyi.loc["gelu", "tanh"])
     assert doc["p_wilcoxon_holm_all_pairs"] is None
-    md = rank_render.to_markdown(res)
+    md = rank_tables.to_markdown(res)
     assert "| activation | mean rank |" in md and "Friedman" in md
-    text = rank_render.table_text(res)
+    text = rank_tables.table_text(res)
     assert "Critical difference" in text and "best" in text
 
 
@@ -215,10 +215,10 @@ def test_cd_diagram_is_drawn(tmp_path, demsar):
     st = rk.rank_matrix(demsar, alpha=0.10, lower_is_better=False)
     assert st["groups"]  # the diagram draws them; check the file and the artists
     res = rk.rank(load([write_runs(tmp_path / "r.csv")]), "final")
-    fig = rank_render.draw_cd(res)
+    fig = rank_tables.draw_cd(res)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert any(t.startswith("gelu (1.25)") for t in texts) and any("CD = " in t for t in texts)
-    out = rank_render.write_cd(res, tmp_path / "cd.png")
+    out = rank_tables.write_cd(res, tmp_path / "cd.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -299,15 +299,16 @@ def test_single_task_and_single_group(tmp_path):
 
 
 def test_rank_and_help_import_no_torch_or_heavy_statistics():
-    code = ("import sys, activation_bench.cli, activation_bench.rank, activation_bench.rank_render, "
-            "activation_bench.power; heavy = {'torch', 'statsmodels', 'scikit_posthocs', 'matplotlib'} & "
+    code = ("import sys, activation_bench.cli.main, activation_bench.analysis.rank, "
+            "activation_bench.render.rank_tables, "
+            "activation_bench.analysis.power; heavy = {'torch', 'statsmodels', 'scikit_posthocs', 'matplotlib'} & "
             "set(sys.modules); assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_rank_command_imports_only_what_it_needs(tmp_path):
     path = write_runs(tmp_path / "r.csv")
-    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli.main import app; "
             f"r = CliRunner().invoke(app, ['rank', {str(path)!r}]); assert r.exit_code == 0, r.output; "
             "heavy = {'torch', 'statsmodels', 'scikit_posthocs', 'matplotlib'} & set(sys.modules); "
             "assert not heavy, heavy")

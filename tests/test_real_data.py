@@ -13,8 +13,12 @@ import numpy as np
 import pytest
 import yaml
 
-from activation_bench import config, datasets, functions, train
-from activation_bench.cli import app
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.config.grid import expand
+from activation_bench.config.hashing import config_hash
+from activation_bench.data import functions, tables
+from activation_bench.engine import train
 from tests.conftest import files_under
 from tests.engine_helpers import stacked_and_alone
 
@@ -36,8 +40,8 @@ def _write_table(path: Path, rows: int = 40, seed: int = 0) -> Path:
     ("diabetes", 442, 10, "progression"), ("star98", 303, 20, "math_above"), ("randhie", 20190, 9, "mdvis"),
 ])
 def test_bundled_tables(name, rows, dim, target):
-    cfg = config.compose([f"data={name}", *SMALL])
-    table = datasets.table_for(cfg.data)
+    cfg = compose([f"data={name}", *SMALL])
+    table = tables.table_for(cfg.data)
     assert table.x.shape == (rows, dim) and table.y.shape == (rows,) and table.target == target
     assert np.isfinite(table.x).all() and np.isfinite(table.y).all() and table.y.std() > 0
     n_val, n_test = round(rows * 0.2), round(rows * 0.2)
@@ -48,23 +52,23 @@ def test_bundled_tables(name, rows, dim, target):
 
 
 def test_split_is_paired_across_activations_and_differs_between_seeds():
-    gelu, relu, other = config.compose_many([["data=diabetes", "activation=gelu"], ["data=diabetes", "activation=relu"],
+    gelu, relu, other = compose_many([["data=diabetes", "activation=gelu"], ["data=diabetes", "activation=relu"],
                                              ["data=diabetes", "seed=1"]])
     a, b, c = train.load_data(gelu), train.load_data(relu), train.load_data(other)
     for k in ("x", "y", "x_val", "y_val", "x_test", "y_test"):
         assert getattr(a, k).equal(getattr(b, k))
     assert not a.y_test.equal(c.y_test)
     # the three parts are a partition of the table's rows
-    s = datasets.split_arrays(gelu)
-    table = datasets.table_for(gelu.data)
+    s = tables.split_arrays(gelu)
+    table = tables.table_for(gelu.data)
     raw_y = np.concatenate([s.y, s.y_val, s.y_test]) * s.info["target_scale"] + s.info["target_mean"]
     np.testing.assert_allclose(np.sort(raw_y), np.sort(table.y), rtol=1e-12)
     assert (len(s.y), len(s.y_val), len(s.y_test)) == (266, 88, 88)
 
 
 def test_standardisation_uses_the_training_split_only():
-    on, off = config.compose_many([["data=diabetes"], ["data=diabetes", "data.standardize=false"]])
-    s, raw = datasets.split_arrays(on), datasets.split_arrays(off)
+    on, off = compose_many([["data=diabetes"], ["data=diabetes", "data.standardize=false"]])
+    s, raw = tables.split_arrays(on), tables.split_arrays(off)
     np.testing.assert_allclose(s.x.mean(0), 0, atol=1e-12)
     np.testing.assert_allclose(s.x.std(0), 1, rtol=1e-12)
     np.testing.assert_allclose(s.y.mean(), 0, atol=1e-12)
@@ -78,14 +82,14 @@ def test_standardisation_uses_the_training_split_only():
     fx, fy = StandardScaler().fit(raw.x), StandardScaler().fit(raw.y[:, None])
     np.testing.assert_allclose(s.x_val, fx.transform(raw.x_val), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(s.y_test, fy.transform(raw.y_test[:, None])[:, 0], rtol=1e-12, atol=1e-14)
-    const = datasets.standardize(np.ones((4, 1)), np.arange(4.0), np.ones((1, 1)), np.zeros(1), np.full((1, 1), 2.0),
+    const = tables.standardize(np.ones((4, 1)), np.arange(4.0), np.ones((1, 1)), np.zeros(1), np.full((1, 1), 2.0),
                                  np.zeros(1))
     assert np.array_equal(const.x_test, [[1.0]])  # a constant column is centred, not scaled
 
 
 def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
     calls = {"read": 0, "split": 0}
-    real_builtin, real_split = datasets._builtin, datasets._split
+    real_builtin, real_split = tables._builtin, tables._split
 
     def counting_builtin(name):
         calls["read"] += 1
@@ -95,16 +99,16 @@ def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
         calls["split"] += 1
         return real_split(cfg)
 
-    datasets.load_table.cache_clear()
-    datasets._SPLITS.clear()
-    monkeypatch.setattr(datasets, "_builtin", counting_builtin)
-    monkeypatch.setattr(datasets, "_split", counting_split)
-    grid = config.expand(["activation=gelu,relu,tanh", "seed=0,1", "data=star98", "epochs=2", "model.hidden_dim=4"])
-    cfgs = config.compose_many(grid.members)
+    tables.load_table.cache_clear()
+    tables._SPLITS.clear()
+    monkeypatch.setattr(tables, "_builtin", counting_builtin)
+    monkeypatch.setattr(tables, "_split", counting_split)
+    grid = expand(["activation=gelu,relu,tanh", "seed=0,1", "data=star98", "epochs=2", "model.hidden_dim=4"])
+    cfgs = compose_many(grid.members)
     for stack in train.plan_stacks(cfgs):
         train.train([cfgs[i] for i in stack])
     assert calls == {"read": 1, "split": 2}
-    datasets.load_table.cache_clear()
+    tables.load_table.cache_clear()
 
 
 
@@ -123,7 +127,7 @@ def test_stacked_members_equal_single_runs_on_real_data_with_shuffled_minibatche
 
 @pytest.mark.parametrize("fn", sorted(functions.FUNCTIONS))
 def test_function_tasks_are_finite_and_seeded(fn):
-    from activation_bench.data import generator
+    from activation_bench.data.synthetic import generator
 
     f = functions.get(fn)
     x, y = functions.sample(fn, 500, generator(0, "data"))
@@ -134,7 +138,7 @@ def test_function_tasks_are_finite_and_seeded(fn):
 
 
 def test_function_default_and_values():
-    cfg = config.compose(["data=function"])
+    cfg = compose(["data=function"])
     assert cfg.data.fn == "exp_sin"
     assert train.data_shapes(cfg) == (1000, 500, 1000, 2)
     x = np.array([[0.5, 0.5], [-0.25, 1.0]])
@@ -173,8 +177,8 @@ def test_dropna_drops_rows_with_missing_values(tmp_path):
     lines[3] = ",0.5,x,1.0"
     lines[7] = "inf,0.5,x,1.0"
     path.write_text("\n".join(lines) + "\n")
-    cfg = config.compose(["data=csv", f"data.path={path}", "data.target=y", "data.features=[a,b]", "data.dropna=true"])
-    table = datasets.table_for(cfg.data)
+    cfg = compose(["data=csv", f"data.path={path}", "data.target=y", "data.features=[a,b]", "data.dropna=true"])
+    table = tables.table_for(cfg.data)
     assert table.x.shape == (38, 2) and table.dropped == 2
 
 
@@ -250,7 +254,7 @@ def test_bad_real_data_input_exits_2_with_one_line_and_writes_nothing(runner, ba
 
 def test_real_data_keys_enter_the_hash_when_set():
     """(Synthetic configs hash as before the real-data keys existed: tests/test_config.py.)"""
-    cfg = config.compose(["data=uniform", "seed=3"])
-    assert all(k in cfg.data and cfg.data[k] is None for k in datasets.REAL_KEYS)
-    real = config.compose(["data=diabetes"])
-    assert config.config_hash(real) != config.config_hash(config.compose(["data=diabetes", "data.test_fraction=0.3"]))
+    cfg = compose(["data=uniform", "seed=3"])
+    assert all(k in cfg.data and cfg.data[k] is None for k in tables.REAL_KEYS)
+    real = compose(["data=diabetes"])
+    assert config_hash(real) != config_hash(compose(["data=diabetes", "data.test_fraction=0.3"]))

@@ -18,15 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from activation_bench import config, runs, train
-from activation_bench.cli import app
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose
+from activation_bench.config.hashing import config_hash
+from activation_bench.engine import train
+from activation_bench.runs import store
 from tests.conftest import TINY, files_under
 
 KILL_GRID = ["activation=gelu,relu,tanh", "seed=range(4)", *TINY[1:], "epochs=3000"]
 
 
 def _sweep_cmd(root: Path) -> list[str]:
-    per = train.member_bytes(config.compose(KILL_GRID[2:]))
+    per = train.member_bytes(compose(KILL_GRID[2:]))
     budget = 2.5 * per / 2**20  # stacks of two members: many chances to be killed mid-way
     return [sys.executable, "-m", "activation_bench.cli", "sweep", "--runs-dir", str(root), "--name", "k",
             "-q", "--memory-mb", str(budget), *KILL_GRID]
@@ -60,9 +63,9 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
         proc.wait()
         for d in (p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")):
             # whatever is visible under a member's name is either whole or marked incomplete
-            s = runs.read_summary(d)
+            s = store.read_summary(d)
             assert s is None or s["status"] == "complete"
-    finished_before = {d.name for d in sweep.iterdir() if runs.is_done(d)}
+    finished_before = {d.name for d in sweep.iterdir() if store.is_done(d)}
     stamps = {n: (sweep / n / "summary.json").stat().st_mtime_ns for n in finished_before}
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -77,7 +80,7 @@ def test_sigint_stops_cleanly_with_exit_130(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300  # waits only until the first member is done (about a second unloaded)
     def finished_members() -> int:  # under their final names (a hidden temporary one is not finished yet)
-        return sum(runs.is_done(d) for d in sweep.iterdir() if not d.name.startswith(".")) if sweep.is_dir() else 0
+        return sum(store.is_done(d) for d in sweep.iterdir() if not d.name.startswith(".")) if sweep.is_dir() else 0
 
     while time.time() < deadline and not finished_members():
         time.sleep(0.05)
@@ -101,7 +104,7 @@ def _no_space(*_args: object) -> None:
 # the disk fills while flushing run files (_syncfs) or sweep.yaml (_datasync)
 @pytest.mark.parametrize(("command", "where"), [("run", "_syncfs"), ("sweep", "_syncfs"), ("sweep", "_datasync")])
 def test_full_disk_gives_clear_error_and_leaves_nothing(runner, runs_dir, monkeypatch, where, command):
-    monkeypatch.setattr(runs, where, _no_space)
+    monkeypatch.setattr(store, where, _no_space)
     args = [command, "--runs-dir", str(runs_dir), "-q", *TINY] + (["seed=0,1"] if command == "sweep" else [])
     result = runner.invoke(app, args)
     assert result.exit_code == 2
@@ -115,9 +118,9 @@ def test_full_disk_gives_clear_error_and_leaves_nothing(runner, runs_dir, monkey
 
 
 def test_stage_failure_in_a_batch_leaves_no_temporary_directories(tmp_path, monkeypatch):
-    cfg = config.compose(TINY)
+    cfg = compose(TINY)
     res = train.train([cfg])[0]
-    real = runs.losses_csv
+    real = store.losses_csv
     calls = []
 
     def fail_third(*args: object) -> str:
@@ -126,10 +129,10 @@ def test_stage_failure_in_a_batch_leaves_no_temporary_directories(tmp_path, monk
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         return real(*args)
 
-    monkeypatch.setattr(runs, "losses_csv", fail_third)
+    monkeypatch.setattr(store, "losses_csv", fail_third)
     items = [(tmp_path / f"m{i}", cfg, res, f"h{i}", None) for i in range(6)]
     with pytest.raises(OSError):
-        runs.write_runs(items, threads=2)
+        store.write_runs(items, threads=2)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -142,15 +145,15 @@ def test_runs_dir_that_is_a_file(runner, tmp_path):
 
 def test_concurrent_identical_member_keeps_the_first(tmp_path):
     """Two processes finishing the same member: the second copy is dropped, nothing clobbered."""
-    cfg = config.compose(TINY)
+    cfg = compose(TINY)
     res = train.train([cfg])[0]
-    h = config.config_hash(cfg)
-    first = runs.write_run(tmp_path / "m", cfg, res, h)
+    h = config_hash(cfg)
+    first = store.write_run(tmp_path / "m", cfg, res, h)
     stamp = (first / "summary.json").stat().st_mtime_ns
-    assert runs.write_run(tmp_path / "m", cfg, res, h) == first
+    assert store.write_run(tmp_path / "m", cfg, res, h) == first
     assert (first / "summary.json").stat().st_mtime_ns == stamp
     # single runs racing for one name move on to name-2
-    assert runs.write_run(tmp_path / "m", cfg, res, h, unique=True).name == "m-2"
+    assert store.write_run(tmp_path / "m", cfg, res, h, unique=True).name == "m-2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m-2"]
 
 

@@ -18,8 +18,8 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from activation_bench import report as rep
-from activation_bench.cli import app
+from activation_bench.cli.main import app
+from activation_bench.render import report as rep
 from tests.conftest import TINY
 
 SECTIONS = ["summary", "tables", "ranking", "curves", "shapes", "problems", "methods", "provenance"]
@@ -198,7 +198,7 @@ def test_diverged_and_incomplete_runs_are_listed(sweep, tmp_path):
 
 
 def test_summary_interval_is_the_paired_t_interval(tmp_path):
-    from activation_bench import compare as cmp
+    from activation_bench.analysis import compare as cmp
 
     res = cmp.run_compare([_csv(tmp_path / "t.csv")], "final", baseline="activation=relu")
     found = rep.finding(rep.compare_table(res), res)
@@ -212,7 +212,7 @@ def test_summary_interval_is_the_paired_t_interval(tmp_path):
 
 def test_no_torch_without_the_shapes_section(sweep, tmp_path):
     out = tmp_path / "r.html"
-    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli import app; "
+    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli.main import app; "
             f"r = CliRunner().invoke(app, ['report', {str(sweep)!r}, '-o', {str(out)!r}, '--no-shapes']); "
             "assert r.exit_code == 0, r.output; print('torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -264,9 +264,9 @@ def test_write_failure_leaves_nothing(tmp_path, monkeypatch):
 def test_template_ships_with_the_package():
     import importlib.resources
 
-    assert importlib.resources.files("activation_bench").joinpath("templates/report.html.j2").is_file()
+    assert importlib.resources.files("activation_bench.render").joinpath("templates/report.html.j2").is_file()
     text = Path("pyproject.toml").read_text(encoding="utf-8")
-    assert '"activation_bench" = ["templates/*.j2"]' in text and '"jinja2' in text
+    assert '"activation_bench.render" = ["templates/*.j2"]' in text and '"jinja2' in text
 
 
 def test_real_data_early_stop_on_test_loss(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from activation_bench.cli import app
+from activation_bench.cli.main import app
 from tests.conftest import TINY
 from tests.test_report import SECTIONS
 

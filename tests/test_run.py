@@ -11,9 +11,12 @@ import pytest
 import torch
 import yaml
 
-from activation_bench import config, train
-from activation_bench.cli import app
-from activation_bench.model import member_mse
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.config.files import group_options
+from activation_bench.config.schema import NOT_GLOBBED
+from activation_bench.engine import train
+from activation_bench.engine.model import member_mse
 from tests.conftest import TINY
 
 
@@ -50,7 +53,7 @@ def test_losses_are_full_precision_and_reproducible_from_saved_config(runner, ru
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     # rebuild the config from the saved file alone and train again: bit-identical losses
     overrides = [f"{k}={v}" for k, v in _flatten(saved).items() if v is not None]
-    again = train.train([config.compose(overrides)])[0].train_loss
+    again = train.train([compose(overrides)])[0].train_loss
     written = [float(r.split(",")[1]) for r in (run_dir / "losses.csv").read_text().splitlines()[1:]]
     assert written == again
 
@@ -66,20 +69,21 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 
 def test_same_config_and_seed_is_bit_identical():
-    cfg = config.compose(["seed=5", *TINY, "epochs=30"])
+    cfg = compose(["seed=5", *TINY, "epochs=30"])
     a = train.train([cfg])[0].train_loss
     b = train.train([cfg])[0].train_loss
     assert a == b
-    other = train.train([config.compose(["seed=6", *TINY, "epochs=30"])])[0].train_loss
+    other = train.train([compose(["seed=6", *TINY, "epochs=30"])])[0].train_loss
     assert a != other
 
 
 def test_activations_share_data_and_initial_weights():
     """Paired comparisons: at the same seed, gelu and relu start from the same data and weights."""
-    from activation_bench.data import generator, make_dataset
-    from activation_bench.model import linear_init
+    from activation_bench.data.synthetic import generator
+    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.teacher import make_dataset
 
-    gelu, relu = config.compose_many([["activation=gelu", *TINY], ["activation=relu", *TINY]])
+    gelu, relu = compose_many([["activation=gelu", *TINY], ["activation=relu", *TINY]])
     assert torch.equal(make_dataset(gelu).x, make_dataset(relu).x)
     assert torch.equal(make_dataset(gelu).y, make_dataset(relu).y)
     w_a, _ = linear_init(3, 5, generator(gelu.seed, "init"), torch.float32)
@@ -88,11 +92,11 @@ def test_activations_share_data_and_initial_weights():
 
 
 def test_default_setup_matches_the_seed_notebook():
-    cfg = config.compose([])
+    cfg = compose([])
     assert (cfg.data.n_samples, cfg.data.input_dim, cfg.model.hidden_dim) == (10, 64, 64)
     assert (cfg.epochs, cfg.lr, cfg.optimizer, cfg.batch_size) == (1000, 0.001, "adam", None)
     assert (cfg.data.name, cfg.data.mean, cfg.data.std) == ("normal", 0.0, 1.0)
-    uni = config.compose(["data=uniform"])
+    uni = compose(["data=uniform"])
     assert (uni.data.low, uni.data.high) == (-1.0, 1.0)
 
 
@@ -106,10 +110,11 @@ def test_shape_guard_refuses_broadcasting():
 
 
 def test_model_output_has_one_column():
-    from activation_bench.data import generator, make_dataset
-    from activation_bench.model import Slice, StackedMLP, linear_init
+    from activation_bench.data.synthetic import generator
+    from activation_bench.engine.model import Slice, StackedMLP, linear_init
+    from activation_bench.engine.teacher import make_dataset
 
-    cfg = config.compose(TINY)
+    cfg = compose(TINY)
     ds = make_dataset(cfg)
     gen = generator(cfg.seed, "init")
     w1, b1 = linear_init(3, 5, gen, torch.float32)
@@ -122,7 +127,7 @@ def test_model_output_has_one_column():
 
 
 def test_minibatches_train_and_match_stacked():
-    cfgs = config.compose_many([["batch_size=4", *TINY], ["batch_size=4", "seed=1", *TINY]])
+    cfgs = compose_many([["batch_size=4", *TINY], ["batch_size=4", "seed=1", *TINY]])
     stacked = train.train(cfgs)
     for cfg, res in zip(cfgs, stacked):
         assert train.train([cfg])[0].train_loss == res.train_loss
@@ -130,18 +135,18 @@ def test_minibatches_train_and_match_stacked():
 
 def test_shuffled_minibatches_are_seeded_and_match_stacked():
     base = ["batch_size=2", "shuffle=true", *TINY, "epochs=6"]
-    cfgs = config.compose_many([[*base, "seed=0"], [*base, "seed=1"], [*base, "seed=0", "activation=relu"]])
+    cfgs = compose_many([[*base, "seed=0"], [*base, "seed=1"], [*base, "seed=0", "activation=relu"]])
     stacked = train.train(cfgs)
     for cfg, res in zip(cfgs, stacked):
         assert train.train([cfg])[0].train_loss == pytest.approx(res.train_loss, rel=1e-5)
-    ordered = train.train([config.compose(["batch_size=2", *TINY, "epochs=6", "seed=0"])])[0].train_loss
+    ordered = train.train([compose(["batch_size=2", *TINY, "epochs=6", "seed=0"])])[0].train_loss
     assert stacked[0].train_loss != ordered  # the order matters, and shuffle changes it
     assert train.train([cfgs[0]])[0].train_loss == train.train([cfgs[0]])[0].train_loss  # seeded
 
 
 def test_cli_import_does_not_import_torch():
     code = (
-        "import sys, activation_bench.cli, activation_bench.errors;"
+        "import sys, activation_bench.cli.main, activation_bench.errors;"
         "bad = [m for m in ('torch', 'pandas', 'hydra', 'matplotlib') if m in sys.modules];"
         "assert not bad, bad"
     )
@@ -158,7 +163,7 @@ def test_script_exit_flushes_output_and_keeps_exit_codes(tmp_path):
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "complete"
     assert len((run_dir / "losses.csv").read_text().splitlines()) == 1 + 4
     # an error after torch is loaded still exits 2 with its one line
-    code = ("import sys, torch; from activation_bench.cli import main;"
+    code = ("import sys, torch; from activation_bench.cli.main import main;"
             f"sys.argv = ['actbench', 'run', '--runs-dir', {str(tmp_path)!r}, 'activation=nosuch'];"
             "main()")
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -179,12 +184,12 @@ def test_help_lists_commands_and_examples(runner):
 
 def test_configs_found_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert config.compose(["activation=relu"]).activation.name == "relu"
+    assert compose(["activation=relu"]).activation.name == "relu"
 
 
 @pytest.mark.parametrize("group", ["activation", "data"])
 def test_every_config_in_every_group_composes(group):
-    options = [o for o in config.group_options(group) if o not in config.NOT_GLOBBED]
+    options = [o for o in group_options(group) if o not in NOT_GLOBBED]
     assert options
-    cfgs = config.compose_many([[f"{group}={o}"] for o in options])
+    cfgs = compose_many([[f"{group}={o}"] for o in options])
     assert [cfg[group]["name"] for cfg in cfgs] == options  # each option composes to itself

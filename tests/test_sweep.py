@@ -11,8 +11,10 @@ import pytest
 import torch
 import yaml
 
-from activation_bench import config, orchestrate, train
-from activation_bench.cli import app
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.engine import train
+from activation_bench.runs import orchestrate
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
 
@@ -49,10 +51,11 @@ def test_engine_matches_plain_torch_module_and_optimizer():
     Different matmul kernels round differently, so this is a tolerance check (rtol 1e-5) over
     the early epochs, before rounding differences compound near the float floor.
     """
-    from activation_bench.data import generator, make_dataset
-    from activation_bench.model import linear_init
+    from activation_bench.data.synthetic import generator
+    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.teacher import make_dataset
 
-    cfg = config.compose(["activation=gelu", "epochs=20", "lr=0.01"])
+    cfg = compose(["activation=gelu", "epochs=20", "lr=0.01"])
     ds = make_dataset(cfg)
     gen = generator(cfg.seed, "init")
     w1, b1 = linear_init(64, 64, gen, torch.float32)
@@ -94,7 +97,7 @@ def test_sweep_writes_run_dirs_and_long_results(runner, runs_dir):
     first = [r for r in rows if r["run"] == members[0].name]
     own = (members[0] / "losses.csv").read_text().splitlines()[1:]
     assert [f"{r['epoch']},{r['train_loss']}" for r in first] == own
-    cfg = config.compose(doc["members"][0]["overrides"])
+    cfg = compose(doc["members"][0]["overrides"])
     assert [float(r["train_loss"]) for r in first] == train.train([cfg])[0].train_loss
 
 
@@ -158,7 +161,7 @@ def test_sweep_name_is_deterministic_and_given_name_used(runner, runs_dir):
 
 
 def test_memory_budget_chunks_stacks_without_changing_results():
-    cfgs = config.compose_many([[f"seed={s}", *TINY] for s in range(5)])
+    cfgs = compose_many([[f"seed={s}", *TINY] for s in range(5)])
     assert [len(s) for s in train.plan_stacks(cfgs, memory_mb=1e9)] == [5]
     per = train.member_bytes(cfgs[0])
     small = train.plan_stacks(cfgs, memory_mb=2.5 * per / 2**20)
@@ -171,7 +174,7 @@ def test_memory_budget_chunks_stacks_without_changing_results():
 
 def test_divergence_is_recorded_and_isolated(runner, runs_dir):
     """lr=1e6 diverges; its stack-mate (same lr) is unaffected; the sweep goes on."""
-    cfgs = config.compose_many([["lr=1e6", "epochs=50", "seed=0"], ["lr=1e6", "epochs=50", "seed=0",
+    cfgs = compose_many([["lr=1e6", "epochs=50", "seed=0"], ["lr=1e6", "epochs=50", "seed=0",
                                                                     "activation=tanh"]])
     stacked = train.train(cfgs)
     bad = [r for r in stacked if r.status == "diverged"]

@@ -54,11 +54,13 @@ def actbench_member(act: str, data: str, seed: int, epochs: int) -> tuple[dict[s
         sys.path.insert(0, str(ROOT))
     import torch
 
-    from activation_bench import config, train
-    from activation_bench.data import generator, make_dataset
-    from activation_bench.model import linear_init
+    from activation_bench.config.compose import compose
+    from activation_bench.data.synthetic import generator
+    from activation_bench.engine import train
+    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.teacher import make_dataset
 
-    cfg = config.compose([f"activation={act}", f"data={data}", f"seed={seed}", f"epochs={epochs}"])
+    cfg = compose([f"activation={act}", f"data={data}", f"seed={seed}", f"epochs={epochs}"])
     ds = make_dataset(cfg)
     gen = generator(cfg.seed, "init")
     w1, b1 = linear_init(INPUT_DIM, HIDDEN, gen, torch.float32)  # w1 [in, out]

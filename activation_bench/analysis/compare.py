@@ -1,0 +1,234 @@
+"""`actbench compare`: loss tables in, paired statistics out. Pure pandas/numpy/scipy (no torch, no rich).
+
+Pipeline: `load(paths)` (loading.py) reads the inputs into one `Loaded`; `run_values` (metrics.py)
+extracts one number per run for a `Metric`; `group_stats` (stats.py) summarises groups;
+`comparisons` pairs every group with its baseline by seed and the other config values.
+`compare(...)` does all of it and returns a `CompareResult`; its result type and prose are in notes.py,
+rendering in render.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from activation_bench.analysis.loading import Loaded, canon, load, varying_columns
+from activation_bench.analysis.metrics import FLOOR, Metric, default_loss, parse_metric, run_values
+from activation_bench.analysis.notes import CompareResult, tie_note
+from activation_bench.analysis.stats import ALPHA, STAT_COLS, filled, group_index, group_stats, holm, paired_test
+from activation_bench.errors import UsageError
+
+
+def resolve_groups(loaded: Loaded, by: Sequence[str] | None) -> list[str]:
+    """--by columns (checked), else every varying config column except seed."""
+    if by:
+        cols = [c.strip() for item in by for c in str(item).split(",") if c.strip()]
+        unknown = [c for c in cols if c not in loaded.config_cols]
+        if unknown:
+            have = ", ".join(loaded.config_cols) or "none"
+            raise UsageError(f"--by {','.join(unknown)}: no such config column (columns: {have})")
+        return list(dict.fromkeys(cols))
+    return [c for c in varying_columns(loaded) if c != "seed"]
+
+
+
+def parse_baseline(text: str | None, group_cols: Sequence[str], values: pd.DataFrame) -> tuple[str, str] | None:
+    """KEY=VALUE, checked against the groups; default: the first value of the first group column."""
+    if not group_cols:
+        if text:
+            raise UsageError(f"--baseline {text}: nothing varies between the runs, so there are no groups")
+        return None
+    if not text:
+        first = values[group_cols[0]].dropna()
+        return (group_cols[0], str(first.iloc[0])) if len(first) else None
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UsageError(f"--baseline {text}: expected KEY=VALUE, e.g. activation=relu")
+    if key not in group_cols:
+        raise UsageError(f"--baseline {text}: '{key}' is not a group column (group columns: {', '.join(group_cols)})")
+    want = canon(raw)
+    present = [str(v) for v in values[key].dropna().unique()]
+    if want not in present:
+        raise UsageError(f"--baseline {text}: no runs with {key}={raw} (values: {', '.join(present)})")
+    return key, str(want)
+
+
+
+_KEEP = ["log10", "value", "status"]
+
+
+def pair_up(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple[str, str], pair_cols: Sequence[str],
+            notes: list[str]) -> pd.DataFrame:
+    """Every non-baseline run joined to the baseline run with the same pair_cols values (seed and
+    every other varying config value), in one merge. Columns: group columns, then log10/value/status
+    with suffixes _c (candidate) and _b (baseline)."""
+    key, base_value = baseline
+    cols = list(dict.fromkeys([*group_cols, *pair_cols]))
+    frame = pd.concat([filled(values, cols), values[_KEEP]], axis=1)
+    is_base = (frame[key] == base_value).to_numpy()
+    base = _dedupe(frame[is_base], pair_cols, notes, f"baseline {key}={base_value}")
+    cand = _dedupe(frame[~is_base], cols, notes, "compared groups")
+    if not pair_cols:  # one run per group and nothing to pair by: pair with the single baseline run
+        if len(base) != 1:
+            return cand.iloc[:0].assign(**{f"{k}_b": [] for k in _KEEP}).rename(columns={k: f"{k}_c" for k in _KEEP})
+        return cand.rename(columns={k: f"{k}_c" for k in _KEEP}).assign(
+            **{f"{k}_b": base[k].iloc[0] for k in _KEEP})
+    right = base[[*pair_cols, *_KEEP]]
+    return cand.merge(right, on=list(pair_cols), how="inner", suffixes=("_c", "_b"))
+
+
+def _dedupe(df: pd.DataFrame, cols: Sequence[str], notes: list[str], label: str) -> pd.DataFrame:
+    if not cols:
+        return df
+    dup = df.duplicated(subset=list(cols), keep="first")
+    if dup.any():
+        notes.append(f"{label}: {int(dup.sum())} runs share seed and config with another run; "
+                     "only the first of each is paired")
+    return df[~dup.to_numpy()]
+
+
+def compare_one(pairs: pd.DataFrame, metric: Metric) -> dict[str, Any]:
+    """Paired statistics for one candidate group against its baseline.
+
+    Loss metrics: differences of log10 loss, ratio = 10**mean_diff (geometric-mean ratio).
+    to=EPS: differences of epochs over pairs where both reached EPS, ratio = mean epochs ratio;
+    the win rate counts a run that reached EPS against one that did not as a win."""
+    sc, sb = pairs["status_c"].to_numpy(object), pairs["status_b"].to_numpy(object)
+    both_ok = (sc == "ok") & (sb == "ok")
+    if metric.is_loss:
+        d = (pairs["log10_c"].to_numpy(float) - pairs["log10_b"].to_numpy(float))[both_ok]
+        out = paired_test(d)
+        out["ratio"] = 10 ** out["mean_diff"] if out["n_pairs"] else float("nan")
+        if out["n_pairs"] >= 2 and out["n_ties"] == out["n_pairs"]:
+            vc, vb = pairs["value_c"].to_numpy(float), pairs["value_b"].to_numpy(float)
+            out["note"] = tie_note(vc[both_ok], vb[both_ok])
+        return out
+    vc, vb = pairs["value_c"].to_numpy(float), pairs["value_b"].to_numpy(float)
+    out = paired_test(vc[both_ok] - vb[both_ok])
+    out["ratio"] = float(vc[both_ok].mean() / vb[both_ok].mean()) if both_ok.any() else float("nan")
+    usable = np.isin(sc, ["ok", "not_reached"]) & np.isin(sb, ["ok", "not_reached"])
+    ec, eb = np.where(sc == "ok", vc, np.inf)[usable], np.where(sb == "ok", vb, np.inf)[usable]
+    out["win_rate"] = float(np.mean(ec < eb)) if len(ec) else float("nan")
+    return out
+
+
+
+COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "mean_diff", "sd_diff", "ratio", "win_rate", "p_t", "p_wilcoxon",
+                "p_t_holm", "p_wilcoxon_holm", "d_z", "significant", "note"]
+
+
+def comparisons(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple[str, str], metric: Metric,
+                pair_cols: Sequence[str], notes: list[str]) -> pd.DataFrame:
+    """One row per non-baseline group: paired statistics against the baseline runs that share seed
+    and the other config values (so the other group columns match too); Holm-corrected across rows."""
+    key, base_value = baseline
+    pairs = pair_up(values, group_cols, baseline, pair_cols, notes)
+    by_group = {k: idx for k, idx in group_index(pairs, group_cols)}
+    rows = []
+    for gkey, _ in group_index(values, group_cols):
+        labels = dict(zip(group_cols, gkey))
+        if labels[key] == base_value:
+            continue
+        res = compare_one(pairs.iloc[by_group.get(gkey, np.zeros(0, np.int64))], metric)
+        if res["n_pairs"] < 2:
+            desc = ", ".join(f"{k}={v}" for k, v in labels.items())
+            notes.append(f"{desc}: only {res['n_pairs']} pair(s) with the baseline {key}={base_value}; no test")
+        rows.append({**labels, "baseline": f"{key}={base_value}", **res})
+    out = pd.DataFrame(rows, columns=[*group_cols, *COMPARE_COLS])
+    if len(out):
+        out["p_t_holm"] = holm(out["p_t"].to_numpy(float))
+        out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"].to_numpy(float))
+        out["significant"] = (out["p_t_holm"] < ALPHA) & (out["p_wilcoxon_holm"] < ALPHA)
+    return out
+
+
+EXTRA_COLS = ["seeds_needed", "min_detectable_ratio"]  # with --power (power.POWER_COLS)
+
+
+def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
+            baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR,
+            power: Any = None) -> CompareResult:
+    """Group, summarise and pair-compare the loaded runs. Rows come best first within each
+    combination of the group columns other than the baseline key. `power` (a power.PowerSpec)
+    adds the columns seeds_needed and min_detectable_ratio to the comparisons."""
+    metric = parse_metric(metric) if isinstance(metric, str) else metric
+    if power is not None and not metric.is_loss:
+        raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {metric.label}")
+    notes = list(loaded.warnings)
+    values = run_values(loaded, metric, loss, floor)
+    group_cols = resolve_groups(loaded, by)
+    if metric.kind == "epoch" and not (values["status"] != "missing").any():
+        raise UsageError(f"--metric {metric.label}: no run has epoch {int(metric.param or 0)}")
+    _note_missing(values, metric, notes)
+    table = group_stats(values, group_cols, metric)
+    base = parse_baseline(baseline, group_cols, values)
+    pair_cols: list[str] = []
+    if base is not None:
+        pair_cols = [c for c in varying_columns(loaded) if c != base[0]]
+        comp = comparisons(values, group_cols, base, metric, pair_cols, notes)
+        if power is not None:
+            from activation_bench.analysis.power import add_power
+
+            comp = add_power(comp, power)
+        table = table.merge(comp, on=list(group_cols), how="left") if group_cols else table
+        table["is_baseline"] = table[base[0]] == base[1]
+    table = _order(_tidy(table), group_cols, base, metric)
+    extra = [*COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
+    cols = [*group_cols, *STAT_COLS] + [c for c in extra if c in table.columns]
+    return CompareResult(table[cols].reset_index(drop=True), list(group_cols), metric, loss, base,
+                         pair_cols, notes, floor, power)
+
+
+def _tidy(table: pd.DataFrame) -> pd.DataFrame:
+    """Counts as (nullable) integers, flags as (nullable) booleans, empty notes as ''."""
+    for c in ("n", "n_diverged", "n_not_reached", "n_missing", "n_pairs", "n_ties", "seeds_needed"):
+        if c in table.columns:
+            table[c] = table[c].astype("Int64")
+    for c in ("significant", "is_baseline"):
+        if c in table.columns:
+            table[c] = table[c].astype("boolean")
+    if "note" in table.columns:
+        table["note"] = table["note"].fillna("").astype(object)
+    if "baseline" in table.columns:
+        table["baseline"] = table["baseline"].fillna("").astype(object)
+    return table
+
+
+def _note_missing(values: pd.DataFrame, metric: Metric, notes: list[str]) -> None:
+    n_missing = int((values["status"] == "missing").sum())
+    if n_missing:
+        why = f"have no epoch {int(metric.param or 0)}" if metric.kind == "epoch" else "have no loss values"
+        notes.append(f"{n_missing} runs {why}: left out")
+
+
+def _order(table: pd.DataFrame, group_cols: Sequence[str], base: tuple[str, str] | None,
+           metric: Metric) -> pd.DataFrame:
+    """Best first (lowest geo_mean, or most reached then fewest epochs), within blocks of the
+    group columns other than the baseline key (e.g. per data distribution)."""
+    if not len(table):
+        return table
+    blocks = [c for c in group_cols if base is None or c != base[0]][: max(len(group_cols) - 1, 0)]
+    t = table.copy()
+    t["_block"] = t.groupby(blocks, sort=False, dropna=False).ngroup() if blocks else 0
+    if metric.is_loss:
+        t["_k1"], t["_k2"] = 0.0, t["geo_mean"].fillna(np.inf)
+    else:
+        t["_k1"] = t["n_not_reached"] / (t["n"] + t["n_not_reached"]).clip(lower=1)
+        t["_k2"] = t["mean"].fillna(np.inf)
+    t = t.sort_values(["_block", "_k1", "_k2"], kind="stable")
+    return t.drop(columns=["_block", "_k1", "_k2"])
+
+
+def run_compare(paths: Sequence[str | Path], metric: str = "final", by: Sequence[str] | None = None,
+                baseline: str | None = None, loss: str | None = None, floor: float = FLOOR) -> CompareResult:
+    """load + compare, with the metric checked before any file is read. loss None: train_loss, or
+    test_loss for early_stop where the inputs have it (`default_loss`)."""
+    m = parse_metric(metric)
+    loaded = load(paths, loss or "train_loss")
+    return compare(loaded, m, by, baseline, default_loss(loaded, m, loss), floor)
+

@@ -1,0 +1,142 @@
+"""Metrics: one number per run from its loss curve (final, best, epoch=K, to=EPS, auc, early_stop).
+
+Loss metrics are compared on a log10 scale: losses span orders of magnitude and hit the float floor
+(`FLOOR`, about 1e-13 in float32), where they are clipped and tie. Pure pandas/numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from activation_bench.analysis.loading import Loaded
+from activation_bench.errors import UsageError
+
+FLOOR = 1e-13  # losses at or below this are the float floor: clipped, and equal ones tie
+METRIC_HELP = "final, best, epoch=K, to=EPS, auc, early_stop"
+
+
+@dataclass(frozen=True)
+class Metric:
+    kind: str  # final | best | epoch | to | auc | early_stop
+    param: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "epoch":
+            return f"epoch={int(self.param or 0)}"
+        if self.kind == "to":
+            return f"to={self.param:g}"
+        return self.kind
+
+    @property
+    def is_loss(self) -> bool:
+        """Loss-valued (compared on log10); `to=EPS` is an epoch count."""
+        return self.kind != "to"
+
+
+def parse_metric(text: str) -> Metric:
+    """'final' | 'best' | 'auc' | 'early_stop' | 'epoch=K' (K >= 1) | 'to=EPS' (EPS > 0)."""
+    t = text.strip().lower()
+    if t in ("final", "best", "auc", "early_stop"):
+        return Metric(t)
+    key, sep, value = t.partition("=")
+    if sep and key in ("epoch", "to"):
+        try:
+            num = float(value)
+        except ValueError:
+            num = float("nan")
+        if key == "epoch" and num >= 1 and num.is_integer():
+            return Metric("epoch", float(int(num)))
+        if key == "to" and math.isfinite(num) and num > 0:
+            return Metric("to", num)
+        need = "a positive integer" if key == "epoch" else "a positive number"
+        raise UsageError(f"--metric {text}: {key}= needs {need}")
+    raise UsageError(f"unknown metric '{text}'; valid: {METRIC_HELP}")
+
+
+
+def run_values(loaded: Loaded, metric: Metric, loss: str = "train_loss", floor: float = FLOOR) -> pd.DataFrame:
+    """Per run: `value` of the metric and `status`: ok | diverged | not_reached | missing.
+
+    Diverged runs (any NaN/inf loss) never get a value. For loss metrics `log10` is the log10 of
+    the value clipped at the floor (for auc the value is already a mean log10 loss)."""
+    if loss not in loaded.losses:
+        raise UsageError(f"no input has a {loss} column")
+    if metric.kind == "early_stop" and "val_loss" not in loaded.losses:
+        raise UsageError("--metric early_stop needs a val_loss column (real or function data, or data.n_val > 0)")
+    y, starts = loaded.losses[loss], loaded.bounds[:-1]
+    counts = np.diff(loaded.bounds)
+    nonfinite = ~np.isfinite(y)
+    empty = counts == 0
+    diverged = np.logical_or.reduceat(nonfinite, starts) if len(y) else np.zeros(len(starts), bool)
+    # the trainer stops a run when it diverges; its summary says so even if the last loss written is finite
+    diverged |= (loaded.runs["status"] == "diverged").to_numpy()
+    diverged &= ~empty
+    all_nan = np.logical_and.reduceat(np.isnan(y), starts) if len(y) else np.ones(len(starts), bool)
+    value, log10 = _metric_values(loaded, metric, y, floor)
+    status = np.where(diverged, "diverged", np.where(np.isnan(value), "missing", "ok")).astype(object)
+    if metric.kind == "to":
+        status[(status == "missing")] = "not_reached"
+    # a run whose loss is all NaN: diverged at epoch 1 (train_loss), or no values in that column (val_loss)
+    status[empty | (all_nan if loss != "train_loss" else False)] = "missing"
+    bad = status != "ok"
+    value[bad], log10[bad] = np.nan, np.nan
+    out = loaded.runs.copy()
+    out["value"], out["log10"], out["status"] = value, log10, status
+    return out
+
+
+def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    starts, ends = loaded.bounds[:-1], loaded.bounds[1:]
+    n = len(starts)
+    counts = ends - starts
+    if len(y) == 0:
+        return np.full(n, np.nan), np.full(n, np.nan)
+    safe_starts = np.minimum(starts, len(y) - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logy = np.log10(np.maximum(y, floor))
+        if metric.kind == "final":
+            value = np.where(counts > 0, y[np.maximum(ends - 1, 0)], np.nan)
+        elif metric.kind == "best":
+            value = np.fmin.reduceat(y, safe_starts)
+        elif metric.kind == "epoch":
+            value = np.full(n, np.nan)
+            hit = np.flatnonzero(loaded.epoch == int(metric.param or 0))
+            value[loaded.run_index()[hit]] = y[hit]
+        elif metric.kind == "early_stop":
+            value = _early_stop(loaded, y)
+        elif metric.kind == "to":
+            reached = np.where(y <= (metric.param or 0.0), loaded.epoch.astype(np.float64), np.inf)
+            value = np.minimum.reduceat(reached, safe_starts)
+            value[~np.isfinite(value)] = np.nan
+            return np.where(counts > 0, value, np.nan), value.copy()
+        else:  # auc: mean log10 loss over the epochs
+            value = np.add.reduceat(np.where(np.isfinite(logy), logy, 0.0), safe_starts) / np.maximum(counts, 1)
+            return value, value.copy()
+        value = np.where(counts > 0, value, np.nan)
+        return value, np.log10(np.maximum(value, floor))
+
+
+def _early_stop(loaded: Loaded, y: np.ndarray) -> np.ndarray:
+    """Per run: y at the epoch of the lowest val_loss (earliest on ties); NaN without val_loss."""
+    val = loaded.losses["val_loss"]
+    starts, n = loaded.bounds[:-1], len(val)
+    safe = np.minimum(starts, n - 1)
+    with np.errstate(invalid="ignore"):
+        best = np.fmin.reduceat(np.where(np.isfinite(val), val, np.nan), safe)
+    run = loaded.run_index()
+    pos = np.where(val == best[run], np.arange(n), n)  # NaN never equals: runs without val_loss stay at n
+    first = np.minimum.reduceat(pos, safe)
+    first[np.diff(loaded.bounds) == 0] = n
+    return np.where(first < n, y[np.minimum(first, n - 1)], np.nan)
+
+
+def default_loss(loaded: Loaded, metric: Metric, loss: str | None) -> str:
+    """--loss when given; else test_loss for early_stop where the inputs have it; else train_loss."""
+    if loss is not None:
+        return loss
+    return "test_loss" if metric.kind == "early_stop" and "test_loss" in loaded.losses else "train_loss"

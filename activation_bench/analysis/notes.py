@@ -1,0 +1,73 @@
+"""A comparison's result (`CompareResult`, made by compare.py, read by the renderers) and its prose:
+the method lines under a table and the note on all-tied comparisons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from activation_bench.analysis.metrics import FLOOR, Metric
+from activation_bench.analysis.stats import ALPHA
+
+
+@dataclass
+class CompareResult:
+    table: pd.DataFrame  # group columns, metric, n, mean, std, median, geo_mean, ci_low, ci_high, ...
+    group_cols: list[str]
+    metric: Metric
+    loss: str
+    baseline: tuple[str, str] | None
+    pair_cols: list[str]
+    warnings: list[str]
+    floor: float = FLOOR
+    power: Any = None  # a power.PowerSpec when --power was given
+
+    @property
+    def methods(self) -> list[str]:
+        """Footer lines: how the numbers were computed."""
+        return method_notes(self)
+
+
+def method_notes(res: CompareResult) -> list[str]:
+    m = res.metric
+    lines = []
+    if m.is_loss:
+        scale = "mean log10 loss per run (auc)" if m.kind == "auc" else f"{res.loss} ({m.label})"
+        if m.kind == "early_stop":
+            scale = f"{res.loss} at each run's epoch of lowest val_loss (early_stop; earliest on ties)"
+        lines.append(f"Metric: {scale}. Loss metrics are compared on a log10 scale; losses <= {res.floor:g} "
+                     "(float floor) are clipped there, so runs at the floor tie.")
+        lines.append("geo_mean = 10^(mean log10); 95% CI: t interval of the mean log10 value, converted back.")
+    else:
+        lines.append(f"Metric: first epoch with {res.loss} <= {m.param:g}; runs that never get there are counted "
+                     "as not reached; 95% CI: t interval of the mean epochs of the runs that reached it.")
+        if res.baseline is not None:
+            lines.append("Tests use the pairs where both runs reached it (n_pairs); the win rate also counts "
+                         "reaching it against not reaching it as a win.")
+    lines.append("Diverged runs (NaN/inf loss) are counted apart and left out of every statistic.")
+    if res.baseline is not None:
+        pair = ", ".join(res.pair_cols) or "nothing (one run per group)"
+        diff = "log10 loss (ratio = geometric-mean ratio)" if m.is_loss else "epochs (ratio = ratio of mean epochs)"
+        lines.append(f"Paired vs {res.baseline[0]}={res.baseline[1]} by {pair}: differences of {diff}; "
+                     "win = share of pairs where the group is strictly better; ratio < 1 is better.")
+        lines.append(f"p: paired t-test and Wilcoxon signed-rank (Pratt zeros), Holm-corrected; "
+                     f"* = both corrected p < {ALPHA:g}. d_z = mean/sd of paired differences.")
+        if res.power is not None:
+            from activation_bench.analysis.power import method_note
+
+            lines.append(method_note(res.power))
+    return lines
+
+
+def tie_note(vc: np.ndarray, vb: np.ndarray) -> str:
+    """Why every pair of a loss metric ties: the same losses (identical functions on these inputs,
+    e.g. relu6 and relu below 6, celu and elu at alpha 1), or both runs clipped at the float floor."""
+    n, same = len(vc), int(np.sum(vc == vb))
+    if same == n:
+        return f"all {n} pairs tie: identical losses (every paired difference is exactly zero)"
+    if same == 0:
+        return f"all {n} pairs tie: both runs at or below the float floor in every pair"
+    return f"all {n} pairs tie: identical losses in {same}, both at or below the float floor in {n - same}"

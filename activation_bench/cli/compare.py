@@ -1,0 +1,226 @@
+"""Typer commands `compare`, `plot`, `plot-activations` and `report` (registered in cli.py).
+
+Heavy imports (pandas, scipy, matplotlib, torch) happen inside the functions. Bad input raises
+UsageError; cli.main()/the command wrapper turns it into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from activation_bench.errors import UsageError, reported
+
+PathsArg = Annotated[
+    list[Path],
+    typer.Argument(help="Sweep directories, run directories, results.csv / losses.csv files or any long-format "
+                   "CSV (epoch, train_loss, config columns).", show_default=False),
+]
+ByOpt = Annotated[
+    list[str] | None,
+    typer.Option("--by", help="Group by these config columns (repeat or comma list). Default: every config "
+                 "column that varies across the inputs, except seed.", show_default=False),
+]
+LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss, val_loss or test_loss.")]
+CompareLossOpt = Annotated[str | None, typer.Option(
+    "--loss", help="Loss column: train_loss, val_loss or test_loss. Default: train_loss; for --metric early_stop "
+    "test_loss where the inputs have it.", show_default=False)]
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"warning: {line}", err=True)
+
+
+def emit(output: Path | None, fmt: str, text: Callable[[], str], table: Callable[[], None]) -> None:
+    """A command's result: written atomically to --output, printed as a rich table, or printed as
+    text (csv, markdown, json)."""
+    from activation_bench.runs import store
+
+    if output is not None:
+        store.atomic_write(output, text())
+        typer.echo(f"wrote {output}", err=True)
+    elif fmt == "table":
+        table()
+    else:
+        typer.echo(text(), nl=False)
+
+
+def compare(
+    paths: PathsArg,
+    metric: Annotated[str, typer.Option(
+        "--metric", "-m", help="final (last epoch), best, epoch=K (loss at epoch K), "
+        "to=EPS (first epoch with loss <= EPS), auc (mean log10 loss over epochs), early_stop (the loss at "
+        "each run's epoch of lowest val_loss, earliest on ties: held-out test loss after early stopping).")] = "final",
+    by: ByOpt = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
+                                                 "to, paired by seed. Default: the first value of the first group "
+                                                 "column.", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
+                                                show_default=False)] = None,
+    loss: CompareLossOpt = None,
+    power: Annotated[str | None, typer.Option(
+        "--power", help="RATIO, e.g. 1.05: per comparison, the seeds needed to detect a geometric-mean ratio of "
+        "RATIO (paired t-test, from the observed spread) and the smallest ratio detectable with the current seeds.",
+        show_default=False)] = None,
+    power_level: Annotated[str, typer.Option("--power-level", help="Power for --power.")] = "0.8",
+    alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power.")] = "0.05",
+) -> None:
+    """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
+    against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
+    p-values (Holm-corrected) and Cohen's d_z. Loss metrics are compared on a log10 scale.
+    With --power: how many seeds a comparison needs.
+
+    Examples:
+
+      actbench compare runs/my-sweep
+
+      actbench compare runs/a runs/b results.csv --metric final --baseline activation=relu
+
+      actbench compare runs/my-sweep --metric epoch=10 --format markdown --output table.md
+
+      actbench compare runs/my-sweep --metric to=1e-6
+
+      actbench compare runs/my-real-data-sweep --metric early_stop
+
+      actbench compare runs/my-sweep --power 1.05
+    """
+    # Long only on paper: the Typer options and the docstring (the --help text) take 40 of its lines.
+    with reported():
+        from activation_bench.analysis import compare as cmp
+        from activation_bench.render import tables
+        from activation_bench.runs import store
+
+        if fmt not in tables.FORMATS:
+            raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(tables.FORMATS)}")
+        if output is not None:
+            store.check_folder(output)  # before any work
+        m = cmp.parse_metric(metric)
+        spec = None
+        if power is None and (power_level, alpha) != ("0.8", "0.05"):
+            raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
+        if power is not None:
+            from activation_bench.analysis.power import parse_power
+
+            spec = parse_power(power, power_level, alpha)
+            if not m.is_loss:
+                raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {m.label}")
+        loaded = cmp.load(paths, loss or "train_loss")
+        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec)
+        _warn(result.warnings)
+        emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
+
+
+def plot(
+    paths: PathsArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
+                                         show_default=False)],
+    by: ByOpt = None,
+    loss: Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss; with --grads "
+                                      "weight_grad_norm (default) or act_norm.", show_default=False)] = "",
+    grads: Annotated[bool, typer.Option("--grads", help="Per-layer gradient norms (grads.csv, from "
+                                        "log.grad_norms=true) of run or sweep directories instead of losses: "
+                                        "a panel per group, a line per hidden layer, median over seeds.")] = False,
+) -> None:
+    """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
+    over epochs on a log scale, with the interquartile range over seeds as a band. With --grads, each
+    hidden layer's weight-gradient norm instead.
+
+    Examples:
+
+      actbench plot runs/my-sweep --output curves.png
+
+      actbench plot runs/my-sweep --by lr --loss val_loss --output curves.svg
+
+      actbench plot --grads runs/my-deep-sweep --output grads.png
+    """
+    with reported():
+        from activation_bench.render import plots
+
+        plots.check_output(output)
+        if grads:
+            from activation_bench.render import grad_plots
+
+            grad_plots.plot_grads(paths, output, by, loss or "weight_grad_norm")
+            typer.echo(f"wrote {output}", err=True)
+            return
+        from activation_bench.analysis import compare as cmp
+
+        loss = loss or "train_loss"
+        loaded = cmp.load(paths, loss)
+        _warn(loaded.warnings)
+        plots.plot_curves(loaded, output, by, loss)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def plot_activations(
+    names: Annotated[list[str], typer.Argument(help="Activation names (see `actbench activations`), each with "
+                                               "optional parameters: leaky_relu:negative_slope=0.2 or "
+                                               "softplus:beta=2,threshold=10. Gated ones (glu, swiglu, ...) "
+                                               "are not elementwise.", show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
+                                         show_default=False)],
+    xmin: Annotated[float, typer.Option("--xmin", help="Left end of the x range.")] = -4.0,
+    xmax: Annotated[float, typer.Option("--xmax", help="Right end of the x range.")] = 4.0,
+    pdf: Annotated[bool, typer.Option("--pdf/--no-pdf", help="Also draw the standard normal pdf.")] = False,
+) -> None:
+    """Each activation and its derivative (autograd, float64) over a range, in two panels.
+
+    Examples:
+
+      actbench plot-activations gelu relu gelu_tanh --output acts.png
+
+      actbench plot-activations gelu silu mish --xmin -6 --xmax 3 --pdf --output acts.svg
+
+      actbench plot-activations leaky_relu leaky_relu:negative_slope=0.2 elu:alpha=0.5 -o acts.png
+    """
+    with reported():
+        from activation_bench.render import plots
+
+        plots.plot_activations(names, output, (xmin, xmax), pdf)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def report(
+    paths: PathsArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="The HTML file. Default: report.html inside "
+                                                "the first input directory.", show_default=False)] = None,
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", "-m", help="A compare table per metric (repeat): final, best, epoch=K, to=EPS, auc. "
+        "Default: final (and early_stop where validation losses exist and compare has it).",
+        show_default=False)] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
+                                                 "to, as in compare.", show_default=False)] = None,
+    title: Annotated[str | None, typer.Option("--title", help="The page's title.", show_default=False)] = None,
+    loss: CompareLossOpt = None,
+    shapes: Annotated[bool, typer.Option("--shapes/--no-shapes", help="Draw the activations and their "
+                                         "derivatives (the only section that imports torch).")] = True,
+) -> None:
+    """One self-contained HTML page per study: a summary in words, the compare table of each metric
+    (the numbers of `compare --format json`), loss curves with seed bands per task, the activations'
+    shapes, diverged and incomplete runs, method notes and provenance. Opens offline: CSS and
+    figures (SVG) are inline.
+
+    Examples:
+
+      actbench report runs/my-sweep
+
+      actbench report runs/my-sweep --metric epoch=10 --metric final --baseline activation=relu -o study.html
+    """
+    import shlex
+
+    with reported():
+        from activation_bench.render import report as rep
+
+        argv = ["actbench", "report", *map(str, paths)]
+        argv += [a for m in metric or [] for a in ("--metric", m)]
+        for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
+            argv += [flag, str(value)] if value is not None else []
+        argv += ["--loss", loss] if loss is not None else []
+        argv += [] if shapes else ["--no-shapes"]
+        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv))
+        typer.echo(f"wrote {out}", err=True)

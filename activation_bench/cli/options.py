@@ -1,0 +1,48 @@
+"""What the commands share on the command line: the override argument, --runs-dir, and the list of
+config keys their help ends with. Light (pathlib and typer only), so `actbench --help` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from activation_bench.config import files
+from activation_bench.errors import UsageError
+
+
+def group_help(group: str) -> str:
+    """A group's options for the help text ('' if the configs folder cannot be found)."""
+    try:
+        return ", ".join(files.listing(str(files.config_dir()), group))
+    except (UsageError, OSError):
+        return ""
+
+
+KEYS_HELP = f"""
+Config keys (Hydra overrides, KEY=VALUE):\n
+  activation=NAME       {group_help("activation")}\n
+  activation.PARAM=V    the activation's parameters (see `actbench activations`)\n
+  data=NAME             {group_help("data")}\n
+  data.n_samples=10     training examples; data.input_dim=64 input features\n
+  data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
+  data.target=random    random | teacher (targets from a seeded random network);\n
+                        data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
+  data=diabetes|star98|randhie  real tables bundled with scikit-learn / statsmodels\n
+  data=csv data.path=FILE data.target=COLUMN [data.features=[a,b]]  your own table\n
+  data=function data.fn=exp_sin  function fitting (xy, bessel_j0, exp_sin4, ellipkinc, ...)\n
+  data.val_fraction=0.2 data.test_fraction=0.2 data.standardize=true data.dropna=false  (real data)\n
+  model.hidden_dim=64   hidden width; model.depth=1 hidden layers\n
+  model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
+  log.grad_norms=false  write grads.csv every log.every=10 epochs\n
+  epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
+  device=cpu|cuda|auto  dtype=float32|float64\n
+  experiment=NAME       a preset ({group_help("experiment") or "none"})
+"""
+
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Hydra overrides KEY=VALUE (see the key list below).", show_default=False),
+]
+RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Root directory for results.")]

@@ -1,0 +1,74 @@
+"""Typer command `rank` (registered in cli.py): rank groups across tasks, Friedman and post-hoc tests.
+
+Heavy imports happen inside the command: scipy and pandas always, scikit-posthocs for the post-hoc
+tests, matplotlib only with --plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from activation_bench.cli.compare import CompareLossOpt, PathsArg, _warn, emit
+from activation_bench.errors import UsageError, reported
+
+
+def rank(
+    paths: PathsArg,
+    metric: Annotated[str, typer.Option(
+        "--metric", "-m", help="final, best, epoch=K, to=EPS, auc or early_stop (as in compare).")] = "final",
+    loss: CompareLossOpt = None,
+    by: Annotated[str, typer.Option("--by", help="The config column whose values are ranked.")] = "activation",
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", help="Config columns that define a task (repeat or comma list). Default: every varying "
+        "config column except --by and seed.", show_default=False)] = None,
+    posthoc: Annotated[str, typer.Option(
+        "--posthoc", help="Test that decides the groups that cannot be told apart: nemenyi (mean ranks) or "
+        "wilcoxon (signed-rank over tasks, Holm-corrected).")] = "nemenyi",
+    alpha: Annotated[str, typer.Option("--alpha", help="Significance level of the post-hoc tests.")] = "0.05",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
+                                                show_default=False)] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write the critical-difference diagram here "
+                                              "(.png, .svg or .pdf).", show_default=False)] = None,
+) -> None:
+    """Which activation is best across many tasks: rank the --by values within each task (mean over
+    seeds of the metric; losses on a log10 scale), average the ranks over tasks, and test them
+    (Friedman; Nemenyi and Holm-corrected Wilcoxon post-hoc tests), with a critical-difference diagram.
+
+    Examples:
+
+      actbench rank runs/my-sweep
+
+      actbench rank runs/my-sweep --metric epoch=100 --plot cd.png
+
+      actbench rank runs/my-sweep --task data,data.target --format csv --output ranks.csv
+    """
+    with reported():
+        from activation_bench.analysis import rank as rk
+        from activation_bench.analysis.loading import load
+        from activation_bench.analysis.metrics import default_loss, parse_metric
+        from activation_bench.render import rank_tables
+        from activation_bench.runs import store
+
+        if fmt not in rank_tables.FORMATS:
+            raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(rank_tables.FORMATS)}")
+        if posthoc not in rk.POSTHOCS:
+            raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
+        level = rk.parse_alpha(alpha)
+        m = parse_metric(metric)
+        if plot is not None:
+            from activation_bench.render.plots import check_output
+
+            check_output(plot)
+        if output is not None:
+            store.check_folder(output)  # before any work
+        loaded = load(paths, loss or "train_loss")
+        result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc)
+        _warn(result.warnings)
+        if plot is not None:
+            rank_tables.write_cd(result, plot)
+            typer.echo(f"wrote {plot}", err=True)
+        emit(output, fmt, lambda: rank_tables.render(result, fmt), lambda: rank_tables.print_table(result))

@@ -1,0 +1,291 @@
+"""The commands that make runs and describe configs: `run`, `sweep`, `activations`, `config`.
+
+Thin: parse, call the runs layer, render. Heavy libraries are imported inside the commands."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from activation_bench.cli.options import KEYS_HELP, OverridesArg, RunsDirOpt
+from activation_bench.errors import UsageError, reported
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+    from activation_bench.engine.train import RunResult
+    from activation_bench.runs.orchestrate import SweepPlan
+
+
+RUN_HELP = (
+    "Train one model from the composed config and write runs/<name>/ "
+    "(config.yaml, losses.csv, summary.json).\n\n"
+    "Examples:\n\n"
+    "  actbench run activation=gelu data=normal\n\n"
+    "  actbench run activation=relu data=uniform epochs=30 lr=0.01 seed=3\n\n"
+    "  actbench run activation=leaky_relu activation.negative_slope=0.2 --name lrelu-test\n\n"
+    "  actbench run --config runs/<run>/config.yaml epochs=2000   (re-run a saved run, overrides on top)\n"
+    + KEYS_HELP
+)
+
+
+def run(
+    overrides: OverridesArg = None,
+    name: Annotated[str | None, typer.Option(
+        help="Run directory name (default: <date>_<time>_<activation>_<data>_s<seed>).")] = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+    memory_mb: Annotated[float | None, typer.Option(
+        min=0.001, help="Memory budget of the run (MB); default: the memory available on this machine.",
+        show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    config_file: Annotated[Path | None, typer.Option(
+        "--config", help="A saved run's config.yaml to re-run (overrides apply on top of it).",
+        show_default=False)] = None,
+) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from activation_bench.runs import orchestrate
+
+    with reported():
+        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name, memory_mb, config_file)
+        progress = Progress(
+            TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.total:.0f}"),
+            TextColumn("loss {task.fields[loss]:.4g}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True), disable=quiet,
+        )
+        task = progress.add_task("train", total=cfg.epochs, loss=float("nan"))
+
+        def on_epoch(done: int, total: int, loss: float) -> None:
+            progress.update(task, completed=done, loss=loss)
+
+        try:
+            with progress:
+                path, result = orchestrate.run_one(cfg, path, on_epoch)
+        except KeyboardInterrupt:
+            typer.echo("interrupted: nothing written", err=True)
+            raise typer.Exit(130) from None
+    _print_run_summary(path, cfg, result)
+
+
+def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
+    from rich.table import Table
+
+    from activation_bench import terminal
+    from activation_bench.runs import store
+
+    table = Table(title="run summary", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)  # values are names and paths
+    act = cfg.activation.get("name") or cfg.activation.get("_target_")
+    tl = result.train_loss
+    best = min((v for v in tl if v == v), default=float("nan"))
+    rows = [
+        ("activation", str(act)), ("data", f"function {cfg.data.fn}" if cfg.data.name == "function"
+                  else f"{cfg.data.name} (target {cfg.data.target})"),
+        ("seed", str(cfg.seed)), ("epochs", f"{len(tl)}/{cfg.epochs}"), ("lr", f"{cfg.lr:g}"),
+        ("final train_loss", f"{tl[-1]:.6g}"), ("best train_loss", f"{best:.6g}"),
+    ]
+    if result.val_loss:
+        rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
+    if cfg.model.depth != 1 or cfg.model.init != "torch_default":
+        init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
+        rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}"))
+    held = store.held_out(result)
+    if held:
+        def g(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.6g}"
+
+        rows.append(("final test_loss", f"{g(held['final_test_loss'])} (RMSE {g(held['final_test_rmse'])} "
+                     f"in {held['data']['target']}'s units)"))
+        if held["early_stop_epoch"]:
+            rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
+                         f"{g(held['early_stop_test_loss'])} (RMSE {g(held['early_stop_test_rmse'])})"))
+    rows += [("parameters", str(result.n_params)), ("status", result.status),
+             ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
+    for k, v in rows:
+        table.add_row(k, v)
+    terminal.print_table(table)
+    if result.status == "diverged":
+        typer.echo(f"diverged: loss not finite at epoch {result.diverged_epoch}; stopped early", err=True)
+    typer.echo(str(path))
+
+
+SWEEP_HELP = (
+    "Run a grid of configs: Hydra's sweep syntax (comma lists, range(), choice(), glob()), "
+    "expanded to the cartesian product. Members sharing shapes and optimiser settings train together "
+    "as one stacked batch. Re-running the same command resumes: finished members are skipped.\n\n"
+    "Quote sweep values in the shell.\n\n"
+    "Examples:\n\n"
+    "  actbench sweep 'activation=gelu,relu' 'data=normal,uniform' 'seed=range(30)' epochs=1000\n\n"
+    "  actbench sweep 'activation=glob(*)' 'lr=1e-3,1e-2' 'seed=range(10)'\n\n"
+    "  actbench sweep 'activation=gelu,relu' 'seed=range(30)' --launcher joblib --jobs 2\n\n"
+    "  actbench sweep ... --launcher submitit_slurm hydra.launcher.partition=gpu\n"
+    + KEYS_HELP
+)
+
+
+def sweep(
+    overrides: OverridesArg = None,
+    name: Annotated[str | None, typer.Option(
+        help="Sweep directory name (default: derived from the overrides).")] = None,
+    runs_dir: RunsDirOpt = Path("runs"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the grid; train nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Re-run members that already finished.")] = False,
+    launcher: Annotated[str | None, typer.Option(
+        help="Hand groups of members to a Hydra launcher: basic, joblib, submitit_local, submitit_slurm "
+        "(needs the [cluster] extra). hydra.launcher.* overrides configure it.")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) with --launcher.")] = max(
+        1, os.cpu_count() or 1),
+    memory_mb: Annotated[float, typer.Option(
+        min=0.001, help="Memory budget of one training stack (MB; never more than the machine has "
+        "available); larger sweeps are chunked, a member larger than the budget is refused.")] = 1024.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
+    from activation_bench.runs import memory, orchestrate
+
+    all_overrides = list(overrides or [])
+    hydra_overrides = hydra_settings(all_overrides)
+    grid_overrides = [o for o in all_overrides if o not in hydra_overrides]
+    with reported():
+        if not launcher:
+            refuse_hydra_settings(hydra_overrides)
+        if launcher:
+            orchestrate.check_launcher(launcher)
+        if not grid_overrides:
+            raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
+        p = orchestrate.plan(grid_overrides, runs_dir, name)
+        todo = orchestrate.pending(p, force)
+        if dry_run:
+            _print_grid(p, todo)
+            return
+        # SLURM jobs run on other machines: only --memory-mb applies there
+        memory.check_memory([p.cfgs[i] for i in todo], memory_mb, local=launcher != "submitit_slurm")
+        orchestrate.write_sweep_file(p)
+        _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
+
+
+def _print_grid(p: SweepPlan, todo: list[int]) -> None:
+    from rich.table import Table
+
+    from activation_bench import terminal
+
+    typer.echo(f"{p.directory}: {len(p.members)} members, {len(todo)} to run")
+    table = Table()
+    for header in ("#", *p.keys, "state"):
+        table.add_column(header, no_wrap=True)
+    todo_set = set(todo)
+    for i, lab in enumerate(p.labels[:20]):
+        table.add_row(str(i), *[lab[k] for k in p.keys], "to run" if i in todo_set else "done")
+    terminal.print_table(table)
+    if len(p.members) > 20:
+        typer.echo(f"... and {len(p.members) - 20} more")
+
+
+def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
+               memory_mb: float, force: bool, quiet: bool) -> None:
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from activation_bench.runs import orchestrate
+
+    console = Console(stderr=True)
+    skipped = len(p.members) - len(todo)
+    if skipped:
+        typer.echo(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run", err=True)
+    progress = Progress(
+        TextColumn("sweep"), BarColumn(bar_width=20), TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet,
+    )
+    total = len(p.members)
+    task = progress.add_task("sweep", total=total, completed=skipped, status=f"{skipped}/{total} members")
+    start = time.perf_counter()
+
+    def on_progress(now: orchestrate.SweepProgress) -> None:
+        parts = [f"{skipped + now.finished}/{total} members"]
+        if now.epochs:  # a stack is training: where it is
+            parts.append(f"stack {now.stack}/{now.stacks} epoch {now.epoch}/{now.epochs}")
+        seconds = time.perf_counter() - start
+        if now.steps and seconds > 0:
+            parts.append(f"{now.steps / seconds:,.0f} model-steps/s")
+        progress.update(task, completed=skipped + now.members, status=", ".join(parts))
+
+    def notice(line: str) -> None:
+        progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    try:
+        with progress:
+            if todo and launcher:
+                orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice)
+            elif todo:
+                orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)
+    except KeyboardInterrupt:
+        path, have, missing = orchestrate.build_results(p)
+        typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
+    with reported():
+        path, have, missing = orchestrate.build_results(p)
+    typer.echo(f"{have}/{len(p.members)} members done; results: {path}")
+    if missing:
+        typer.echo(f"{missing} members missing; run the same command again to resume", err=True)
+        raise typer.Exit(1)
+
+
+ACTIVATIONS_HELP = (
+    "List the registered activations: formula, parameters (override with "
+             "activation.PARAM=VALUE), aliases and the effect on the parameter count.\n\n"
+             "Examples:\n\n  actbench activations\n\n  actbench activations --format csv > acts.csv"
+)
+
+
+def activations(
+    fmt: Annotated[str, typer.Option("--format", help="table or csv.")] = "table",
+) -> None:
+    import csv
+
+    from activation_bench.engine import activations as registry
+
+    with reported():
+        if fmt not in ("table", "csv"):
+            raise UsageError(f"unknown format '{fmt}'; valid: table, csv")
+    rows = registry.describe()
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(["name", "aliases", "formula", "params", "param_effect", "init"])
+        for r in rows:
+            params = ";".join(f"{k}={v}" for k, v in r["params"].items())
+            writer.writerow([r["name"], ";".join(r["aliases"]), r["formula"], params, r["param_effect"], r["init"]])
+        return
+    from rich.table import Table
+
+    from activation_bench import terminal
+
+    table = Table(title=f"{len(rows)} activations (activation=NAME; your own: activation=custom "
+                  "activation._target_=pkg.mod.Class)")
+    for col in ("name", "formula", "parameters", "aliases", "parameter count", "init (auto)"):
+        # names never wrap; the other columns wrap between words (each parameter=value stays whole)
+        table.add_column(col, no_wrap=col == "name")
+    for r in rows:
+        params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
+        table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"], r["init"])
+    terminal.print_table(table)
+
+
+CONFIG_HELP = (
+    "Print the composed, validated config for the given overrides.\n\n"
+             "Example:\n\n  actbench config activation=elu data=uniform\n" + KEYS_HELP
+)
+
+
+def show_config(overrides: OverridesArg = None) -> None:
+    from activation_bench.config.compose import compose
+
+    with reported():
+        cfg = compose(overrides or [])
+    typer.echo(cfg.to_yaml(), nl=False)

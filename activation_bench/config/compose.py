@@ -1,0 +1,238 @@
+"""Composing many members' configs quickly, with exactly Hydra's result.
+
+`hydra.compose` costs 50-100 ms a call, so a sweep of 480 members composed one by one takes most
+of a minute before any training. compose_many gives the same configs (tests/test_compose.py checks
+them against Hydra's own composition) while calling Hydra only where it must:
+
+- Each member's overrides are parsed with Hydra's parser and split into group choices
+  (activation=gelu, data=uniform: "structural") and scalar changes of existing keys (seed=3,
+  lr=0.1, activation.negative_slope=0.2). Additions and deletions (+key=v, ~key) and choices with a
+  package (group@pkg=x) count as structural.
+- Structural overrides are composed once per distinct set: members differing only in scalars
+  share one composition.
+- Group-local choices are spliced: when every structural override chooses an option of a group in
+  config.SPLICED (whose options set only their own subtree), at most once per group, the defaults
+  are composed once and each chosen option's subtree is put in its place (8 activations x 2 data:
+  11 compositions instead of 16).
+- A chosen option is built without Hydra (about 2 ms instead of 50-100 ms) when its file is plain:
+  no defaults list, no @package header, a mapping, and config.yaml's own body does not set that
+  group (it would merge over the option). The result is the defaults' config with the group's node
+  replaced by the schema's node merged with the file, which is what Hydra composes.
+- Scalar overrides are type-checked once per distinct value and composition (struct mode refuses
+  unknown keys, the schema converts and checks types, as Hydra's own override application does),
+  then set on plain copies: composing or copying an OmegaConf config per member would cost
+  milliseconds each.
+
+Everything else falls back to Hydra's own composition: other groups (experiment=...), an option
+whose file has a defaults list or a @package header, a group config.yaml sets itself, a group chosen
+twice, a file that fails to load (Hydra then reports the problem its own way), and any override
+that is neither a group choice nor a plain change. Every member is validated (config/validate.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from activation_bench.cfg import Cfg
+from activation_bench.config import validate
+from activation_bench.config.files import config_dir, group_options, groups
+from activation_bench.config.grid import first_line, parse_overrides, refuse_hydra_settings
+from activation_bench.config.schema import SPLICED, Config, _register_schema
+from activation_bench.errors import UsageError
+
+Composed = tuple[dict, DictConfig]  # (plain container, the OmegaConf config scalars are checked on)
+
+
+def compose(overrides: Sequence[str]) -> Cfg:
+    """Compose and validate one run's config from override strings."""
+    return compose_many([list(overrides)])[0]
+
+
+def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
+    """Compose and validate many members, composing once per distinct set of group choices."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    _register_schema()
+    group_names = set(groups())
+    cache: dict[tuple[str, ...], Composed] = {}
+    typed: dict[tuple[tuple[str, ...], str], Any] = {}
+    out: list[Cfg] = []
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        for member in members:
+            where = " ".join(member)
+            structural, scalar = _split(member, group_names)
+
+            def composed(overrides: tuple[str, ...], where: str = where) -> Composed:
+                if overrides not in cache:
+                    cfg = None
+                    if len(overrides) == 1 and () in cache:
+                        group, option = overrides[0].split("=", 1)
+                        cfg = _compose_option(cache[()][1], group, option)
+                    if cfg is None:
+                        cfg = _compose_one(hydra_compose, list(overrides))
+                    cache[overrides] = (_container(cfg, where), cfg)
+                return cache[overrides]
+
+            cfg, scratches, default = _structural(structural, composed)
+            for text, ov in scalar:
+                key, scratch = scratches.get(ov.key_or_group.split(".")[0], default)
+                if (key, text) not in typed:
+                    typed[(key, text)] = _typed_value(scratch, text, ov)
+                _set(cfg, ov.key_or_group, Cfg.wrap(typed[(key, text)]))
+            validate.validate(cfg, where)
+            out.append(cfg)
+    GlobalHydra.instance().clear()
+    return out
+
+
+def _split(member: Sequence[str], group_names: set[str]) -> tuple[list[str], list[tuple[str, Any]]]:
+    """A member's overrides as (structural texts, [(text, parsed)] of plain key changes)."""
+    structural, scalar = [], []
+    refuse_hydra_settings(member)
+    for text, ov in zip(member, parse_overrides(member)):
+        if ov.is_sweep_override():
+            raise UsageError(f"'{text}' is a sweep; use `actbench sweep` for grids")
+        if ov.key_or_group in group_names:
+            if ov.key_or_group == "experiment" and ov.value() is None:
+                continue  # experiment=null: no preset, the default
+            _check_group_choice(ov.key_or_group, ov.value())
+            structural.append(text)
+        elif ov.type.name == "CHANGE":
+            scalar.append((text, ov))
+        else:
+            structural.append(text)
+    return structural, scalar
+
+
+def _structural(structural: list[str], composed: Any) -> tuple[Cfg, dict[str, tuple[tuple[str, ...], DictConfig]],
+                                                                tuple[tuple[str, ...], DictConfig]]:
+    """The member's config before its scalar overrides, with the compositions its scalars are
+    checked on: per spliced group, and the default one (cache key, OmegaConf config)."""
+    scratches: dict[str, tuple[tuple[str, ...], DictConfig]] = {}
+    groups_chosen = [t.split("=", 1)[0] for t in structural]
+    if all(g in SPLICED for g in groups_chosen) and len(set(groups_chosen)) == len(groups_chosen):
+        # group-local choices compose independently: compose the defaults once and each choice
+        # once, and splice the chosen subtrees in
+        container, scratch = composed(())
+        cfg = Cfg.wrap(container)
+        for text, group in zip(structural, groups_chosen):
+            sub, sub_scratch = composed((text,))
+            cfg[group] = Cfg.wrap(sub[group])
+            scratches[group] = ((text,), sub_scratch)
+        return cfg, scratches, ((), scratch)
+    key = tuple(structural)
+    container, scratch = composed(key)
+    return Cfg.wrap(container), scratches, (key, scratch)
+
+
+def _set(cfg: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = cfg
+    for part in parents:
+        node = node[part]
+    node[last] = value
+
+
+def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
+    """Apply one override to a scratch copy (type checks, unknown keys) and read the value back."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    key = ov.key_or_group
+    if key.startswith("activation.") and key.count(".") == 1 and key.split(".")[1] not in scratch.activation.keys():
+        from activation_bench.engine import activations
+
+        act = scratch.activation
+        name = act.get("name") if "_target_" not in act.keys() else None
+        if name:
+            valid = ", ".join(activations.get_spec(name).params) or "none"
+            raise UsageError(f"unknown parameter '{key.split('.')[1]}' for activation '{name}' in '{text}'; "
+                             f"valid: {valid}")
+        raise UsageError(f"'{text}': constructor arguments of a _target_ activation are added with +{text}")
+    try:
+        OmegaConf.update(scratch, key, ov.value(), merge=True, force_add=False)
+        value = OmegaConf.select(scratch, key, throw_on_missing=True)
+    except OmegaConfBaseException as exc:
+        raise UsageError(_friendly(exc, text)) from None
+    if isinstance(value, (DictConfig, ListConfig)):  # data.features=[a,b]
+        value = OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _container(cfg: DictConfig, where: str) -> dict:
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise UsageError(f"cannot resolve config ({where}): {first_line(exc)}") from None
+
+
+def _check_group_choice(group: str, value: Any) -> None:
+    options = group_options(group)
+    if value is None and group == "experiment":
+        return
+    if not isinstance(value, str) or value not in options:
+        raise UsageError(f"unknown {group} '{value}'; valid: {', '.join(options)}")
+
+
+def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | None:
+    """What Hydra composes for `group=option` on top of the defaults, without a Hydra call, or None
+    where only Hydra gets it right (see the module's docstring)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    root = config_dir()
+    if group not in SPLICED or _primary_sets(str(root), group):
+        return None
+    try:
+        text = (root / group / f"{option}.yaml").read_text(encoding="utf-8")
+        if "@package" in text:
+            return None
+        node = OmegaConf.create(text)
+        if not isinstance(node, DictConfig) or "defaults" in node:
+            return None
+        cfg = base.copy()
+        cfg[group] = OmegaConf.merge(_schema()[group], node)
+    except (OSError, OmegaConfBaseException):
+        return None  # let Hydra compose it and report the problem its own way
+    return cfg
+
+
+@functools.cache
+def _schema() -> DictConfig:
+    return OmegaConf.structured(Config)
+
+
+@functools.cache
+def _primary_sets(directory: str, group: str) -> bool:
+    """Whether config.yaml's own body sets keys under group (it would merge over the option)."""
+    import yaml
+
+    doc = yaml.safe_load((Path(directory) / "config.yaml").read_text(encoding="utf-8")) or {}
+    return group in doc
+
+
+def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise UsageError(_friendly(exc, " ".join(overrides))) from None
+
+
+def _friendly(exc: BaseException, where: str) -> str:
+    cause = exc.__cause__ or exc
+    msg = first_line(cause)
+    if "not in struct" in msg or "Could not override" in str(exc) or "Key '" in msg:
+        return f"unknown config key in '{where}': {msg} (see `actbench run --help` for the keys)"
+    return f"invalid override '{where}': {msg}"

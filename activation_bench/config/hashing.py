@@ -1,0 +1,65 @@
+"""A run's identity: config_hash, the hash resume matches on, with the table of keys added after the
+first release (so sweeps made earlier keep their hashes)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from activation_bench.cfg import Cfg, plain
+
+# Keys added after the first release, in groups, each key with the value that reproduces what ran
+# before it existed. While every key of a group holds that value, config_hash leaves the group out
+# (and a subtree it empties), so the hash is the one the config had before the keys existed and
+# sweeps made earlier still resume. A key added later goes here with its backwards-compatible value.
+LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
+    # real tables and function tasks (#14), each null for normal/uniform data
+    *({f"data.{k}": None} for k in ("path", "sha256", "features", "fn", "val_fraction", "test_fraction",
+                                     "standardize", "dropna")),
+    {"model.depth": 1},  # one hidden layer (#19)
+    {"model.init": "torch_default", "model.init_resolved": "torch_default"},  # torch's own init (#19)
+    {"log.grad_norms": False, "log.every": 10},  # no gradient log (#19)
+)
+
+
+def config_hash(cfg: Cfg) -> str:
+    """Identity of a run: a hash of its fully resolved config (what resume matches on), leaving out
+    the LEGACY_DEFAULTS groups that hold their backwards-compatible values."""
+    import json
+
+    doc = plain(cfg)
+    for group in LEGACY_DEFAULTS:
+        if all(_holds(doc, key, value) for key, value in group.items()):
+            for key in group:
+                _drop(doc, key)
+    text = json.dumps(doc, sort_keys=True, allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_ABSENT = object()
+
+
+def _holds(doc: dict, dotted: str, value: Any) -> bool:
+    """Whether doc has `value` at the dotted key, or lacks the key (type-exact: False is not 0)."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        doc = doc.get(part, {})
+        if not isinstance(doc, dict):
+            return False
+    found = doc.get(last, _ABSENT)
+    return found is _ABSENT or (type(found) is type(value) and found == value)
+
+
+def _drop(doc: dict, dotted: str) -> None:
+    """Remove the dotted key, and the parents it leaves empty."""
+    *parents, last = dotted.split(".")
+    nodes = [doc]
+    for part in parents:
+        node = nodes[-1].get(part)
+        if not isinstance(node, dict):
+            return
+        nodes.append(node)
+    nodes[-1].pop(last, None)
+    for node, part in reversed(list(zip(nodes[:-1], parents))):
+        if not node[part]:
+            node.pop(part)

@@ -1,0 +1,83 @@
+"""The config schema: the dataclasses Hydra's ConfigStore checks composed configs against, and the
+value sets the validation refers to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+OPTIMIZERS = ("adam", "sgd")
+DEVICES = ("cpu", "cuda", "auto")
+DTYPES = ("float32", "float64")
+DISTRIBUTIONS = ("normal", "uniform")
+TARGETS = ("random", "teacher")
+INITS = ("torch_default", "he", "lecun", "xavier", "auto")
+SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
+NOT_GLOBBED = {"custom", "csv"}  # group options that need user input (activation=custom a _target_, data=csv a file)
+
+
+@dataclass
+class DataConfig:
+    name: str = "normal"
+    n_samples: int | None = 10
+    input_dim: int | None = 64
+    mean: float | None = None
+    std: float | None = None
+    low: float | None = None
+    high: float | None = None
+    target: str | None = "random"  # random | teacher; a table's column for real data
+    n_val: int = 0
+    noise: float = 0.0
+    teacher_activation: str = "relu"
+    teacher_hidden_dim: int = 64
+    # real tables and function tasks (activation_bench.datasets); null for normal/uniform
+    path: str | None = None
+    sha256: str | None = None
+    features: list[str] | None = None
+    fn: str | None = None
+    val_fraction: float | None = None
+    test_fraction: float | None = None
+    standardize: bool | None = None
+    dropna: bool | None = None
+
+
+@dataclass
+class ModelConfig:
+    hidden_dim: int = 64
+    depth: int = 1  # hidden layers, each hidden_dim wide with the same activation
+    init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (the activation's recommendation)
+    init_resolved: str | None = None  # the scheme that ran (model.init with auto resolved); set by validate
+
+
+@dataclass
+class LogConfig:
+    grad_norms: bool = False  # write grads.csv: per layer, the weight-gradient and activation-output norms
+    every: int = 10  # ... every this many epochs (and at epochs 1 and the last)
+
+
+@dataclass
+class Config:
+    activation: dict[str, Any] = field(default_factory=lambda: {"name": "gelu"})
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    epochs: int = 1000
+    lr: float = 1e-3
+    seed: int = 0
+    batch_size: int | None = None
+    shuffle: bool = False
+    optimizer: str = "adam"
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+_registered = False
+
+
+def _register_schema() -> None:
+    global _registered
+    if not _registered:
+        from hydra.core.config_store import ConfigStore
+
+        ConfigStore.instance().store(name="base_schema", node=Config)
+        _registered = True

@@ -1,0 +1,73 @@
+"""Training diagnostics: per-layer gradient and activation norms while training (grads.csv), and
+the share of dead or saturated hidden units at the end (summary.json).
+
+Both read the stacked model without changing it: the norms are taken after backward and before
+the optimiser step, and the unit shares from a separate pass in eval mode after training.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from activation_bench.engine.model import StackedMLP
+
+SATURATED_SLOPE = 1e-3  # |f'(h)| below this on every sample: a saturated (or dead) unit
+
+
+class GradLog:
+    """Per logged epoch, hidden layer and member: the L2 norm of the layer's weight gradient and
+    of its activation output (over the batch's samples and the layer's units).
+
+    Logged epochs: 1, every `every`-th, and the last. With minibatches, the epoch's last batch."""
+
+    def __init__(self, every: int, epochs: int, depth: int, members: int, dtype: torch.dtype, device: str) -> None:
+        self.epochs = [e for e in range(1, epochs + 1) if e == 1 or e % every == 0 or e == epochs]
+        self.row = {e: i for i, e in enumerate(self.epochs)}
+        shape = (len(self.epochs), depth, members)
+        self.weight_grad = torch.full(shape, float("nan"), dtype=dtype, device=device)
+        self.act = torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    def due(self, epoch: int) -> bool:
+        return epoch in self.row
+
+    @torch.no_grad()
+    def add(self, epoch: int, model: StackedMLP, outputs: list[torch.Tensor]) -> None:
+        i = self.row[epoch]
+        for layer, (w, a) in enumerate(zip(model.ws, outputs)):
+            self.weight_grad[i, layer] = w.grad.flatten(1).norm(dim=1)
+            self.act[i, layer] = a.detach().flatten(1).norm(dim=1)
+
+    def per_member(self, stops: list[int]) -> list[list[tuple[int, int, float, float]]]:
+        """Each member's rows (epoch, layer, weight_grad_norm, act_norm), up to its last epoch."""
+        wg, an = self.weight_grad.cpu().tolist(), self.act.cpu().tolist()
+        out = []
+        for m, stop in enumerate(stops):
+            out.append([(e, k + 1, wg[i][k][m], an[i][k][m])
+                        for i, e in enumerate(self.epochs) if e <= stop for k in range(len(wg[i]))])
+        return out
+
+
+def unit_shares(model: StackedMLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per hidden layer and member, the share of units that are dead and that are saturated on
+    every sample of x, each [depth, M] (call in eval mode, so stochastic activations are their
+    expectations).
+
+    dead: the unit outputs exactly 0 for every sample (a dead ReLU). saturated: the activation's
+    slope |f'(h)| is below SATURATED_SLOPE for every sample, so no gradient passes through the
+    unit (dead ReLUs count here too; tanh and sigmoid far from 0). For gated units, whose output
+    is not an elementwise function of one pre-activation, the saturated share is NaN.
+    """
+    dead, saturated = [], []
+    a = x.detach()
+    for layer, (w, b) in enumerate(zip(model.ws, model.bs)):
+        h = torch.baddbmm(b.detach(), a, w.detach()).requires_grad_(True)
+        with torch.enable_grad():
+            out = model.activate(layer, h)
+        dead.append((out.detach() == 0).all(dim=1).to(x.dtype).mean(dim=-1))
+        if out.shape == h.shape:
+            (slope,) = torch.autograd.grad(out.sum(), h)
+            saturated.append((slope.abs() < SATURATED_SLOPE).all(dim=1).to(x.dtype).mean(dim=-1))
+        else:
+            saturated.append(torch.full_like(dead[-1], float("nan")))
+        a = out.detach()
+    return torch.stack(dead), torch.stack(saturated)

@@ -1,0 +1,65 @@
+"""A training stack's model built from its members' configs: each member's weights drawn from its
+own seed under its init scheme, one activation module per run of members sharing an activation,
+and each member's parameter count."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from activation_bench.data.synthetic import derived_seed, generator
+from activation_bench.engine import activations
+from activation_bench.engine.model import Slice, StackedMLP, member_weights
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+
+
+def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype) -> StackedMLP:
+    """The stacked model of these members (sharing one stack key), each initialised from its own
+    seed's "init" stream under its model.init_resolved scheme."""
+    first = ordered[0]
+    h1, h2 = activations.hidden_width(dict(first.activation), first.model.hidden_dim)
+    depth = first.model.depth
+    layers = [member_weights(c.model.init_resolved or "torch_default", dim, h1, h2, depth,
+                             generator(c.seed, "init"), dtype) for c in ordered]
+    ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
+    bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]
+    w2 = torch.stack([mem[depth][0].T for mem in layers]).to(device)
+    b2 = torch.stack([mem[depth][1][None] for mem in layers]).to(device)
+    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype))
+
+
+def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
+    """One module per run of members sharing an activation, used by every hidden layer; where it
+    has parameters or randomness, one per member and layer (a member's layers share one generator
+    seeded from that member's seed, drawn from in layer order)."""
+    slices: list[Slice] = []
+    for i, c in enumerate(ordered):
+        cfg = dict(c.activation)
+        per_member = activations.is_per_member(cfg)
+        last = slices[-1] if slices else None
+        if last and not per_member and not last.per_member and keys[last.start] == keys[i]:
+            last.stop = i + 1
+            continue
+        modules = [activations.create_from_config(cfg).to(device=device, dtype=dtype)
+                   for _ in range(depth if per_member else 1)]
+        if hasattr(modules[0], "generator"):
+            gen = torch.Generator(device=device).manual_seed(derived_seed(c.seed, "activation"))
+            for module in modules:
+                module.generator = gen
+        slices.append(Slice(i, i + 1, modules * (depth // len(modules)), per_member))
+    return slices
+
+
+def param_counts(model: StackedMLP, m: int) -> list[int]:
+    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + 1  # + the output bias
+    counts = [per] * m
+    for s in model.slices:
+        extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())
+        if extra:
+            for i in range(s.start, s.stop):
+                counts[i] += extra // (s.stop - s.start)
+    return counts

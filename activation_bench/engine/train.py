@@ -1,0 +1,387 @@
+"""The training engine: trains a stack of members at once and returns their losses.
+
+Members that share shapes and optimiser settings (see `stack_key`) are trained as one batch:
+weights [members, in, out], one `baddbmm` per layer, activations per slice of members, and one
+optimiser over the stacked tensors. Each member's loss is the mean over its own samples and the
+stack minimises their sum, so every member gets exactly the gradient it would get alone; Adam and
+SGD are elementwise, so each member follows the trajectory of the same run done alone.
+
+This module takes configs and returns numbers: it writes no files and prints nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from activation_bench.data import tables
+from activation_bench.data.synthetic import DTYPES, Dataset, generator
+from activation_bench.engine import activations, fused
+from activation_bench.engine.diagnostics import GradLog, unit_shares
+from activation_bench.engine.members import build_model, param_counts
+from activation_bench.engine.model import StackedMLP, member_mse
+from activation_bench.engine.optim import StackedOptimizer
+from activation_bench.engine.teacher import make_dataset
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+
+ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
+
+
+DIVERGENCE_FACTOR = 1e8
+CHECK_EVERY = 50
+HAND_GRADIENT = True  # fused.py's hand-written gradient where every activation has one (else autograd)
+
+
+@dataclass
+class RunResult:
+    train_loss: list[float]  # one per epoch trained (fewer than epochs if diverged)
+    val_loss: list[float] | None
+    status: str  # "complete" or "diverged"
+    diverged_epoch: int | None  # first epoch (1-based) whose loss was NaN, inf or > 1e8 x epoch 1
+    n_params: int
+    wall_time_s: float  # of the whole stack this member was trained in
+    stack_size: int
+    device: str
+    # diagnostics: (epoch, layer, weight_grad_norm, act_norm) rows with log.grad_norms, else None;
+    # per hidden layer, the share of dead and of saturated units at the end (NaN: not defined)
+    grads: list[tuple[int, int, float, float]] | None = None
+    dead_units: list[float] | None = None
+    saturated_units: list[float] | None = None
+    test_loss: list[float] | None = None  # real and function tasks
+    data_info: dict[str, Any] | None = None  # real and function tasks: split sizes, source, target scale
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def _act_cfg(cfg: Cfg) -> dict[str, Any]:
+    return dict(cfg.activation)
+
+
+def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
+    """(training rows, validation rows, test rows, input features) of a member's data."""
+    d = cfg.data
+    if tables.is_real(d):
+        return tables.shapes(cfg)
+    return d.n_samples, d.n_val, 0, d.input_dim
+
+
+def load_data(cfg: Cfg) -> Dataset:
+    """The member's data: real and function tasks from the per-process cache, else generated."""
+    return tables.make_dataset(cfg) if tables.is_real(cfg.data) else make_dataset(cfg)
+
+
+def stack_key(cfg: Cfg) -> tuple:
+    """Members with equal keys can be trained in one stack."""
+    n, n_val, n_test, dim = data_shapes(cfg)
+    h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
+    return (n, n_val, n_test, dim, h1, h2, cfg.model.depth, cfg.batch_size or n,
+            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
+            _grad_every(cfg))
+
+
+def _grad_every(cfg: Cfg) -> int | None:
+    return cfg.log.every if cfg.log.grad_norms else None
+
+
+def _shuffles(cfg: Cfg) -> bool:
+    n = data_shapes(cfg)[0]
+    return bool(cfg.shuffle) and (cfg.batch_size or n) < n
+
+
+def member_bytes(cfg: Cfg) -> int:
+    """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations,
+    per-epoch losses and the gradient-norm log), for every hidden layer of a deep member."""
+    n, n_val, n_test, dim = data_shapes(cfg)
+    h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
+    depth = cfg.model.depth
+    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + h2 + 1
+    n_data = (n + n_val + n_test) * (dim + 1)
+    n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2) + 4)
+    n_log = 2 * depth * (cfg.epochs // cfg.log.every + 2) if cfg.log.grad_norms else 0
+    itemsize = 8 if cfg.dtype == "float64" else 4
+    return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 3 * cfg.epochs
+
+
+MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
+
+
+def plan_stacks(cfgs: Sequence[Cfg], memory_mb: float = 1024.0, max_members: int = MAX_STACK) -> list[list[int]]:
+    """Group member indices by stack key, in even chunks that stay within memory_mb each."""
+    groups: dict[tuple, list[int]] = {}
+    for i, cfg in enumerate(cfgs):
+        groups.setdefault(stack_key(cfg), []).append(i)
+    stacks = []
+    for idx in groups.values():
+        per = member_bytes(cfgs[idx[0]])
+        cap = max_members if resolve_device(cfgs[idx[0]].device) == "cpu" else len(idx)  # GPUs want one launch
+        size = max(1, min(cap, int(memory_mb * 2**20 // per)))
+        n_chunks = -(-len(idx) // size)
+        size = -(-len(idx) // n_chunks)
+        stacks.extend(idx[i : i + size] for i in range(0, len(idx), size))
+    return stacks
+
+
+def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None) -> list[RunResult]:
+    """Train members that all share one stack key, together. Returns results in input order."""
+    if not cfgs:
+        return []
+    key = stack_key(cfgs[0])
+    if any(stack_key(c) != key for c in cfgs[1:]):
+        raise ValueError("members of one stack must share shapes and optimiser settings")
+    n_real = len(cfgs)
+    if n_real == 1:
+        # A stack of one is padded with a copy of itself: with several threads, MKL's
+        # single-matrix path rounds differently from its batched one, and padding makes a run
+        # done alone bit-identical to the same member inside a sweep's stack.
+        cfgs = [cfgs[0], cfgs[0]]
+    # Denormal floats (losses near the float floor make Adam's second moments ~1e-40) are up to
+    # 100x slower on CPUs; flushing them to zero changes no update measurably (eps=1e-8
+    # dominates), and stacked and single runs flush alike.
+    flush = torch.set_flush_denormal(True)
+    try:
+        return _train(cfgs, n_real, on_progress)
+    finally:
+        if flush:
+            torch.set_flush_denormal(False)
+
+
+def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None) -> list[RunResult]:
+    """Build the stack, train it epoch by epoch (validation and test losses after each, the
+    divergence check every CHECK_EVERY epochs), and return each member's result."""
+    start = time.perf_counter()
+    stack = _build(cfgs)
+    first = stack.ordered[0]
+    epochs, m = first.epochs, len(cfgs)
+    losses = _Losses.empty(epochs, m, stack)
+    every = _grad_every(first)
+    grad_log = GradLog(every, epochs, stack.model.depth, m, stack.x.dtype, stack.device) if every else None
+    divergence = _Divergence.none(m, stack.device)
+    done = 0
+    for epoch in range(epochs):
+        losses.train[epoch] = _epoch(stack, epoch, grad_log)
+        _evaluate(stack, losses, epoch)
+        done = epoch + 1
+        if done % CHECK_EVERY == 0 or done == epochs:
+            stop = divergence.check(losses.train, done)
+            if stop is not None:
+                done = stop
+                break
+        if on_progress is not None:
+            on_progress(done, epochs, losses.train[epoch])
+    wall = time.perf_counter() - start
+    return _results(stack, losses, divergence.at, done, grad_log, wall, n_real)
+
+
+@dataclass
+class _Stack:
+    """A stack ready to train: its members sorted so those sharing an activation are contiguous
+    (one module call per slice; `order[pos]` is the input index of the member at position pos),
+    their data stacked [members, rows, ...] on the device, the model and its optimiser."""
+
+    ordered: list[Cfg]
+    order: list[int]
+    data: list[Dataset]
+    x: torch.Tensor
+    y: torch.Tensor
+    val: tuple[torch.Tensor, torch.Tensor] | None
+    test: tuple[torch.Tensor, torch.Tensor] | None
+    model: StackedMLP
+    opt: StackedOptimizer
+    hand: fused.HandGradient | None
+    device: str
+    batch_size: int
+    seeds: list[int]
+    # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
+    # (one stream per distinct seed), so a member sees the same batches in a stack as alone
+    shufflers: dict[int, torch.Generator]
+
+    def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This epoch's minibatches (a fresh permutation per member with shuffling)."""
+        if not self.shufflers:
+            return self.fixed_batches
+        n = self.x.shape[1]
+        perms = {s: torch.randperm(n, generator=g) for s, g in self.shufflers.items()}
+        idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)[..., None]
+        return _split(self.x.gather(1, idx.expand(-1, -1, self.x.shape[-1])), self.y.gather(1, idx), self.batch_size)
+
+    @functools.cached_property
+    def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return _split(self.x, self.y, self.batch_size)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return self.hand.predict(x) if self.hand else self.model(x)
+
+
+def _split(x: torch.Tensor, y: torch.Tensor, bs: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, x.shape[1], bs)]
+
+
+def _build(cfgs: Sequence[Cfg]) -> _Stack:
+    """Load the members' data, build the stacked model (each member initialised from its own seed)
+    and the optimiser."""
+    first = cfgs[0]
+    device = resolve_device(first.device)
+    dtype = DTYPES[first.dtype]
+    act_keys = [json.dumps(_act_cfg(c), sort_keys=True) for c in cfgs]
+    order = sorted(range(len(cfgs)), key=lambda i: act_keys[i])
+    ordered = [cfgs[i] for i in order]
+    data = [load_data(c) for c in ordered]
+    n, n_val, n_test, dim = data_shapes(first)
+
+    def stacked(attr: str) -> torch.Tensor:
+        return torch.stack([getattr(d, attr) for d in data]).to(device)
+
+    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype)
+    model.train()
+    seeds = [c.seed for c in ordered]
+    return _Stack(
+        ordered=ordered, order=order, data=data, x=stacked("x"), y=stacked("y"),
+        val=(stacked("x_val"), stacked("y_val")) if n_val else None,
+        test=(stacked("x_test"), stacked("y_test")) if n_test else None,
+        model=model, opt=StackedOptimizer(list(model.parameters()), first.optimizer, float(first.lr)),
+        hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
+        batch_size=first.batch_size or n, seeds=seeds,
+        shufflers={s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {},
+    )
+
+
+@dataclass
+class _Losses:
+    """Per epoch and member [epochs, M]: the training loss (mean over the epoch's minibatches) and,
+    where the data has those splits, the validation and test losses after the epoch (NaN: not run)."""
+
+    train: torch.Tensor
+    val: torch.Tensor | None
+    test: torch.Tensor | None
+
+    @classmethod
+    def empty(cls, epochs: int, m: int, stack: _Stack) -> _Losses:
+        def nan() -> torch.Tensor:
+            return torch.full((epochs, m), float("nan"), dtype=stack.x.dtype, device=stack.device)
+
+        return cls(nan(), nan() if stack.val is not None else None, nan() if stack.test is not None else None)
+
+
+def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None) -> torch.Tensor:
+    """One pass over the training set; returns the members' losses [M] (the mean over minibatches).
+    Where the gradient log is due, the epoch's last batch is logged."""
+    outputs: list[torch.Tensor] | None = [] if grad_log is not None and grad_log.due(epoch + 1) else None
+    batches = stack.batches()
+    if len(batches) == 1:
+        xb, yb = batches[0]
+        loss = _step(stack.model, stack.opt, stack.hand, xb, yb, outputs)
+        if outputs is not None:
+            grad_log.add(epoch + 1, stack.model, outputs)  # type: ignore[union-attr]
+        return loss
+    total = torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
+    for b, (xb, yb) in enumerate(batches):
+        record = outputs if b == len(batches) - 1 else None
+        total += _step(stack.model, stack.opt, stack.hand, xb, yb, record)
+        if record is not None:
+            grad_log.add(epoch + 1, stack.model, record)  # type: ignore[union-attr]
+    return total / len(batches)
+
+
+def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
+    """The validation and test losses after this epoch, where the data has those splits."""
+    if losses.val is None and losses.test is None:
+        return
+    stack.model.eval()
+    with torch.no_grad():
+        for split, out in ((stack.val, losses.val), (stack.test, losses.test)):
+            if split is not None and out is not None:
+                out[epoch] = member_mse(stack.predict(split[0]), split[1])
+    stack.model.train()
+
+
+@dataclass
+class _Divergence:
+    """Which members have diverged, and at which epoch (1-based).
+
+    Diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's (Adam's
+    bounded steps make lr=1e6 explode to ~1e27 without ever overflowing). Checked every CHECK_EVERY
+    epochs (on a GPU each check waits for the device; on a CPU it is a handful of small ops per
+    step), scanning the epochs since the last check so the epoch found is still exact.
+    """
+
+    diverged: torch.Tensor  # [M] bool
+    at: list[int | None]
+    checked: int = 0  # epochs scanned so far
+
+    @classmethod
+    def none(cls, m: int, device: str) -> _Divergence:
+        return cls(torch.zeros(m, dtype=torch.bool, device=device), [None] * m)
+
+    def check(self, train_loss: torch.Tensor, done: int) -> int | None:
+        """Scan epochs up to `done`; returns the epoch to stop at once every member has diverged."""
+        block = train_loss[self.checked : done]
+        bad = ~(block <= train_loss[0] * DIVERGENCE_FACTOR) & ~self.diverged
+        if bool(bad.any()):
+            rows = torch.where(bad.any(0), bad.float().argmax(0), -1).tolist()
+            for i, row in enumerate(rows):
+                if row >= 0:
+                    self.at[i] = self.checked + row + 1
+            self.diverged |= bad.any(0)
+            if bool(self.diverged.all()):
+                return max(d for d in self.at if d is not None)
+        self.checked = done
+        return None
+
+
+def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
+             wall: float, n_real: int) -> list[RunResult]:
+    """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
+    m = len(stack.ordered)
+    tl = losses.train[:done].T.cpu().tolist()
+    vl = losses.val[:done].T.cpu().tolist() if losses.val is not None else None
+    sl = losses.test[:done].T.cpu().tolist() if losses.test is not None else None
+    n_params = param_counts(stack.model, m)
+    stack.model.eval()
+    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
+    stops = [diverged_at[pos] or done for pos in range(m)]
+    grads = grad_log.per_member(stops) if grad_log is not None else None
+    results: list[RunResult | None] = [None] * m
+    for pos, original in enumerate(stack.order):
+        stop = stops[pos]
+        results[original] = RunResult(
+            train_loss=tl[pos][:stop],
+            val_loss=vl[pos][:stop] if vl is not None else None,
+            status="diverged" if diverged_at[pos] else "complete",
+            diverged_epoch=diverged_at[pos],
+            n_params=n_params[pos],
+            wall_time_s=wall,
+            stack_size=n_real,
+            device=stack.device,
+            grads=grads[pos] if grads is not None else None,
+            dead_units=dead[pos],
+            saturated_units=saturated[pos],
+            test_loss=sl[pos][:stop] if sl is not None else None,
+            data_info=stack.data[pos].info,
+        )
+    return results[:n_real]  # type: ignore[return-value]
+
+
+def _step(model: StackedMLP, opt: StackedOptimizer, hand: fused.HandGradient | None,
+          xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """One optimiser step; returns the members' losses [M] before it. With `record`, each hidden
+    layer's activation output is appended to it (the parameters' .grad stay set after the step)."""
+    opt.zero_grad()
+    if hand is not None:
+        loss = hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)
+    else:
+        loss = member_mse(model(xb, record), yb)
+        loss.sum().backward()
+    opt.step()
+    return loss.detach()

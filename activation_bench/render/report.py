@@ -1,0 +1,353 @@
+"""`actbench report`: one self-contained HTML page per study.
+
+The numbers come from `compare.compare` through `render.to_json` (the same path as `actbench
+compare --format json`); the page is rendered from the Jinja2 template `templates/report.html.j2`
+with autoescaping, figures are inline SVG from matplotlib. torch is imported only to draw the
+activations' shapes (`shapes=True`), inside `_shapes`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from activation_bench.analysis import compare as cmp
+from activation_bench.analysis.loading import LOSSES, Loaded
+from activation_bench.analysis.metrics import run_values
+from activation_bench.analysis.provenance import provenance
+from activation_bench.analysis.stats import group_index, t_half_width
+from activation_bench.errors import UsageError
+from activation_bench.render import tables
+
+SUFFIXES = (".html", ".htm")
+DEFAULT_NAME = "report.html"
+
+
+# ---------------------------------------------------------------------------------------------
+# output path
+
+
+def default_output(paths: Sequence[Path]) -> Path:
+    """report.html inside the first input directory (beside the first input file)."""
+    first = Path(paths[0])
+    return (first if first.is_dir() else first.parent) / DEFAULT_NAME
+
+
+def check_output(output: Path) -> Path:
+    """An .html path in an existing, writable folder (checked before any work is done)."""
+    if output.suffix.lower() not in SUFFIXES:
+        raise UsageError(f"{output}: a report is an HTML file; use a .html suffix")
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{output}: folder {parent} does not exist")
+    if output.is_dir():
+        raise UsageError(f"{output}: is a directory")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{output}: folder {parent} is not writable")
+    return output
+
+
+# ---------------------------------------------------------------------------------------------
+# compare tables
+
+
+def _cell(text: str, *values: tuple[str, Any], num: bool = True) -> dict[str, Any]:
+    """A table cell: the formatted text, and the raw numbers it shows (as data-key/data-value)."""
+    return {"text": text, "values": [(k, "" if v is None else repr(v)) for k, v in values], "num": num}
+
+
+def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
+    """Cells of one row of `tables.to_json`'s rows (raw numbers, None where undefined)."""
+    f, p, is_loss = tables.fmt_num, tables.fmt_p, res.metric.is_loss
+    cells = [_cell(str(row[c]), num=False) for c in res.group_cols]
+    cells.append(_cell(tables.fmt_int(row["n"]), ("n", row["n"])))
+    cells.append(_cell(tables.fmt_int(row["n_diverged"]), ("n_diverged", row["n_diverged"])))
+    if not is_loss:
+        cells.append(_cell(tables.fmt_int(row["n_not_reached"]), ("n_not_reached", row["n_not_reached"])))
+    center = "geo_mean" if is_loss else "mean"
+    cells.append(_cell(f(row[center], 4), (center, row[center])))
+    ci = "-" if row["ci_low"] is None else f"{f(row['ci_low'])}–{f(row['ci_high'])}"
+    cells.append(_cell(ci, ("ci_low", row["ci_low"]), ("ci_high", row["ci_high"])))
+    cells.append(_cell(f(row["median"], 4), ("median", row["median"])))
+    if res.baseline is None:
+        return cells
+    if row.get("is_baseline"):
+        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(6)], _cell("", num=False)]
+    cells += [
+        _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
+        _cell(f(row["mean_diff"]), ("mean_diff", row["mean_diff"])),
+        _cell(f(row["ratio"]), ("ratio", row["ratio"])),
+        _cell(tables.fmt_pct(row["win_rate"]), ("win_rate", row["win_rate"])),
+        _cell(f"{p(row['p_t_holm'])} / {p(row['p_wilcoxon_holm'])}", ("p_t_holm", row["p_t_holm"]),
+              ("p_wilcoxon_holm", row["p_wilcoxon_holm"])),
+        _cell(f(row["d_z"], 2), ("d_z", row["d_z"])),
+        _cell("*" if row.get("significant") else "", num=False),
+    ]
+    return cells
+
+
+def _headers(res: cmp.CompareResult) -> list[str]:
+    is_loss = res.metric.is_loss
+    heads = [*res.group_cols, "n", "diverged"] + ([] if is_loss else ["not reached"])
+    heads += ["geo mean" if is_loss else "mean epochs", "95% CI", "median"]
+    if res.baseline is not None:
+        heads += ["pairs", "Δlog10" if is_loss else "Δepochs", "ratio", "win", "p Holm t / W", "d_z", "sig"]
+    return heads
+
+
+def compare_table(res: cmp.CompareResult) -> dict[str, Any]:
+    """One compare table for the template, built from `tables.to_json(res)` (compare's JSON)."""
+    doc = json.loads(tables.to_json(res))
+    rows = [{"cells": _row_cells(r, res), "baseline": bool(r.get("is_baseline")), "sig": bool(r.get("significant"))}
+            for r in doc["rows"]]
+    return {"metric": doc["metric"], "loss": doc["loss"], "headers": _headers(res), "rows": rows,
+            "notes": tables.row_notes(res), "methods": doc["methods"], "warnings": doc["warnings"], "json": doc}
+
+
+# ---------------------------------------------------------------------------------------------
+# the summary in words
+
+
+def _ci_of_effect(r: dict[str, Any]) -> tuple[float, float] | None:
+    """95% t interval of the mean paired difference, from compare's mean_diff, d_z and n_pairs."""
+    n, mean, dz = r.get("n_pairs") or 0, r.get("mean_diff"), r.get("d_z")
+    if n < 2 or mean is None:
+        return None
+    if dz is None:
+        return (mean, mean) if "tie" in (r.get("note") or "") else None
+    half = t_half_width(n, abs(mean / dz) / math.sqrt(n)) if dz else 0.0
+    return mean - half, mean + half
+
+
+def finding(table: dict[str, Any], res: cmp.CompareResult) -> dict[str, Any] | None:
+    """The main finding of one compare table: the comparison with the smallest Holm-corrected
+    p-value (ties: the largest |d_z|), with the 95% interval of its effect."""
+    rows = [r for r in table["json"]["rows"] if not r.get("is_baseline") and (r.get("n_pairs") or 0) >= 2]
+    if not rows or res.baseline is None:
+        return None
+    best = min(rows, key=lambda r: (r["p_t_holm"] if r["p_t_holm"] is not None else 2.0, -abs(r["d_z"] or 0.0)))
+    ci = _ci_of_effect(best)
+    is_loss, f = res.metric.is_loss, tables.fmt_num
+    if is_loss:
+        effect = f"{f(best['ratio'])}x the baseline's geometric-mean {res.loss}"
+        interval = None if ci is None else f"{f(10 ** ci[0])}–{f(10 ** ci[1])}"
+    else:
+        effect = f"{best['mean_diff']:+.3g} epochs against the baseline"
+        interval = None if ci is None else f"{ci[0]:+.3g} to {ci[1]:+.3g}"
+    group = ", ".join(f"{c}={best[c]}" for c in res.group_cols)
+    return {"metric": table["metric"], "group": group, "baseline": f"{res.baseline[0]}={res.baseline[1]}",
+            "effect": effect, "interval": interval, "n_pairs": best["n_pairs"],
+            "win": tables.fmt_pct(best["win_rate"]), "p": tables.fmt_p(best["p_t_holm"]),
+            "significant": bool(best.get("significant")), "note": best.get("note") or "",
+            "all_tie": all("pairs tie" in (r.get("note") or "") for r in rows),
+            "n_significant": sum(bool(r.get("significant")) for r in rows), "n_compared": len(rows)}
+
+
+def _values(runs: Any, col: str) -> list[str]:
+    return [str(v) for v in dict.fromkeys(runs[col].dropna())] if col in runs.columns else []
+
+
+def summary(loaded: Loaded, res: cmp.CompareResult, statuses: np.ndarray) -> dict[str, Any]:
+    """What was compared, on which tasks, with how many seeds and runs."""
+    runs = loaded.runs
+    key = res.baseline[0] if res.baseline else None
+    task_cols = [c for c in res.group_cols if c != key]
+    tasks = [", ".join(f"{c}={v}" for c, v in zip(task_cols, k)) for k, _ in group_index(runs, task_cols)] \
+        if task_cols else []
+    n = res.table["n"].astype("float").to_numpy()
+    return {"factor": key, "levels": _values(runs, key) if key else [], "baseline": res.baseline[1] if key else None,
+            "tasks": tasks, "task_cols": task_cols, "n_runs": len(runs), "n_seeds": len(_values(runs, "seed")),
+            "n_per_group": (int(np.nanmin(n)), int(np.nanmax(n))) if len(n) else (0, 0),
+            "n_groups": len(res.table), "pair_cols": res.pair_cols,
+            "n_diverged": int((statuses == "diverged").sum()),
+            "n_incomplete": sum(w.startswith("incomplete run") for w in loaded.warnings)}
+
+
+# ---------------------------------------------------------------------------------------------
+# ranking across tasks
+
+
+def ranking(loaded: Loaded, res: cmp.CompareResult) -> dict[str, Any] | None:
+    """`actbench rank` of the compared column (the baseline's key) across the tasks, with its
+    critical-difference diagram; None with fewer than two tasks."""
+    key = res.baseline[0] if res.baseline else None
+    tasks = [c for c in res.group_cols if c != key]
+    if key is None or not tasks or len(group_index(loaded.runs, tasks)) < 2:
+        return None
+    from activation_bench.analysis import rank as rk
+    from activation_bench.render import rank_tables
+
+    try:
+        rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss)
+    except UsageError as exc:
+        return {"svg": None, "caption": "", "headers": [], "rows": [], "notes": [f"not ranked: {exc}"]}
+    cols = rank_tables._columns(rr)
+    rows = [[fn(r) for _, fn, _ in cols] for _, r in rr.table.iterrows()]
+    return {"svg": svg(rank_tables.draw_cd(rr), "ranking", tight=True), "caption": rank_tables._title(rr),
+            "headers": [h for h, _, _ in cols], "rows": rows,
+            "notes": [*rank_tables.summary_lines(rr), *rr.methods, *rr.warnings]}
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def svg(fig: Any, prefix: str, tight: bool = False) -> str:
+    """A matplotlib figure as an inline <svg> element: no XML prolog or DOCTYPE, no metadata, and
+    every id prefixed so several figures can share one page."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "actbench"}):
+        # curves and shapes use the constrained layout: no bbox_inches="tight" there (a second full draw)
+        fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None,
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r'\bid="', f'id="{prefix}-', text)
+    text = text.replace("url(#", f"url(#{prefix}-").replace('xlink:href="#', f'xlink:href="#{prefix}-')
+    return text.replace('<svg xmlns:xlink', f'<svg role="img" aria-label="{prefix}" xmlns:xlink', 1)
+
+
+def curves(loaded: Loaded, task_cols: Sequence[str]) -> list[dict[str, str]]:
+    """Loss curves (median, IQR band over seeds), a panel per task; val_loss too when recorded."""
+    from activation_bench.render import plots
+
+    out = []
+    for loss in LOSSES:
+        if loss in loaded.losses and np.isfinite(loaded.losses[loss]).any():
+            fig = plots.curves_figure(loaded, list(task_cols) or None, loss)
+            out.append({"loss": loss, "svg": svg(fig, f"curves-{loss}")})
+    return out
+
+
+def shapes(loaded: Loaded, group_cols: Sequence[str]) -> dict[str, Any] | None:
+    """The activations of the runs and their derivatives as inline SVG, or None when the runs have
+    no activation column. Imports torch (the only section that does)."""
+    if "activation" not in loaded.runs.columns:
+        return None
+    from activation_bench.engine.activations import get_spec
+    from activation_bench.render import plots
+
+    params = [c for c in group_cols if c.startswith("activation.")]
+    names, skipped = [], []
+    for _, row in loaded.runs[["activation", *params]].drop_duplicates().iterrows():
+        name = str(row["activation"])
+        try:
+            gated = get_spec(name).gated
+        except UsageError:
+            skipped.append(f"{name} (not a registered activation)")
+            continue
+        if gated:
+            skipped.append(f"{name} (gated, act(a) * b on two halves: not elementwise)")
+            continue
+        extra = ",".join(f"{c.split('.', 1)[1]}={row[c]}" for c in params if row[c] is not None)
+        names.append(f"{name}:{extra}" if extra else name)
+    names, skipped = list(dict.fromkeys(names)), list(dict.fromkeys(skipped))
+    if not names:
+        return {"svg": None, "names": [], "skipped": skipped}
+    try:
+        image = svg(plots.activations_figure(names, (-4.0, 4.0)), "shapes")
+    except UsageError as exc:
+        return {"svg": None, "names": names, "skipped": [*skipped, f"cannot draw: {exc}"]}
+    return {"svg": image, "names": names, "skipped": skipped}
+
+
+# ---------------------------------------------------------------------------------------------
+# diverged and incomplete runs
+
+
+def problems(loaded: Loaded, statuses: np.ndarray, group_cols: Sequence[str]) -> dict[str, Any]:
+    """Diverged runs (group, seed, run, epochs recorded) and the loader's notes (incomplete runs)."""
+    cols = [c for c in [*group_cols, "seed"] if c in loaded.runs.columns]
+    counts = np.diff(loaded.bounds)
+    rows = []
+    for i in np.flatnonzero(statuses == "diverged"):
+        run = loaded.runs.iloc[i]
+        rows.append({"labels": [str(run[c]) for c in cols], "run": str(run.get("run") or ""),
+                     "epochs": int(counts[i])})
+    return {"columns": cols, "diverged": rows, "notes": list(loaded.warnings)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+
+
+def default_metrics(loaded: Loaded) -> list[str]:
+    """`final`, and `early_stop` where the runs have validation losses and compare knows that metric."""
+    metrics = ["final"]
+    if "val_loss" in loaded.losses and np.isfinite(loaded.losses["val_loss"]).any():
+        try:
+            cmp.parse_metric("early_stop")
+            metrics.append("early_stop")
+        except UsageError:
+            pass
+    return metrics
+
+
+def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline: str | None = None,
+          title: str | None = None, loss: str | None = None, draw_shapes: bool = True,
+          command: str = "") -> dict[str, Any]:
+    """Everything the template shows. Each metric's table is `compare.compare` on the same loaded
+    runs, through `tables.to_json`, so its numbers equal `actbench compare --format json`."""
+    for m in metrics or []:
+        cmp.parse_metric(m)
+    loaded = cmp.load(paths, loss or "train_loss")
+    parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
+    results = [cmp.compare(loaded, m, None, baseline, cmp.default_loss(loaded, m, loss)) for m in parsed]
+    tables = [compare_table(r) for r in results]
+    first = results[0]
+    statuses = run_values(loaded, cmp.Metric("final"), loss or "train_loss")["status"].to_numpy(object)
+    about = summary(loaded, first, statuses)
+    common = [line for line in tables[0]["methods"] if all(line in t["methods"] for t in tables)]
+    methods = [("Every table" if len(tables) > 1 else tables[0]["metric"], common)]
+    methods += [(t["metric"], [line for line in t["methods"] if line not in common]) for t in tables if len(tables) > 1]
+    return {
+        "title": title or f"actbench report: {', '.join(str(p) for p in paths)}",
+        "summary": about,
+        "findings": [f for f in (finding(t, r) for t, r in zip(tables, results)) if f],
+        "tables": tables,
+        # ranked by early_stop (held-out loss) when it is shown, else by the first metric
+        "ranking": ranking(loaded, next((r for r in results if r.metric.kind == "early_stop"), first)),
+        "curves": curves(loaded, about["task_cols"]),
+        "shapes": shapes(loaded, first.group_cols) if draw_shapes else None,
+        "shapes_off": not draw_shapes,
+        "problems": problems(loaded, statuses, first.group_cols),
+        "methods": methods,
+        "provenance": provenance(loaded, command),
+    }
+
+
+def render_html(context: dict[str, Any]) -> str:
+    """The page from the package's template; every value is escaped except the SVG figures."""
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("activation_bench.render", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["svg"] = Markup  # matplotlib's own SVG output (its text is XML-escaped by matplotlib)
+    return env.get_template("report.html.j2").render(**context)
+
+
+def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Sequence[str] | None = None,
+                 baseline: str | None = None, title: str | None = None, loss: str | None = None,
+                 draw_shapes: bool = True, command: str = "") -> Path:
+    """Check the output, build, render and write the page atomically. Returns its path."""
+    from activation_bench.runs.store import atomic_write
+
+    if not paths:
+        raise UsageError("no input: give sweep directories, run directories or CSV files")
+    output = check_output(output if output is not None else default_output(paths))
+    for m in metrics or []:
+        cmp.parse_metric(m)
+    page = render_html(build(paths, metrics, baseline, title, loss, draw_shapes, command))
+    atomic_write(output, page)
+    return output

@@ -1,0 +1,229 @@
+"""Rendering a `CompareResult`: a rich table (numbers formatted) or csv | markdown | json (raw numbers).
+
+rich is imported only inside `rich_table`, so `import activation_bench.render` stays light.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from activation_bench import terminal
+from activation_bench.analysis.compare import COMPARE_COLS, EXTRA_COLS
+from activation_bench.analysis.notes import CompareResult
+from activation_bench.analysis.stats import STAT_COLS
+
+FORMATS = ("table", "csv", "markdown", "json")
+
+
+# ---------------------------------------------------------------------------------------------
+# number formatting (table and markdown only)
+
+
+def _missing(x: Any) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    if _missing(x):
+        return "-"
+    x = float(x)
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{digits}g}"
+
+
+def fmt_p(x: Any) -> str:
+    if _missing(x):
+        return "-"
+    x = float(x)
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def fmt_pct(x: Any) -> str:
+    return "-" if _missing(x) else f"{100 * float(x):.0f}%"
+
+
+def fmt_int(x: Any) -> str:
+    return "-" if _missing(x) else str(int(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# the human table (shared by rich and markdown)
+
+
+def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
+    """(header, cell function of a row, right-aligned). compact: the terminal table (notes go below)."""
+    is_loss = res.metric.is_loss
+    cols: list[tuple[str, Any, bool]] = [(c, (lambda r, c=c: str(r[c])), False) for c in res.group_cols]
+    cols.append(("n", lambda r: fmt_int(r["n"]), True))
+    if not compact or int(res.table["n_diverged"].fillna(0).sum()):
+        cols.append(("diverged", lambda r: fmt_int(r["n_diverged"]), True))
+    if not is_loss:
+        cols.append(("not reached", lambda r: fmt_int(r["n_not_reached"]), True))
+    center = "geo_mean" if is_loss else "mean"
+    cols.append(("geo mean" if is_loss else "mean epochs", lambda r: fmt_num(r[center], 4), True))
+    cols.append(("95% CI", _ci_cell, True))
+    if not compact:
+        cols.append(("median", lambda r: fmt_num(r["median"], 4), True))
+    if res.baseline is None:
+        return cols
+    if not compact:
+        cols.append(("pairs", lambda r: "baseline" if _is_base(r) else fmt_int(r["n_pairs"]), True))
+        cols.append(("Δlog10" if is_loss else "Δepochs", lambda r: _cmp(r, fmt_num(r["mean_diff"])), True))
+        cols.append(("ratio", lambda r: _cmp(r, fmt_num(r["ratio"])), True))
+    else:
+        cols.append(("ratio", lambda r: "baseline" if _is_base(r) else fmt_num(r["ratio"]), True))
+    cols += [
+        ("win", lambda r: _cmp(r, fmt_pct(r["win_rate"])), True),
+        ("p Holm t/W", lambda r: _cmp(r, f"{fmt_p(r['p_t_holm'])}/{fmt_p(r['p_wilcoxon_holm'])}"), True),
+        ("d_z", lambda r: _cmp(r, fmt_num(r["d_z"], 2)), True),
+        ("sig", lambda r: "*" if _significant(r) else "", False),
+    ]
+    if res.power is not None and "seeds_needed" in res.table.columns:
+        cols += [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
+                 ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)]
+    if not compact:
+        cols.append(("note", lambda r: str(r.get("note") or ""), False))
+    return cols
+
+
+def _ci_cell(row: pd.Series) -> str:
+    return "-" if _missing(row["ci_low"]) else f"{fmt_num(row['ci_low'])}–{fmt_num(row['ci_high'])}"
+
+
+def _is_base(row: pd.Series) -> bool:
+    v = row.get("is_baseline")
+    return not _missing(v) and bool(v)
+
+
+def _significant(row: pd.Series) -> bool:
+    v = row.get("significant")
+    return v is not None and not _missing(v) and bool(v)
+
+
+def _cmp(row: pd.Series, text: str) -> str:
+    return "" if _is_base(row) else text
+
+
+def _title(res: CompareResult) -> str:
+    return f"{res.metric.label} of {res.loss}, {len(res.table)} groups"
+
+
+def _group_name(res: CompareResult, row: pd.Series) -> str:
+    return ", ".join(f"{c}={row[c]}" for c in res.group_cols) or "all runs"
+
+
+def row_notes(res: CompareResult) -> list[str]:
+    """Per-row notes of the comparison (ties, too few pairs), for below the terminal table."""
+    if "note" not in res.table.columns:
+        return []
+    return [f"{_group_name(res, r)}: {r['note']}" for _, r in res.table.iterrows() if r.get("note")]
+
+
+def rich_table(res: CompareResult) -> Any:
+    """A rich.table.Table, best first; significant rows in bold with a '*', the baseline dimmed;
+    the method notes as its caption."""
+    from rich import box
+    from rich.table import Table
+
+    caption = [*res.methods, *row_notes(res)]
+    table = Table(title=_title(res), caption="\n".join(caption), caption_justify="left", box=box.SIMPLE_HEAD)
+    cols = _columns(res, compact=True)
+    for i, (header, _, right) in enumerate(cols):
+        # group values are identifiers: never wrapped; numbers fold only in a terminal too narrow for them
+        ident = i < len(res.group_cols)
+        table.add_column(header, justify="right" if right else "left", no_wrap=ident,
+                         overflow="ellipsis" if ident else "fold")
+    for _, row in res.table.iterrows():
+        style = "dim" if _is_base(row) else ("bold" if _significant(row) else None)
+        table.add_row(*[fn(row) for _, fn, _ in cols], style=style)
+    return table
+
+
+def print_table(res: CompareResult) -> None:
+    """The rich table on stdout (at its natural width when stdout is not a terminal)."""
+    terminal.print_table(rich_table(res))
+
+
+def table_text(res: CompareResult) -> str:
+    """The rich table as plain text (for --output with --format table)."""
+    return terminal.table_text(rich_table(res))
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(res: CompareResult) -> str:
+    """GitHub markdown table (numbers formatted) and the method notes below it."""
+    cols = _columns(res, compact=False)
+    lines = [f"**{_title(res)}**", "", "| " + " | ".join(_md_escape(h) for h, _, _ in cols) + " |",
+             "|" + "|".join("---:" if right else ":---" for _, _, right in cols) + "|"]
+    for _, row in res.table.iterrows():
+        lines.append("| " + " | ".join(_md_escape(fn(row)) for _, fn, _ in cols) + " |")
+    lines.append("")
+    lines += [f"- {_md_escape(m)}" for m in res.methods]
+    lines += [f"- warning: {_md_escape(w)}" for w in res.warnings]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# raw formats
+
+
+def _csv_columns(res: CompareResult) -> list[str]:
+    extra = [*COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
+    return [*res.group_cols, *STAT_COLS] + [c for c in extra if c in res.table.columns]
+
+
+def to_csv(res: CompareResult) -> str:
+    """One row per group: group columns, metric,n,mean,std,median,geo_mean,ci_low,ci_high, counts,
+    then the comparison statistics. Raw numbers (full precision); empty cells where undefined."""
+    return res.table[_csv_columns(res)].to_csv(index=False, lineterminator="\n")
+
+
+def _plain(x: Any) -> Any:
+    if _missing(x):
+        return None
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and math.isinf(x):
+        return None
+    return x
+
+
+def to_json(res: CompareResult) -> str:
+    """{metric, loss, group_columns, baseline, pair_columns, floor, methods, warnings, rows: [...]}.
+    Raw numbers; NaN/inf as null."""
+    rows = [{c: _plain(v) for c, v in row.items()} for row in res.table[_csv_columns(res)].to_dict("records")]
+    doc = {
+        "metric": res.metric.label,
+        "loss": res.loss,
+        "group_columns": res.group_cols,
+        "baseline": None if res.baseline is None else {"key": res.baseline[0], "value": res.baseline[1]},
+        "pair_columns": res.pair_cols,
+        "floor": res.floor,
+        "methods": res.methods,
+        "warnings": res.warnings,
+        "rows": rows,
+    }
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def render(res: CompareResult, fmt: str) -> str:
+    """Text in the given format (table: plain text of the rich table)."""
+    if fmt == "csv":
+        return to_csv(res)
+    if fmt == "markdown":
+        return to_markdown(res)
+    if fmt == "json":
+        return to_json(res)
+    if fmt == "table":
+        return table_text(res)
+    from activation_bench.errors import UsageError
+
+    raise UsageError(f"unknown format '{fmt}'; valid: {', '.join(FORMATS)}")

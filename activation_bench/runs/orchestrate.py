@@ -1,0 +1,379 @@
+"""Between the CLI and the core: expand the grid, skip what is done, group members, train, write.
+
+`actbench run`, `actbench sweep` and the Hydra launcher entry (`activation_bench.runs.launcher`) all
+call into this module; none of them trains or writes files any other way.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from activation_bench.errors import UsageError
+from activation_bench.runs import store
+from activation_bench.runs.memory import check_memory, stack_budget_mb
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+    from activation_bench.engine.train import RunResult
+
+Notice = Callable[[str], None]
+
+
+@dataclass
+class SweepProgress:
+    """Where a sweep stands; reported after every epoch of a stack (counts, no formatting)."""
+
+    finished: int  # members finished so far
+    members: float  # the same, fractional while a stack trains (its members count by epochs done)
+    steps: int  # model-steps taken so far: members x optimiser steps
+    epoch: int = 0  # epochs done by the stack training now (0 with a launcher)
+    epochs: int = 0
+    stack: int = 0  # that stack's number (1-based), of `stacks`
+    stacks: int = 0
+
+
+Progress = Callable[[SweepProgress], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# a single run
+
+
+def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
+                memory_mb: float | None = None, config_file: Path | None = None) -> tuple[Cfg, Path]:
+    """Compose and validate one run (from overrides, or a saved config.yaml with overrides on top),
+    check it fits in memory and choose its directory; writes nothing."""
+    from activation_bench.config.compose import compose
+    from activation_bench.config.saved import compose_saved
+
+    cfg = compose(overrides) if config_file is None else compose_saved(config_file, overrides)
+    check_memory([cfg], memory_mb)
+    if name is not None:
+        store.check_name(name)
+    root = store.ensure_root(runs_dir)
+    if name is not None:
+        final = root / name
+        if final.exists():
+            raise UsageError(f"run directory {final} already exists; choose another --name")
+    else:
+        final = store.unique_dir(root, store.default_run_name(cfg))
+    store.inside(root, final)
+    return cfg, final
+
+
+def run_one(cfg: Cfg, final: Path,
+            on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, RunResult]:
+    """Train one run (a stack of one) and write its directory. Returns (directory, RunResult)."""
+    from activation_bench.config.hashing import config_hash
+    from activation_bench.engine import train
+
+    def progress(done: int, total: int, loss: Any) -> None:
+        on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
+
+    result = train.train([cfg], progress if on_epoch else None)[0]
+    path = store.write_run(final, cfg, result, config_hash(cfg), labels={}, unique=True)
+    return path, result
+
+
+# ---------------------------------------------------------------------------------------------
+# sweeps
+
+
+@dataclass
+class SweepPlan:
+    directory: Path
+    overrides: list[str]
+    keys: list[str]
+    members: list[list[str]]
+    labels: list[dict[str, str]]
+    names: list[str]
+    cfgs: list[Cfg] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+
+
+def sweep_name(overrides: Sequence[str]) -> str:
+    """Deterministic default name: the same command finds the same directory."""
+    text = " ".join(overrides)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return store.slug("sweep_" + "_".join(overrides), 60) + "-" + digest
+
+
+def member_name(index: int, labels: dict[str, str]) -> str:
+    body = "_".join(f"{k}={v}" for k, v in labels.items()) or "member"
+    return f"{index:04d}_" + store.slug(body, 100)
+
+
+def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPlan:
+    """Expand and validate every member (nothing is written); exit-2 errors name the member."""
+    from activation_bench.config.grid import expand
+    from activation_bench.config.hashing import config_hash
+
+    grid = expand(overrides)
+    cfgs = compose_members(grid.members, grid.labels)
+    directory = runs_dir / (store.check_name(name) if name else sweep_name(overrides))
+    names = [member_name(i, lab) for i, lab in enumerate(grid.labels)]
+    return SweepPlan(directory, list(overrides), grid.keys, grid.members, grid.labels, names,
+                     cfgs, [config_hash(c) for c in cfgs])
+
+
+def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str, str]]) -> list[Cfg]:
+    from activation_bench.config.compose import compose_many
+    from activation_bench.config.grid import describe
+
+    try:
+        return compose_many(members)
+    except UsageError as exc:
+        # compose_many stops at the first bad member; say which one it was
+        for mem, lab in zip(members, labels):
+            try:
+                compose_many([mem])
+            except UsageError:
+                raise UsageError(f"sweep member [{describe(lab.items())}]: {exc}") from None
+        raise
+
+
+def write_sweep_file(p: SweepPlan) -> None:
+    import yaml
+
+    from activation_bench.cfg import dump_yaml
+
+    store.ensure_root(p.directory.parent)
+    store.inside(p.directory.parent, p.directory)
+    existing = p.directory / "sweep.yaml"
+    if existing.exists():
+        try:
+            old = yaml.safe_load(existing.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            old = None  # a damaged sweep.yaml is rewritten below
+        if isinstance(old, dict) and list(old.get("overrides") or []) != p.overrides:
+            raise UsageError(
+                f"{p.directory} holds a different sweep ({' '.join(old['overrides'])}); "
+                "choose another --name"
+            )
+    p.directory.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "overrides": p.overrides,
+        "keys": p.keys,
+        "members": [
+            {"name": n, "overrides": m, "labels": lab, "config_hash": h}
+            for n, m, lab, h in zip(p.names, p.members, p.labels, p.hashes)
+        ],
+    }
+    store.atomic_write(existing, dump_yaml(doc))
+
+
+def done_hashes(directory: Path) -> dict[str, tuple[Path, dict]]:
+    """config hash -> (run directory, its summary), for every finished run under a sweep directory."""
+    out: dict[str, tuple[Path, dict]] = {}
+    if not directory.is_dir():
+        return out
+    for child in directory.iterdir():
+        if child.is_dir() and not child.name.startswith("."):
+            s = store.finished_summary(child)
+            if s and s.get("config_hash"):
+                out[s["config_hash"]] = (child, s)
+    return out
+
+
+def pending(p: SweepPlan, force: bool) -> list[int]:
+    if force:
+        return list(range(len(p.members)))
+    done = done_hashes(p.directory)
+    return [i for i, h in enumerate(p.hashes) if h not in done]
+
+
+def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
+                  on_progress: Progress | None = None, notice: Notice | None = None) -> int:
+    """Train the given members in stacks and write one run directory each. Returns count written."""
+    from activation_bench.engine import train
+
+    store.clean_stale_temps(p.directory)
+    cfgs = [p.cfgs[i] for i in indices]
+    budget = stack_budget_mb(memory_mb, train.resolve_device(cfgs[0].device)) if cfgs else memory_mb
+    stacks = train.plan_stacks(cfgs, budget)
+    trained = steps = 0
+
+    for k, stack in enumerate(stacks, 1):
+        members = [indices[j] for j in stack]
+        per_epoch = len(members) * steps_per_epoch(p.cfgs[members[0]])
+
+        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(stack),
+                     base_steps: int = steps, per_epoch: int = per_epoch, k: int = k) -> None:
+            if on_progress is not None:
+                on_progress(SweepProgress(base, base + size * done / total, base_steps + per_epoch * done,
+                                          done, total, k, len(stacks)))
+
+        results = train.train([p.cfgs[i] for i in members], progress)
+        store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
+                         for i, r in zip(members, results)], replace=force)
+        for i, result in zip(members, results):
+            if result.status == "diverged" and notice is not None:
+                notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
+        trained += len(members)
+        steps += per_epoch * p.cfgs[members[0]].epochs
+        if on_progress is not None:
+            on_progress(SweepProgress(trained, trained, steps, stack=k, stacks=len(stacks)))
+    return trained
+
+
+def steps_per_epoch(cfg: Cfg) -> int:
+    """Optimiser steps in one epoch: one per minibatch."""
+    from activation_bench.engine import train
+
+    n = train.data_shapes(cfg)[0]
+    return -(-n // (cfg.batch_size or n))
+
+
+def build_results(p: SweepPlan) -> tuple[Path, int, int]:
+    """Rebuild results.csv from the run directories (so it never holds duplicates).
+
+    Returns (path, members included, members missing).
+    """
+    done = done_hashes(p.directory)
+    members = []
+    missing = 0
+    for h, lab in zip(p.hashes, p.labels):
+        if h not in done:
+            missing += 1
+            continue
+        run_dir, summary = done[h]
+        n_params = summary.get("n_params", "")
+        header, _, body = (run_dir / "losses.csv").read_text(encoding="utf-8").partition("\n")
+        members.append((run_dir.name, n_params, lab, header.split(","), body))
+    loss_cols = ["train_loss", *(c for c in ("val_loss", "test_loss") if any(c in m[3] for m in members))]
+    path = p.directory / "results.csv"
+    with store.locked(p.directory / ".results.lock"):
+        # streamed member by member: the whole table (tens of MB for a large sweep) is never
+        # built in memory
+        store.atomic_write(path, _results_rows(p.keys, loss_cols, members))
+    return path, len(members), missing
+
+
+def _results_rows(keys: list[str], loss_cols: list[str], members: list[tuple]) -> Iterator[str]:
+    """results.csv's text in pieces: the header, then one piece per member."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([*keys, "run", "n_params", "epoch", *loss_cols])
+    yield buf.getvalue()
+    for run_name, n_params, lab, header, body in members:
+        prefix_buf = io.StringIO()
+        csv.writer(prefix_buf, lineterminator="").writerow([lab[k] for k in keys] + [run_name, n_params, ""])
+        prefix = prefix_buf.getvalue()  # the trailing empty field leaves the separator before epoch
+        if header == ["epoch", *loss_cols] and body.endswith("\n") and "\r" not in body:
+            # the member's rows are already epoch,losses: prefix each line (fast path)
+            yield prefix + body[:-1].replace("\n", "\n" + prefix) + "\n"
+        else:
+            pos = [header.index(c) if c in header else None for c in ["epoch", *loss_cols]]
+            yield "".join(prefix + ",".join(row[j] if j is not None else "" for j in pos) + "\n"
+                          for row in (line.split(",") for line in body.splitlines()))
+
+
+# ---------------------------------------------------------------------------------------------
+# scale-out through Hydra's launchers
+
+LAUNCHERS = {
+    "basic": None,
+    "joblib": "hydra_plugins.hydra_joblib_launcher",
+    "submitit_local": "hydra_plugins.hydra_submitit_launcher",
+    "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+}
+
+
+def check_launcher(launcher: str) -> None:
+    import importlib.util
+
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"unknown launcher '{launcher}'; valid: {', '.join(LAUNCHERS)}")
+    module = LAUNCHERS[launcher]
+    if module and importlib.util.find_spec(module) is None:
+        raise UsageError(
+            f"launcher '{launcher}' needs its Hydra plugin: pip install -e '.[cluster]'"
+        )
+
+
+def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra_overrides: Sequence[str],
+           memory_mb: float, force: bool, on_progress: Progress | None = None,
+           notice: Notice | None = None) -> int:
+    """Hand groups of members to a Hydra launcher plugin, in Hydra's multirun mode.
+
+    Each job runs `activation_bench.runs.launcher`, which trains its group of members stacked, through
+    `train_members` like a local sweep. Progress is read from the run directories as they appear.
+    """
+    jobs = max(1, min(jobs, len(indices)))
+    chunks = [list(indices[k::jobs]) for k in range(jobs)]
+    chunk_file = p.directory / ".launch_chunks.json"
+    import json
+
+    store.atomic_write(chunk_file, json.dumps(chunks))
+    threads = max(1, (os.cpu_count() or 1) // jobs) if launcher in ("joblib", "submitit_local") else 0
+    cmd = [
+        sys.executable, "-m", "activation_bench.runs.launcher", "--multirun",
+        f"hydra/launcher={launcher}",
+        f"sweep_dir={_quoted(p.directory.resolve())}",
+        f"chunk=range({jobs})",
+        f"threads={threads}",
+        f"memory_mb={memory_mb}",
+        f"force={str(force).lower()}",
+        f"hydra.sweep.dir={_quoted((p.directory / '.hydra').resolve())}",
+        "hydra.job.chdir=false",
+    ]
+    if launcher == "joblib":
+        cmd.append(f"hydra.launcher.n_jobs={jobs}")
+    cmd.extend(hydra_overrides)
+    log = p.directory / ".hydra_launch.log"
+    before = set(done_hashes(p.directory))
+    targets = {p.hashes[i] for i in indices}
+    member_steps = {p.hashes[i]: p.cfgs[i].epochs * steps_per_epoch(p.cfgs[i]) for i in indices}
+
+    def report() -> int:
+        finished = (set(done_hashes(p.directory)) - before) & targets
+        if on_progress is not None:
+            on_progress(SweepProgress(len(finished), len(finished), sum(member_steps[h] for h in finished)))
+        return len(finished)
+
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.5)
+                report()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines()
+                 if ln.strip() and "HYDRA_FULL_ERROR" not in ln and not ln.startswith("See https")]
+        tail = lines[-1] if lines else "(no output)"
+        raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail} (see {log})")
+    return report()
+
+
+def _quoted(path: Path) -> str:
+    """A path as a quoted value in Hydra's override grammar (sweep names hold '=' and ',')."""
+    text = str(path).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def load_plan(sweep_dir: Path) -> SweepPlan:
+    """Rebuild a SweepPlan from sweep.yaml (used by launcher jobs)."""
+    import yaml
+
+    from activation_bench.config.compose import compose_many
+    from activation_bench.config.hashing import config_hash
+
+    doc = yaml.safe_load((sweep_dir / "sweep.yaml").read_text(encoding="utf-8"))
+    members = [list(m["overrides"]) for m in doc["members"]]
+    labels = [dict(m["labels"]) for m in doc["members"]]
+    cfgs = compose_many(members)
+    return SweepPlan(sweep_dir, list(doc["overrides"]), list(doc["keys"]), members, labels,
+                     [m["name"] for m in doc["members"]], cfgs, [config_hash(c) for c in cfgs])

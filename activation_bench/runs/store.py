@@ -1,0 +1,415 @@
+"""Run directories and their files: names, atomic writes, completion markers.
+
+A run directory is written whole into a hidden temporary directory beside its final place and
+renamed into place, so a crash never leaves a run that looks complete. Inside it, `summary.json`
+carries the completion marker (`status`: complete or diverged); a directory without it is
+incomplete. Its files are on disk before the rename (one file-system flush per batch of runs);
+files outside run directories (sweep.yaml, results.csv, exported tables and figures) are written
+atomically on their own through `atomic_file` (temporary file, flush, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from activation_bench import __version__
+from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+    from activation_bench.engine.train import RunResult
+
+    RunItem = tuple[Path, Cfg, RunResult, str, dict[str, str] | None]  # final, cfg, result, config hash, labels
+
+DONE_STATUSES = ("complete", "diverged")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=,-]+")
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic files: every file outside a run directory (sweep.yaml, results.csv, exported tables,
+# figures) is written through atomic_file
+
+
+def atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Write text (or pieces of text) to path atomically (see atomic_file)."""
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text) if isinstance(text, str) else fh.writelines(text)
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """A temporary path in path's folder to write to; once the block succeeds the file is flushed
+    to disk (fdatasync) and renamed to path, so path is never half a file. The temporary file is
+    removed whatever happens; an OSError becomes one line (UsageError)."""
+    check_folder(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            _datasync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def check_folder(path: Path) -> None:
+    """The folder a file is to be written into must exist (checked before any work is done)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: folder {parent} does not exist")
+
+
+def _datasync(fd: int) -> None:
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)  # macOS has no fdatasync
+
+
+def slug(text: str, limit: int = 80) -> str:
+    """A filesystem-safe version of text (no separators, no leading dots)."""
+    out = _UNSAFE.sub("_", text).strip("._")
+    return out[:limit] or "run"
+
+
+def check_name(name: str) -> str:
+    """A user-given run or sweep name: one path component, nothing that escapes the runs root."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise UsageError(f"invalid name '{name}': use one plain directory name (no '/' or '..')")
+    if name.startswith("."):
+        raise UsageError(f"invalid name '{name}': names may not start with '.'")
+    if slug(name, 200) != name:
+        raise UsageError(f"invalid name '{name}': use letters, digits and . _ + = , - only")
+    return name
+
+
+def inside(root: Path, path: Path) -> Path:
+    """Resolve path and refuse anything outside root."""
+    root_r, path_r = root.resolve(), path.resolve()
+    if path_r != root_r and root_r not in path_r.parents:
+        raise UsageError(f"refusing to write outside the runs directory: {path}")
+    return path_r
+
+
+def default_run_name(cfg: Cfg) -> str:
+    act = cfg.activation.get("name") or str(cfg.activation.get("_target_", "custom")).rsplit(".")[-1]
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return slug(f"{stamp}_{act}_{cfg.data.name}_s{cfg.seed}")
+
+
+def unique_dir(root: Path, name: str) -> Path:
+    """root/name, or root/name-2, -3, ... when taken."""
+    path = root / name
+    k = 2
+    while path.exists():
+        path = root / f"{name}-{k}"
+        k += 1
+    return path
+
+
+def ensure_root(root: Path) -> Path:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create runs directory {root}: {exc.strerror or exc}") from None
+    if not os.access(root, os.W_OK):
+        raise UsageError(f"runs directory {root} is not writable")
+    return root
+
+
+def losses_csv(train_loss: list[float], val_loss: list[float] | None, test_loss: list[float] | None = None) -> str:
+    """Long format, one row per epoch, floats at full precision (repr round-trips exactly)."""
+    prefixes = _epoch_prefixes(len(train_loss))
+    if val_loss is None and test_loss is None:
+        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train_loss))) + "\n"
+    if test_loss is None:
+        rows = [f"{e}{t!r},{v!r}" for e, t, v in zip(prefixes, train_loss, val_loss)]  # type: ignore[arg-type]
+        return "epoch,train_loss,val_loss\n" + "\n".join(rows) + "\n"
+    cols = [c for c in (val_loss, test_loss) if c is not None]
+    names = ",".join(n for n, c in (("val_loss", val_loss), ("test_loss", test_loss)) if c is not None)
+    rows = [e + ",".join(map(repr, vals)) for e, *vals in zip(prefixes, train_loss, *cols)]
+    return f"epoch,train_loss,{names}\n" + "\n".join(rows) + "\n"
+
+
+_PREFIXES: list[str] = []
+
+
+def _epoch_prefixes(n: int) -> list[str]:
+    """["1,", "2,", ...]: shared by every run's table (a sweep writes hundreds of them)."""
+    if len(_PREFIXES) < n:
+        _PREFIXES.extend(f"{e}," for e in range(len(_PREFIXES) + 1, n + 1))
+    return _PREFIXES[:n]
+
+
+def grads_csv(rows: Sequence[tuple[int, int, float, float]]) -> str:
+    """grads.csv: long format, one row per logged epoch and hidden layer, raw floats."""
+    return "epoch,layer,weight_grad_norm,act_norm\n" + "".join(f"{e},{k},{g!r},{a!r}\n" for e, k, g, a in rows)
+
+
+def _shares(values: Sequence[float] | None) -> list[float | None] | None:
+    return None if values is None else [v if v == v else None for v in values]  # NaN (undefined) -> null
+
+
+@functools.cache
+def versions() -> dict[str, str]:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "activation_bench": __version__}
+
+
+def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
+    """summary.json's content; `status` is the completion marker."""
+    import math
+
+    tl = result.train_loss
+    # sum() is a fast test that every loss is finite (an overflowing sum just takes the slow path)
+    finite = tl if math.isfinite(sum(tl)) else [v for v in tl if math.isfinite(v)]
+    best = min(finite) if finite else None
+    out = {
+        "status": result.status,
+        "final_loss": tl[-1] if tl else None,
+        "best_loss": best,
+        "best_epoch": tl.index(best) + 1 if best is not None else None,
+        "final_val_loss": result.val_loss[-1] if result.val_loss else None,
+        **held_out(result),
+        "epochs": int(cfg.epochs),
+        "epochs_run": len(tl),
+        "diverged_epoch": result.diverged_epoch,
+        "seed": int(cfg.seed),
+        "n_params": result.n_params,
+        "depth": int(cfg.model.depth),
+        "init": cfg.model.init_resolved,
+        "dead_units": _shares(getattr(result, "dead_units", None)),  # per hidden layer, share of units
+        "saturated_units": _shares(getattr(result, "saturated_units", None)),
+        "wall_time_s": result.wall_time_s,
+        "stack_size": result.stack_size,
+        "device": result.device,
+        "config_hash": cfg_hash,
+        "labels": labels or {},
+        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "versions": dict(versions()),
+    }
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+def held_out(result: RunResult) -> dict[str, Any]:
+    """summary.json's entries for real and function tasks: the final test loss and RMSE (in the
+    target's own units), the epoch of the lowest validation loss (earliest on ties) and the test
+    loss and RMSE there, and the data's split sizes, source and scaling."""
+    import math
+
+    test, info = result.test_loss, result.data_info
+    if not test or not info:
+        return {}
+    scale = float(info.get("target_scale", 1.0))
+
+    def rmse(mse: float) -> float | None:
+        return math.sqrt(mse) * scale if math.isfinite(mse) else None
+
+    val = result.val_loss or []
+    finite = [(v, i) for i, v in enumerate(val) if math.isfinite(v)]
+    best = min(finite)[1] if finite else None  # min over (loss, index): earliest on ties
+    return {
+        "final_test_loss": test[-1],
+        "final_test_rmse": rmse(test[-1]),
+        "early_stop_epoch": best + 1 if best is not None else None,
+        "early_stop_val_loss": val[best] if best is not None else None,
+        "early_stop_test_loss": test[best] if best is not None else None,
+        "early_stop_test_rmse": rmse(test[best]) if best is not None else None,
+        "data": dict(info),
+    }
+
+
+def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,
+              replace: bool = False, unique: bool = False) -> Path:
+    """Write one run directory: config.yaml, losses.csv and summary.json, atomically (see
+    `write_runs`). Returns the directory the run ended up in.
+
+    - an incomplete directory at `final` (a run killed earlier) is replaced;
+    - a finished one is replaced only with `replace` (--force); if it holds this very config
+      (another process finished the same member first), the new copy is dropped;
+    - with `unique` (single runs), a name taken in the meantime moves on to name-2, name-3, ...
+    """
+    return write_runs([(final, cfg, result, cfg_hash, labels)], replace=replace, unique=unique)[0]
+
+
+def write_runs(items: Sequence[RunItem], replace: bool = False,
+               unique: bool = False, threads: int = 8) -> list[Path]:
+    """Write several run directories, each (final, cfg, result, cfg_hash, labels), atomically.
+
+    Each run's files go into a hidden temporary directory beside its final place; then one flush
+    of the file system puts them all on disk, and only then is each directory renamed into place
+    (and the parents' entries flushed). So a run directory under its final name is whole even after
+    a power loss, and a batch of runs costs one disk flush instead of four per run.
+    """
+    tmps = [final.with_name(f".{final.name}.tmp-{os.getpid()}") for final, *_ in items]
+    roots = {final.parent for final, *_ in items}  # a run moved to name-2 stays in its parent
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items)))) as pool:
+            # threads overlap the file system's waits (mkdir, open) between runs
+            list(pool.map(lambda tmp, item: _stage(tmp, *item), tmps, items))
+        for root in roots:
+            _sync_filesystem(root)
+        out = [_move_into_place(tmp, final, cfg_hash, replace, unique)
+               for tmp, (final, _, _, cfg_hash, _) in zip(tmps, items)]
+        for root in roots:
+            _fsync_dir(root)
+        return out
+    finally:
+        for tmp in tmps:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
+           labels: dict[str, str] | None) -> None:
+    """The run's files in its hidden temporary directory tmp (written, not yet flushed)."""
+    try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
+    # the hidden directory is the unit of atomicity: its files need no temporary names
+    files = [
+        ("config.yaml", cfg.to_yaml()),
+        ("losses.csv", losses_csv(result.train_loss, result.val_loss, result.test_loss)),
+        ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
+    ]
+    if getattr(result, "grads", None) is not None:
+        files.insert(2, ("grads.csv", grads_csv(result.grads)))
+    for name, text in files:
+        try:
+            with open(tmp / name, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {final / name}: {exc.strerror or exc}") from None
+
+
+def _sync_filesystem(path: Path) -> None:
+    """Flush everything written to the file system holding path: Linux's syncfs, os.sync elsewhere."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            _syncfs(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {path}: {exc.strerror or exc}") from None
+
+
+def _syncfs(fd: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    else:
+        os.sync()
+
+
+def _move_into_place(tmp: Path, final: Path, cfg_hash: str, replace: bool, unique: bool) -> Path:
+    root, name, k = final.parent, final.name, 2
+    while True:
+        old = None
+        if final.exists():
+            done = finished_summary(final)
+            if done and unique:
+                final, k = root / f"{name}-{k}", k + 1
+                continue
+            if done and not replace:
+                if done.get("config_hash") == cfg_hash:
+                    return final  # finished meanwhile by a concurrent process: keep that one
+                raise UsageError(f"{final} already holds a different finished run")
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            try:
+                os.replace(final, old)
+            except OSError as exc:
+                raise UsageError(f"cannot replace {final}: {exc.strerror or exc}") from None
+        try:
+            os.rename(tmp, final)
+        except OSError as exc:
+            if unique and final.exists():
+                continue  # lost a race for the name: try the next one
+            raise UsageError(f"cannot move run into {final}: {exc.strerror or exc}") from None
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def finished_summary(run_dir: Path) -> dict | None:
+    """summary.json if the run finished (complete or diverged), else None: the completion check."""
+    s = read_summary(run_dir)
+    return s if s and s.get("status") in DONE_STATUSES else None
+
+
+def is_done(run_dir: Path) -> bool:
+    return finished_summary(run_dir) is not None
+
+
+def clean_stale_temps(root: Path) -> int:
+    """Remove temporary run directories left by processes that no longer exist."""
+    removed = 0
+    for p in [*root.glob(".*.tmp-*"), *root.glob(".*.old-*")]:
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (fcntl.flock) on path, for files several processes share."""
+    import fcntl
+
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
