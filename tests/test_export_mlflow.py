@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,10 +16,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from activation_bench.cli import app
+from activation_bench.analysis.loading import flatten_config
+from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
 from activation_bench.export import mlflow as ex
-from activation_bench.loading import flatten_config
 from tests.conftest import TINY
 
 SWEEP = ["activation=gelu,relu", "seed=range(2)"]
@@ -301,3 +302,60 @@ def test_deleted_experiment_is_refused(runs_dir: Path, store: str):
     with pytest.raises(UsageError, match="experiment 'study' is deleted"):
         ex.export([d], tracking_uri=store)
     assert all_runs(store, "study") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+def export_cli(*args: str):
+    return CliRunner().invoke(app, ["export", "mlflow", *args])
+
+
+def test_cli_exports_and_says_what_it_did(runs_dir: Path, store: str):
+    d = sweep(runs_dir)
+    res = export_cli(str(d), "--tracking-uri", store, "-q")
+    assert res.exit_code == 0, res.output
+    assert "4 members exported, 0 already there, 0 skipped; experiment study at " + store in res.stdout
+    res = export_cli(str(d), "--tracking-uri", store, "-q", "--every", "2")
+    assert "0 members exported, 4 already there" in res.stdout
+    assert len(all_runs(store, "study")) == 5
+
+
+def test_cli_default_uri_is_mlflow_db_in_the_working_directory(runs_dir: Path, store: str, tmp_path: Path):
+    d = sweep(runs_dir)
+    res = export_cli(str(d), "--experiment", "mine", "-q")  # store's fixture: cwd is tmp_path, no env
+    assert res.exit_code == 0, res.output
+    assert len(all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "mine")) == 5
+
+
+def test_cli_bad_input_exit_2_one_line(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)
+    d = sweep(runs_dir)
+    (tmp_path / "empty").mkdir()
+    for args in ([str(tmp_path / "nosuch")], [str(tmp_path / "empty")], [str(d), "--experiment", ""],
+                 [str(d), "--tracking-uri", "nosuch://x"]):
+        res = export_cli(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    res = export_cli(str(d), "--every", "0")
+    assert res.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "runs"]
+
+
+def test_cli_without_the_extra(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    d = sweep(runs_dir)
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    monkeypatch.chdir(tmp_path)
+    res = export_cli(str(d))
+    assert res.exit_code == 2 and "pip install 'activation-bench[mlflow]'" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_help_imports_no_mlflow():
+    code = ("import sys; from typer.testing import CliRunner; from activation_bench.cli.main import app; "
+            "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0; "
+            "r = CliRunner().invoke(app, ['export', 'mlflow', '--help']); assert r.exit_code == 0; "
+            "assert 'mlflow' not in sys.modules and 'torch' not in sys.modules, 'imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])

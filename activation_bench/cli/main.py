@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from activation_bench.cli import compare, rank, run
+from activation_bench.cli import compare, export, rank, run
 
 app = typer.Typer(
     add_completion=False,
@@ -35,6 +35,7 @@ app.command("plot")(compare.plot)
 app.command("plot-activations")(compare.plot_activations)
 app.command("report")(compare.report)
 app.command("rank")(rank.rank)
+app.add_typer(export.app, name="export")
 
 
 def main() -> None:

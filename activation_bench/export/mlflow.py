@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from activation_bench import __version__
+from activation_bench.analysis.loading import LOSSES, flatten_config, load, read_yaml
 from activation_bench.errors import UsageError
-from activation_bench.loading import LOSSES, flatten_config, load, read_yaml
-from activation_bench.runs import DONE_STATUSES, read_summary
+from activation_bench.runs.store import DONE_STATUSES, read_summary
 
 DEFAULT_URI = "sqlite:///mlflow.db"  # MLflow's own default since 3.7, in the working directory
 INSTALL = "pip install 'activation-bench[mlflow]'"
@@ -342,24 +342,17 @@ class _Writer:
 
     def log_member(self, m: Member) -> bool:
         """Log one member; False if its config hash is in the experiment already."""
-        from mlflow.entities import Metric, Param
         from mlflow.exceptions import MlflowException
 
         if m.config_hash in self.hashes:
             return False
-        tags = {KIND: "member", HASH: m.config_hash, STATUS: m.status, VERSION: m.version or __version__}
+        tags, metrics, params = payload(m, self.every)
         if m.sweep is not None:
-            tags[SWEEP] = m.sweep.name
             tags[PARENT] = self._parent(m)
-        keep = kept_epochs(m.epoch, self.every)
-        steps = m.epoch[keep].tolist()
-        ts = m.end_ms
-        metrics = [Metric(k, v, ts, s) for k, y in m.losses.items() for s, v in zip(steps, y[keep].tolist())]
-        metrics += [Metric(k, v, ts, s) for k, v, s in summary_metrics(m.epoch, m.losses)]
         run_id = None
         try:
             run_id = self.client.create_run(self.eid, start_time=m.start_ms, tags=tags, run_name=m.name).info.run_id
-            self.client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in m.params.items()])
+            self.client.log_batch(run_id, metrics=metrics, params=params)
             self.client.log_artifact(run_id, str(m.run_dir / "config.yaml"))
             self.client.set_terminated(run_id, "FINISHED", end_time=m.end_ms)
         except BaseException as exc:
@@ -395,6 +388,20 @@ class _Writer:
                     self.client.log_artifact(run_id, str(sweep / file))
             self.client.set_terminated(run_id, "FINISHED", end_time=end)
         return len(self.touched)
+
+
+def payload(m: Member, every: int = 1) -> tuple[dict[str, str], list[Any], list[Any]]:
+    """A member's tags, metrics (histories, then summary metrics) and params, as logged."""
+    from mlflow.entities import Metric, Param
+
+    tags = {KIND: "member", HASH: m.config_hash, STATUS: m.status, VERSION: m.version or __version__}
+    if m.sweep is not None:
+        tags[SWEEP] = m.sweep.name
+    keep = kept_epochs(m.epoch, every)
+    steps, ts = m.epoch[keep].tolist(), m.end_ms
+    metrics = [Metric(k, v, ts, s) for k, y in m.losses.items() for s, v in zip(steps, y[keep].tolist())]
+    metrics += [Metric(k, v, ts, s) for k, v, s in summary_metrics(m.epoch, m.losses)]
+    return tags, metrics, [Param(k, v) for k, v in m.params.items()]
 
 
 def sweep_params(overrides: Sequence[str]) -> list[Any]:
