@@ -35,6 +35,7 @@ DEFAULT_URI = "sqlite:///mlflow.db"  # MLflow's own default since 3.7, in the wo
 INSTALL = "pip install 'activation-bench[mlflow]'"
 KIND, SWEEP, HASH, STATUS, VERSION = (f"actbench.{k}" for k in ("kind", "sweep", "config_hash", "status", "version"))
 PARENT = "mlflow.parentRunId"
+KIND_TAG = "mlflow.experimentKind"  # MLflow 3's UI opens a model-training experiment on its runs
 MAX_EXPERIMENT_NAME = 500  # mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH
 _BAD_KEY = re.compile(r"[^/\w.\- :]")  # MLflow's param-name rule (mlflow.utils.validation)
 Progress = Callable[[int, int], None]
@@ -301,7 +302,7 @@ def experiment_id(client: Any, name: str) -> str:
     try:
         exp = client.get_experiment_by_name(name)
         if exp is None:
-            return str(client.create_experiment(name))
+            return str(client.create_experiment(name, tags={KIND_TAG: "custom_model_development"}))
     except MlflowException as exc:
         raise UsageError(f"experiment '{name}': {_first_line(exc)}") from None
     if exp.lifecycle_stage != "active":
