@@ -62,3 +62,13 @@ def dump_yaml(doc: Any) -> str:
     import yaml
 
     return yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+
+
+def activation_label(node: dict[str, Any]) -> str:
+    """How tables, plots and reports name an activation config node: its registry name; for a
+    `_target_` module, the class path; for an expression (activation=expr, a node with `fn`),
+    activation.name when given (anything but the default `expr`), else the expression's text."""
+    name = node.get("name")
+    if "fn" in node and not node.get("_target_"):
+        return str(name) if name not in (None, "", "expr") else str(node["fn"]).strip()
+    return str(name or node.get("_target_") or "custom")

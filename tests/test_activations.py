@@ -451,7 +451,7 @@ def test_config_file_matches_registry(name: str) -> None:
 
 def test_no_config_file_without_registry_entry() -> None:
     files = {p.stem for p in CONFIGS.glob("*.yaml")}
-    assert files == set(REGISTRY) | {"custom"}
+    assert files == set(REGISTRY) | {"custom", "expr"}
     assert _load("custom") == {"name": "custom", "_target_": "???"}
 
 

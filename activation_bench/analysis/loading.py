@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from activation_bench.cfg import activation_label
 from activation_bench.data.io import read_table
 from activation_bench.errors import UsageError
 from activation_bench.runs.store import finished_summary
@@ -179,12 +180,15 @@ def read_yaml(path: Path) -> dict:
 
 def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
     """Dotted scalar keys; a mapping's `name` (or `_target_`) becomes the value of the key itself,
-    so {'activation': {'name': 'gelu'}} gives activation=gelu like a sweep's labels."""
+    so {'activation': {'name': 'gelu'}} gives activation=gelu like a sweep's labels (an expression
+    activation gives its text, or activation.name when given)."""
     out: dict[str, Any] = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             head = value.get("name", value.get("_target_"))
+            if name == "activation" and "fn" in value:  # an expression: its text, or its label
+                head = activation_label(value)
             if head is not None:
                 out[name] = head
             rest = {k: v for k, v in value.items() if k not in ("name", "_target_")}

@@ -160,8 +160,9 @@ def plot(
 def plot_activations(
     names: Annotated[list[str], typer.Argument(help="Activation names (see `actbench activations`), each with "
                                                "optional parameters: leaky_relu:negative_slope=0.2 or "
-                                               "softplus:beta=2,threshold=10. Gated ones (glu, swiglu, ...) "
-                                               "are not elementwise.", show_default=False)],
+                                               "softplus:beta=2,threshold=10, or expressions of x as "
+                                               "activation=expr takes them: 'x*sigmoid(beta*x):beta=1.5'. Gated "
+                                               "ones (glu, swiglu, ...) are not elementwise.", show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
                                          show_default=False)],
     xmin: Annotated[float, typer.Option("--xmin", help="Left end of the x range.")] = -4.0,
@@ -177,6 +178,8 @@ def plot_activations(
       actbench plot-activations gelu silu mish --xmin -6 --xmax 3 --pdf --output acts.svg
 
       actbench plot-activations leaky_relu leaky_relu:negative_slope=0.2 elu:alpha=0.5 -o acts.png
+
+      actbench plot-activations silu "x*sigmoid(1.702*x)" "x*sigmoid(beta*x):beta=2" -o acts.png
     """
     with reported():
         from activation_bench.render import plots

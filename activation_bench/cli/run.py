@@ -75,12 +75,13 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
+    from activation_bench.cfg import activation_label
     from activation_bench.runs import store
 
     table = Table(title="run summary", show_header=False)
     table.add_column(no_wrap=True)
     table.add_column(no_wrap=True)  # values are names and paths
-    act = cfg.activation.get("name") or cfg.activation.get("_target_")
+    act = activation_label(cfg.activation)
     tl = result.train_loss
     best = min((v for v in tl if v == v), default=float("nan"))
     rows = [
@@ -104,6 +105,9 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
         if held["early_stop_epoch"]:
             rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
                          f"{g(held['early_stop_test_loss'])} (RMSE {g(held['early_stop_test_rmse'])})"))
+    if result.learned:  # activation=expr, activation.learnable=true: the values at the end, per hidden layer
+        rows.append(("learned", ", ".join(f"{k}={'/'.join(f'{v:.6g}' for v in vals)}"
+                                          for k, vals in result.learned.items())))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
     for k, v in rows:
@@ -240,12 +244,17 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
 ACTIVATIONS_HELP = (
     "List the registered activations: formula, parameters (override with "
              "activation.PARAM=VALUE), aliases and the effect on the parameter count.\n\n"
-             "Examples:\n\n  actbench activations\n\n  actbench activations --format csv > acts.csv"
+             "Examples:\n\n  actbench activations\n\n  actbench activations --format csv > acts.csv\n\n"
+             "  actbench activations --fn \"x*sigmoid(beta*x):beta=1.5\""
 )
 
 
 def activations(
     fmt: Annotated[str, typer.Option("--format", help="table or csv.")] = "table",
+    fn: Annotated[str | None, typer.Option(
+        "--fn", help="An expression of x (as activation=expr's activation.fn), parameters after a colon "
+        "('x*sigmoid(beta*x):beta=1.5'): print what the probe finds (monotonic, bounded, smooth, value and "
+        "slope at 0, the registered activation it equals).")] = None,
 ) -> None:
     import csv
 
@@ -254,6 +263,9 @@ def activations(
     with reported():
         if fmt not in ("table", "csv"):
             raise UsageError(f"unknown format '{fmt}'; valid: table, csv")
+        if fn is not None:
+            _expression_facts(fn, fmt)
+            return
     rows = registry.describe()
     if fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
@@ -274,6 +286,44 @@ def activations(
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
         table.add_row(r["name"], r["formula"], params, ", ".join(r["aliases"]), r["param_effect"], r["init"])
+    terminal.print_table(table)
+
+
+def _expression_facts(text: str, fmt: str) -> None:
+    """`actbench activations --fn TEXT`: the probe's summary (engine/expr_summary.py), printed."""
+    import csv
+
+    from activation_bench.engine import expr, expr_summary
+    from activation_bench.render.plots import parse_activation
+
+    body, params = parse_activation(text)
+    try:
+        e, values, _ = expr.from_node({"fn": body, **params})
+    except UsageError as exc:
+        raise UsageError(f"{exc} (with --fn, parameters follow a colon: 'x*sigmoid(beta*x):beta=1.0')") from None
+    facts = expr_summary.summarize(e, values)
+    smooth = "yes" if facts["smooth"] else "no" + (f" (kink near x = {facts['kink']:g})" if facts["kink"] is not None
+                                                   else "")
+    rows = [("expression", facts["fn"]),
+            ("parameters", ", ".join(f"{k}={v:g}" for k, v in values.items()) or "none"),
+            ("probe", f"refused: {facts['probe']}" if facts["probe"] else "passes (finite, not constant)"),
+            ("monotonic", facts["monotonic"]), ("bounded", facts["bounded"]), ("smooth", smooth),
+            ("f(0)", f"{facts['value_at_0']:.6g}"), ("f'(0)", f"{facts['slope_at_0']:.6g}"),
+            ("equals", ", ".join(facts["equals"]) or "none")]
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(["fact", "value"])
+        writer.writerows(rows)
+        return
+    from rich.table import Table
+
+    from activation_bench import terminal
+
+    table = Table(title="expression activation (probe points, float64)", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for row in rows:
+        table.add_row(*row)
     terminal.print_table(table)
 
 

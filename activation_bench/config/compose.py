@@ -152,6 +152,8 @@ def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
 
         act = scratch.activation
         name = act.get("name") if "_target_" not in act.keys() else None
+        if "fn" in act.keys():
+            raise UsageError(f"'{text}': parameters of an expression (activation=expr) are added with +{text}")
         if name:
             valid = ", ".join(activations.get_spec(name).params) or "none"
             raise UsageError(f"unknown parameter '{key.split('.')[1]}' for activation '{name}' in '{text}'; "

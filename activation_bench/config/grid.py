@@ -71,6 +71,9 @@ def _parser() -> Any:
 
 
 def _hint(text: str) -> str:
+    if text.lstrip("+~").startswith("activation.fn="):
+        return " (an expression is a quoted value: 'activation.fn=\"x*sigmoid(x)\"', several as a sweep: " \
+            "'activation.fn=\"x*sigmoid(x)\",\"max(x, 0)\"')"
     if "(" in text or "*" in text:
         return " (quote sweep values in the shell: 'seed=range(10)', 'activation=glob(*)')"
     return ""

@@ -69,6 +69,8 @@ def _choices(saved: dict[str, Any], replaced: set[str]) -> Iterator[str]:
             continue
         if "_target_" in sub and "custom" in group_options(group):
             yield f"{group}=custom"
+        elif group == "activation" and "fn" in sub and "expr" in group_options(group):
+            yield f"{group}=expr"  # an expression, whatever its label
         elif name in group_options(group):
             yield f"{group}={name}"
 

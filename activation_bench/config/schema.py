@@ -13,7 +13,8 @@ DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
-NOT_GLOBBED = {"custom", "csv"}  # group options that need user input (activation=custom a _target_, data=csv a file)
+NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
+# activation=expr an fn, data=csv a file)
 
 
 @dataclass

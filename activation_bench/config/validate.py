@@ -50,7 +50,7 @@ def validate(cfg: Cfg, where: str = "") -> None:
                "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
     from activation_bench.engine import activations
 
-    activations.check_config(cfg.activation, where)
+    activations.check_config(cfg.activation, where, cfg.dtype)
     _resolve_init(cfg, where)
     if d.name in DISTRIBUTIONS and d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
@@ -93,6 +93,9 @@ def _resolve_init(cfg: Cfg, where: str) -> None:
     if m.init == "auto":
         _check(not activations.has_target(cfg.activation),
                "model.init=auto needs a registered activation (a _target_ one has no recommendation); "
+               "choose torch_default, he, lecun or xavier", where)
+        _check(not activations.is_expr(cfg.activation),
+               "model.init=auto needs a registered activation (an expression has no recommendation); "
                "choose torch_default, he, lecun or xavier", where)
         resolved = activations.get_spec(cfg.activation["name"]).init
     _check(m.get("init_resolved") in (None, resolved),

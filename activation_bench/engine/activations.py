@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from activation_bench.engine import expr
 from activation_bench.errors import UsageError
 
 
@@ -195,9 +196,13 @@ def _params_of(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_from_config(cfg: dict[str, Any]) -> nn.Module:
-    """Build from a config node: {name: ..., <params>} or {_target_: dotted.path, <kwargs>}."""
+    """Build from a config node: {name: ..., <params>}, {_target_: dotted.path, <kwargs>} or an
+    expression {fn: text, learnable: bool, <parameters>} (activation=expr)."""
     if _has_target(cfg):
         return _import_target(cfg["_target_"], "")(**_params_of(cfg))
+    if is_expr(cfg):
+        e, values, learnable = expr.from_node(cfg)
+        return e.module(values, learnable)
     return create(cfg["name"], **_params_of(cfg))
 
 
@@ -206,6 +211,11 @@ def _has_target(cfg: dict[str, Any]) -> bool:
 
 
 has_target = _has_target  # a user's own module (activation._target_): no registry entry
+
+
+def is_expr(cfg: dict[str, Any]) -> bool:
+    """An activation written as an expression (activation=expr): a node with an `fn`."""
+    return not _has_target(cfg) and "fn" in cfg
 
 
 def _import_target(path: Any, where: str) -> Callable[..., nn.Module]:
@@ -264,8 +274,12 @@ def _check_params(spec: Spec, params: dict[str, Any], where: str) -> None:
         raise UsageError(f"celu alpha must be non-zero{_at(where)}")
 
 
-def check_config(cfg: dict[str, Any], where: str = "") -> None:
-    """Validate an activation config node; raises UsageError with one line."""
+def check_config(cfg: dict[str, Any], where: str = "", dtype: str = "float32") -> None:
+    """Validate an activation config node; raises UsageError with one line. An expression is
+    parsed and probed in `dtype` (engine.expr)."""
+    if is_expr(cfg):
+        _check_expr(cfg, where, dtype)
+        return
     if _has_target(cfg):
         cls = _import_target(cfg["_target_"], where)
         try:
@@ -280,13 +294,32 @@ def check_config(cfg: dict[str, Any], where: str = "") -> None:
     _check_params(spec, _params_of(cfg), where)
 
 
+def _check_expr(cfg: dict[str, Any], where: str, dtype: str) -> None:
+    name = cfg.get("name", "expr")
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"activation.name must be a label (text), got {name!r}{_at(where)}")
+    key = name.lower().replace("-", "_")
+    if name != "expr" and (key in REGISTRY or key in ALIASES):
+        raise UsageError(f"activation.fn is for activation=expr, and activation.name '{name}' is a registered "
+                         f"activation; label an expression with another name{_at(where)}")
+    try:
+        e, values, _ = expr.from_node(cfg)
+        problem = expr.probe_problem(e, values, dtype)
+    except UsageError as exc:
+        raise UsageError(f"{exc}{_at(where)}") from None
+    if problem:
+        raise UsageError(f"{problem}{_at(where)}")
+
+
 def is_gated(cfg: dict[str, Any]) -> bool:
-    return not _has_target(cfg) and get_spec(cfg["name"]).gated
+    return not _has_target(cfg) and not is_expr(cfg) and get_spec(cfg["name"]).gated
 
 
 def is_per_member(cfg: dict[str, Any]) -> bool:
     if _has_target(cfg):
         return True  # unknown user module: the safe choice is one instance per member
+    if is_expr(cfg):  # learnable parameters: each member its own
+        return bool(cfg.get("learnable")) and bool(expr.parse(cfg["fn"]).params)
     return get_spec(cfg["name"]).per_member
 
 

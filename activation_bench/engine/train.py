@@ -57,6 +57,8 @@ class RunResult:
     saturated_units: list[float] | None = None
     test_loss: list[float] | None = None  # real and function tasks
     data_info: dict[str, Any] | None = None  # real and function tasks: split sizes, source, target scale
+    # an expression's learned parameters (activation.learnable=true): name -> value per hidden layer
+    learned: dict[str, list[float]] | None = None
 
 
 def resolve_device(name: str) -> str:
@@ -352,6 +354,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
+    learned = _learned(stack.model, m)
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(stack.order):
         stop = stops[pos]
@@ -369,8 +372,19 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
             saturated_units=saturated[pos],
             test_loss=sl[pos][:stop] if sl is not None else None,
             data_info=stack.data[pos].info,
+            learned=learned[pos],
         )
     return results[:n_real]  # type: ignore[return-value]
+
+
+def _learned(model: StackedMLP, m: int) -> list[dict[str, list[float]] | None]:
+    """Per member, its expression's learned parameters (one value per hidden layer), else None."""
+    out: list[dict[str, list[float]] | None] = [None] * m
+    for s in model.slices:
+        values = [mod.learned() for mod in s.modules if hasattr(mod, "learned")]
+        if s.per_member and values and values[0]:
+            out[s.start] = {k: [v[k] for v in values] for k in values[0]}
+    return out
 
 
 def _step(model: StackedMLP, opt: StackedOptimizer, hand: fused.HandGradient | None,

@@ -7,6 +7,7 @@ atomically: a temporary file beside the output, then renamed, so a failure never
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -191,30 +192,42 @@ def activation_curves(names: Sequence[str], xmin: float, xmax: float, points: in
     """x and {label: (f(x), f'(x))}, computed in float64 with autograd (modules in eval mode).
 
     A name may carry parameters, 'leaky_relu:negative_slope=0.2' (see `parse_activation`); its
-    label is then 'leaky_relu (negative_slope=0.2)'.
+    label is then 'leaky_relu (negative_slope=0.2)'. A name that is an expression of x
+    ('x*sigmoid(beta*x):beta=1.5') is drawn as activation=expr would train it.
     """
     import torch
 
-    from activation_bench.engine.activations import create, get_spec
+    from activation_bench.engine.activations import check_config, create, create_from_config, get_spec
 
     if not (math.isfinite(xmin) and math.isfinite(xmax) and xmin < xmax):
         raise UsageError(f"invalid range {xmin:g}..{xmax:g}: need finite xmin < xmax")
     parsed = [parse_activation(n) for n in names]
-    specs = [get_spec(name) for name, _ in parsed]
-    gated = [s.name for s in specs if s.gated]
+    specs = [None if _is_expression(name) else get_spec(name) for name, _ in parsed]
+    gated = [s.name for s in specs if s is not None and s.gated]
     if gated:
         raise UsageError(f"{', '.join(gated)}: gated activations (act(a) * b on two halves) are not elementwise "
                          "and cannot be plotted as a curve")
     x = torch.linspace(xmin, xmax, points, dtype=torch.float64)
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for spec, (_, params) in zip(specs, parsed):
-        module = create(spec.name, **params).double().eval()
+    for spec, (name, params) in zip(specs, parsed):
+        if spec is None:  # an expression of x (activation=expr)
+            check_config({"fn": name, **params}, "", "float64")  # parsed and probed
+            module = create_from_config({"fn": name, **params}).double().eval()
+            label = name
+        else:
+            module = create(spec.name, **params).double().eval()
+            label = spec.name
         xg = x.clone().requires_grad_(True)
         y = module(xg)
         (dy,) = torch.autograd.grad(y.sum(), xg)
-        label = spec.name + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+        label += f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else ""
         out[label] = (y.detach().numpy().copy(), dy.numpy().copy())
     return x.numpy().copy(), out
+
+
+def _is_expression(name: str) -> bool:
+    """Not a plain name (`gelu`, `leaky-relu`): an expression of x, such as `x*sigmoid(x)`."""
+    return name == "x" or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name)
 
 
 def plot_activations(names: Sequence[str], output: Path, x_range: tuple[float, float] = (-4.0, 4.0),

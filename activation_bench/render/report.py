@@ -238,13 +238,19 @@ def shapes(loaded: Loaded, group_cols: Sequence[str]) -> dict[str, Any] | None:
     from activation_bench.render import plots
 
     params = [c for c in group_cols if c.startswith("activation.")]
+    has_fn = "activation.fn" in loaded.runs.columns
     names, skipped = [], []
-    for _, row in loaded.runs[["activation", *params]].drop_duplicates().iterrows():
+    for _, row in loaded.runs[["activation", *params, *(["activation.fn"] if has_fn and "activation.fn" not in params
+                                                         else [])]].drop_duplicates().iterrows():
         name = str(row["activation"])
         try:
             gated = get_spec(name).gated
         except UsageError:
-            skipped.append(f"{name} (not a registered activation)")
+            drawn = _expression(name, row, params, has_fn)
+            if drawn.startswith("!"):
+                skipped.append(drawn[1:])
+            else:
+                names.append(drawn)
             continue
         if gated:
             skipped.append(f"{name} (gated, act(a) * b on two halves: not elementwise)")
@@ -259,6 +265,24 @@ def shapes(loaded: Loaded, group_cols: Sequence[str]) -> dict[str, Any] | None:
     except UsageError as exc:
         return {"svg": None, "names": names, "skipped": [*skipped, f"cannot draw: {exc}"]}
     return {"svg": image, "names": names, "skipped": skipped}
+
+
+def _expression(name: str, row: Any, params: Sequence[str], has_fn: bool) -> str:
+    """An expression activation's name for plots.activations_figure ('fn:p=v,...'), or '!' and why
+    it is not drawn (not an expression, or a parameter's value not in the runs' labels)."""
+    from activation_bench.engine import expr
+
+    text = str(row["activation.fn"]) if has_fn and row["activation.fn"] is not None else name
+    try:
+        e = expr.parse(text)
+    except UsageError:
+        return f"!{name} (not a registered activation)"
+    values = {c.split(".", 1)[1]: row[c] for c in params if row[c] is not None}
+    missing = [p for p in e.params if p not in values]
+    if missing:
+        return f"!{name} (the value of {missing[0]} is not among the runs' labels)"
+    extra = ",".join(f"{p}={values[p]}" for p in e.params)
+    return f"{text}:{extra}" if extra else text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from activation_bench import __version__
+from activation_bench.cfg import activation_label
 from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -107,7 +108,9 @@ def inside(root: Path, path: Path) -> Path:
 
 
 def default_run_name(cfg: Cfg) -> str:
-    act = cfg.activation.get("name") or str(cfg.activation.get("_target_", "custom")).rsplit(".")[-1]
+    act = activation_label(cfg.activation)
+    if cfg.activation.get("_target_"):
+        act = act.rsplit(".")[-1]
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return slug(f"{stamp}_{act}_{cfg.data.name}_s{cfg.seed}")
 
@@ -204,6 +207,8 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "versions": dict(versions()),
     }
+    if getattr(result, "learned", None):  # activation=expr with activation.learnable=true
+        out["learned"] = {k: [v if math.isfinite(v) else None for v in vals] for k, vals in result.learned.items()}
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
 
 
