@@ -1,0 +1,1 @@
+"""Sending finished runs to experiment trackers (MLflow)."""
