@@ -33,19 +33,21 @@ DATA = ["normal", "uniform"]
 TARGETS = ["random", "teacher"]
 
 
-def write_results(path: str, seeds: int, epochs: int) -> int:
-    """A sweep-style results.csv with decaying, floor-hitting losses; returns the number of rows."""
+def write_results(path: str, seeds: int, epochs: int, axis: tuple[str, list[str]] = ("data.target", TARGETS)) -> int:
+    """A sweep-style results.csv with decaying, floor-hitting losses over activation x data x `axis`
+    (a key and its values: data.target by default) x seed; returns the number of rows."""
+    key, values = axis
     rng = np.random.default_rng(0)
     ep = np.arange(1, epochs + 1)
     rows = i = 0
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("activation,data,data.target,seed,run,epoch,train_loss\n")
+        fh.write(f"activation,data,{key},seed,run,epoch,train_loss\n")
         for act in ACTS:
             skill = rng.uniform(0.01, 0.03)
             for data in DATA:
-                for target in TARGETS:
+                for target in values:
                     for seed in range(seeds):
-                        run = f"{i:04d}_activation={act}_data={data}_data.target={target}_seed={seed}"
+                        run = f"{i:04d}_activation={act}_data={data}_{key}={target}_seed={seed}"
                         rate = skill * rng.uniform(0.7, 1.3)
                         loss = np.maximum(np.exp(-rate * ep) * rng.uniform(0.5, 1.5), 1e-14 * rng.uniform(0.5, 2))
                         prefix = f"{act},{data},{target},{seed},{run},"

@@ -22,33 +22,10 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 from provenance import header  # benchmarks/ is on sys.path when a script there runs
-from rank_speed import ACTS, DATA, interleaved
+from rank_speed import interleaved, write_results
 
 LRS = ["0.001", "0.01"]
-
-
-def write_results(path: str, seeds: int, epochs: int) -> int:
-    """compare_speed.py's results.csv with an lr column; returns the number of rows."""
-    rng = np.random.default_rng(0)
-    ep = np.arange(1, epochs + 1)
-    rows = i = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("activation,data,lr,seed,run,epoch,train_loss\n")
-        for act in ACTS:
-            skill = rng.uniform(0.01, 0.03)
-            for data in DATA:
-                for lr in LRS:
-                    for seed in range(seeds):
-                        run = f"{i:04d}_activation={act}_data={data}_lr={lr}_seed={seed}"
-                        rate = skill * rng.uniform(0.7, 1.3)
-                        loss = np.maximum(np.exp(-rate * ep) * rng.uniform(0.5, 1.5), 1e-14 * rng.uniform(0.5, 2))
-                        prefix = f"{act},{data},{lr},{seed},{run},"
-                        fh.write("".join(f"{prefix}{e},{v!r}\n" for e, v in zip(ep.tolist(), loss.tolist())))
-                        rows += epochs
-                        i += 1
-    return rows
 
 
 def main() -> None:
@@ -61,7 +38,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "results.csv")
         t0 = time.perf_counter()
-        rows = write_results(path, args.seeds, args.epochs)
+        rows = write_results(path, args.seeds, args.epochs, ("lr", LRS))
         print(f"generated {rows:,} rows ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
         cli = [sys.executable, "-m", "activation_bench.cli", "compare", path, "-f", "csv"]
         interleaved({"compare": cli, "compare --tune lr": [*cli, "--tune", "lr"]}, args.rounds, goal=1.2)
