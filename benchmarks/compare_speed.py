@@ -16,30 +16,21 @@ The actbench processes run this checkout (`python -m activation_bench.cli`). Usa
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import tempfile
-import time
 
 from provenance import header  # benchmarks/ is on sys.path when a script there runs
-from rank_speed import interleaved, write_results
+from rank_speed import arguments, interleaved, results_table
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--epochs", type=int, default=926)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap = arguments()
     ap.add_argument("--metric", default="final")
     args = ap.parse_args()
     print(header())
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "results.csv")
-        t0 = time.perf_counter()
-        rows = write_results(path, args.seeds, args.epochs)
-        print(f"generated {rows:,} rows ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        path = results_table(tmp, args.seeds, args.epochs)
         cli = [sys.executable, "-m", "activation_bench.cli", "compare", path, "--metric", args.metric, "-f", "csv"]
         cmds = {
             "read_csv": [sys.executable, "-c", f"import pandas; pandas.read_csv({path!r})"],

@@ -85,21 +85,32 @@ def interleaved(cmds: dict[str, list[str]], rounds: int, goal: float = 1.5) -> d
     return {name: statistics.median(values) for name, values in ratios.items()}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments() -> argparse.ArgumentParser:
+    """The options every results-table benchmark takes (the script's own are added to it)."""
+    ap = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--epochs", type=int, default=926)
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
+    return ap
+
+
+def results_table(folder: str, seeds: int, epochs: int, axis: tuple[str, list[str]] = ("data.target", TARGETS)) -> str:
+    """Write write_results' table into folder, print its size and the time taken; returns its path."""
+    path = os.path.join(folder, "results.csv")
+    t0 = time.perf_counter()
+    rows = write_results(path, seeds, epochs, axis)
+    print(f"generated {rows:,} rows ({os.path.getsize(path) / 1e6:.0f} MB, {len(ACTS)} activations x "
+          f"{len(DATA) * len(axis[1])} tasks x {seeds} seeds) in {time.perf_counter() - t0:.1f} s")
+    return path
+
+
+def main() -> None:
+    args = arguments().parse_args()
     from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
     print(header())
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "results.csv")
-        t0 = time.perf_counter()
-        rows = write_results(path, args.seeds, args.epochs)
-        print(f"generated {rows:,} rows ({os.path.getsize(path) / 1e6:.0f} MB, {len(ACTS)} activations x "
-              f"{len(DATA) * len(TARGETS)} tasks x {args.seeds} seeds) in {time.perf_counter() - t0:.1f} s")
+        path = results_table(tmp, args.seeds, args.epochs)
         py = sys.executable
         cmds = {
             "read_csv": [py, "-c", f"import pandas; pandas.read_csv({path!r})"],

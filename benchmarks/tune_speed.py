@@ -16,30 +16,20 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import tempfile
-import time
 
 from provenance import header  # benchmarks/ is on sys.path when a script there runs
-from rank_speed import interleaved, write_results
+from rank_speed import arguments, interleaved, results_table
 
 LRS = ["0.001", "0.01"]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--epochs", type=int, default=926)
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
+    args = arguments().parse_args()
     print(header())
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "results.csv")
-        t0 = time.perf_counter()
-        rows = write_results(path, args.seeds, args.epochs, ("lr", LRS))
-        print(f"generated {rows:,} rows ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+        path = results_table(tmp, args.seeds, args.epochs, ("lr", LRS))
         cli = [sys.executable, "-m", "activation_bench.cli", "compare", path, "-f", "csv"]
         interleaved({"compare": cli, "compare --tune lr": [*cli, "--tune", "lr"]}, args.rounds, goal=1.2)
 
