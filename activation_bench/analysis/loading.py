@@ -20,10 +20,13 @@ from activation_bench.data.io import read_table
 from activation_bench.errors import UsageError
 from activation_bench.runs.store import finished_summary
 
-LOSSES = ("train_loss", "val_loss", "test_loss")
+LOSSES = ("train_loss", "train_eval_loss", "val_loss", "test_loss")
+# classification runs: the share of correctly classified rows, a fraction in [0, 1], higher is better
+ACCURACIES = ("val_acc", "test_acc")
+COLUMNS = (*LOSSES, *ACCURACIES)  # every per-epoch column a losses.csv / results.csv may carry
 # facts about a run, not config: never group or pair by them (results.csv carries n_params)
 INFO_COLS = ("n_params", "status", "wall_time_s", "diverged_epoch", "epochs_run", "stack_size", "config_hash")
-RESERVED = ("run", "epoch", *LOSSES, *INFO_COLS)
+RESERVED = ("run", "epoch", *COLUMNS, *INFO_COLS)
 RUN_COLS = ("source", "run", "status")  # per-run columns of Loaded.runs that are not config
 
 

@@ -19,6 +19,9 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"model.depth": 1},  # one hidden layer (#19)
     {"model.init": "torch_default", "model.init_resolved": "torch_default"},  # torch's own init (#19)
     {"log.grad_norms": False, "log.every": 10},  # no gradient log (#19)
+    {"data.task": "regression"},  # classification (#29)
+    {"model.dropout": 0.0},  # dropout (#29)
+    {"log.train_eval": False},  # the training loss with dropout off (#29)
 )
 
 

@@ -12,6 +12,7 @@ DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
+TASKS = ("regression", "classification")
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
 # activation=expr an fn, data=csv a file)
@@ -20,6 +21,7 @@ NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activat
 @dataclass
 class DataConfig:
     name: str = "normal"
+    task: str = "regression"  # regression | classification (class labels: K outputs, cross-entropy, accuracy)
     n_samples: int | None = 10
     input_dim: int | None = 64
     mean: float | None = None
@@ -48,12 +50,14 @@ class ModelConfig:
     depth: int = 1  # hidden layers, each hidden_dim wide with the same activation
     init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (the activation's recommendation)
     init_resolved: str | None = None  # the scheme that ran (model.init with auto resolved); set by validate
+    dropout: float = 0.0  # dropout after every hidden activation (0 <= p < 1); off for validation and test
 
 
 @dataclass
 class LogConfig:
     grad_norms: bool = False  # write grads.csv: per layer, the weight-gradient and activation-output norms
     every: int = 10  # ... every this many epochs (and at epochs 1 and the last)
+    train_eval: bool = False  # also log train_eval_loss: the training split's loss with dropout off (one more pass)
 
 
 @dataclass
