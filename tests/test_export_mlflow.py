@@ -109,6 +109,16 @@ def test_summary_metrics_final_best_early_stop():
     assert diverged == {"best_train_loss"}  # non-finite values are left out
 
 
+def test_summary_metrics_of_accuracy_best_is_the_highest():
+    epoch = np.array([1, 2, 3, 4])
+    columns = {"val_loss": np.array([5.0, 2.0, 3.0, 4.0]), "val_acc": np.array([0.5, 0.7, 0.8, 0.75]),
+               "test_acc": np.array([0.4, 0.65, 0.9, np.nan])}
+    got = {k: (v, s) for k, v, s in ex.summary_metrics(epoch, columns)}
+    assert got["best_val_acc"] == (0.8, 3) and got["best_test_acc"] == (0.9, 3)
+    assert got["final_val_acc"] == (0.75, 4) and "final_test_acc" not in got  # NaN left out
+    assert got["early_stop_test_acc"] == (0.65, 2) and got["early_stop_val_acc"] == (0.7, 2)  # by val_loss
+
+
 def test_tracking_uri_default(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert ex.resolve_uri(None) == "sqlite:///mlflow.db"
@@ -192,6 +202,27 @@ def test_real_data_val_and_test_histories(runs_dir: Path, store: str):
         summary = yaml.safe_load((d / name / "summary.json").read_text())
         assert run.data.metrics["early_stop_epoch"] == summary["early_stop_epoch"]
         assert run.data.metrics["early_stop_test_loss"] == summary["early_stop_test_loss"]
+
+
+def test_classification_accuracy_histories_and_summaries(tmp_path: Path, store: str):
+    from tests.test_accuracy_render import COLUMNS, fake_sweep
+
+    d = fake_sweep(tmp_path / "runs", tasks=("iris",), seeds=2)
+    res = ex.export([d], tracking_uri=store)
+    assert res.added == 4
+    rows = results_rows(d)
+    for name, run in members(all_runs(store, "cls")).items():
+        for key in COLUMNS:  # the losses as before, and val_acc / test_acc with step = epoch
+            steps, values = history(store, run.info.run_id, key)
+            assert steps == [int(r["epoch"]) for r in rows[name]]
+            assert values == [float(r[key]) for r in rows[name]]
+        summary = yaml.safe_load((d / name / "summary.json").read_text())
+        metrics = run.data.metrics
+        assert metrics["final_test_acc"] == summary["final_test_acc"]
+        assert metrics["early_stop_test_acc"] == summary["early_stop_test_acc"]
+        assert metrics["early_stop_epoch"] == summary["early_stop_epoch"]
+        assert metrics["best_val_acc"] == max(float(r["val_acc"]) for r in rows[name])
+        assert metrics["best_test_loss"] == min(float(r["test_loss"]) for r in rows[name])
 
 
 def test_every_k_keeps_every_kth_epoch_and_the_last(runs_dir: Path, store: str):

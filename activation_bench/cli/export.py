@@ -29,15 +29,16 @@ def mlflow(
         "(for a run directory outside a sweep, the name of the directory holding it).",
         show_default=False)] = None,
     every: Annotated[int, typer.Option(
-        "--every", min=1, help="Keep every K-th epoch of each loss history, plus the last (for long runs); "
-        "the final, best and early-stop metrics still come from every epoch.")] = 1,
+        "--every", min=1, help="Keep every K-th epoch of each loss (and accuracy) history, plus the last (for "
+        "long runs); the final, best and early-stop metrics still come from every epoch.")] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Send sweeps to MLflow: one parent run per sweep (params: the sweep's overrides; artifacts:
     results.csv, sweep.yaml, report.html), one child run per member (params: its resolved config;
-    metrics: train_loss, val_loss, test_loss by epoch, and final/best/early-stop values; tags: config
-    hash, status, version; artifact: config.yaml). Exporting again adds only members whose config
-    hash the experiment lacks; incomplete runs are skipped and named. Needs the [mlflow] extra.
+    metrics: train_loss, val_loss, test_loss, and for classification runs val_acc and test_acc, by
+    epoch, and final/best/early-stop values; tags: config hash, status, version; artifact:
+    config.yaml). Exporting again adds only members whose config hash the experiment lacks;
+    incomplete runs are skipped and named. Needs the [mlflow] extra.
 
     Examples:
 

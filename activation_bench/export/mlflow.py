@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from activation_bench import __version__
-from activation_bench.analysis.loading import LOSSES, flatten_config, load, read_yaml
+from activation_bench.analysis.loading import ACCURACIES, COLUMNS, flatten_config, load, read_yaml
 from activation_bench.errors import UsageError
 from activation_bench.runs.store import DONE_STATUSES, read_summary
 
@@ -90,14 +90,15 @@ def check_experiment_name(name: str) -> str:
 # reading (no MLflow)
 
 def collect(paths: Sequence[str | Path], experiment: str | None = None) -> Plan:
-    """Every finished run under the inputs (sweep and run directories), with its losses as in
-    results.csv (or losses.csv), its flattened config and its summary. Writes nothing."""
+    """Every finished run under the inputs (sweep and run directories), with its losses (and a
+    classification run's accuracies) as in results.csv (or losses.csv), its flattened config and
+    its summary. Writes nothing."""
     for raw in paths:
         if Path(raw).is_file():
             raise UsageError(f"{raw}: export takes sweep and run directories, not files")
     loaded = load(paths)
     plan = Plan([], list(loaded.warnings))
-    names = [n for n in LOSSES if n in loaded.losses]
+    names = [n for n in COLUMNS if n in loaded.losses]
     for i, (source, run) in enumerate(zip(loaded.runs["source"], loaded.runs["run"])):
         lo, hi = loaded.bounds[i], loaded.bounds[i + 1]
         losses = {n: loaded.losses[n][lo:hi] for n in names}
@@ -168,8 +169,9 @@ def _mtime_ms(path: Path) -> int:
 
 
 def summary_metrics(epoch: np.ndarray, losses: dict[str, np.ndarray]) -> list[tuple[str, float, int]]:
-    """(key, value, step): final and best of each loss, and with val_loss the early-stopping point
-    (the epoch of the lowest val_loss, earliest on ties: compare's `early_stop`). Non-finite
+    """(key, value, step): final and best of each column (the lowest loss, the highest accuracy),
+    and with val_loss the early-stopping point (the epoch of the lowest val_loss, earliest on ties:
+    compare's `early_stop`; there a classification run's `early_stop_test_acc`). Non-finite
     values are left out."""
     out: list[tuple[str, float, int]] = []
     if not len(epoch):
@@ -178,7 +180,7 @@ def summary_metrics(epoch: np.ndarray, losses: dict[str, np.ndarray]) -> list[tu
         out.append((f"final_{name}", float(y[-1]), int(epoch[-1])))
         finite = np.flatnonzero(np.isfinite(y))
         if len(finite):
-            i = int(finite[np.argmin(y[finite])])
+            i = int(finite[np.argmax(y[finite]) if name in ACCURACIES else np.argmin(y[finite])])
             out.append((f"best_{name}", float(y[i]), int(epoch[i])))
     val = losses.get("val_loss")
     if val is not None and np.isfinite(val).any():

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from activation_bench.analysis.compare import resolve_groups
-from activation_bench.analysis.loading import Loaded
+from activation_bench.analysis.loading import ACCURACIES, Loaded
 from activation_bench.analysis.metrics import FLOOR, Metric, run_values
 from activation_bench.errors import UsageError
 from activation_bench.runs.store import atomic_file, check_folder
@@ -62,22 +62,49 @@ def curve_layout(loaded: Loaded, by: Sequence[str] | None) -> tuple[list[str], l
     return panels, lines
 
 
+def is_accuracy(column: str) -> bool:
+    """An accuracy column (a fraction in [0, 1], higher is better): drawn in %, on a linear axis."""
+    return column in ACCURACIES
+
+
+def has_values(loaded: Loaded, column: str) -> bool:
+    """Whether any run has a finite value in the column (accuracy: a classification run)."""
+    return column in loaded.losses and bool(np.isfinite(loaded.losses[column]).any())
+
+
+def companion_accuracy(loaded: Loaded, loss: str) -> str | None:
+    """The accuracy drawn beside a loss for classification runs: the same split's (val_loss:
+    val_acc, test_loss: test_acc), test_acc beside a training loss; None for regression runs or
+    when `loss` is itself an accuracy."""
+    if is_accuracy(loss):
+        return None
+    acc = {"val_loss": "val_acc"}.get(loss, "test_acc")
+    return acc if has_values(loaded, acc) else None
+
+
 def curve_stats(loaded: Loaded, panels: Sequence[str], lines: Sequence[str], loss: str,
                 floor: float = FLOOR) -> tuple[Any, int]:
     """Median and quartiles of the loss over runs per (panel, line, epoch), diverged runs left out.
+    An accuracy column is in percent (not clipped); a run is diverged by its train_loss then.
     Returns (DataFrame with columns panel, line, epoch, q25, q50, q75, n), number of diverged runs."""
-    status = run_values(loaded, Metric("final"), loss, floor)["status"].to_numpy()
+    acc = is_accuracy(loss)
+    status = run_values(loaded, Metric("final"), "train_loss" if acc else loss, floor)["status"].to_numpy()
     runs = loaded.runs
     panel = _labels(runs, panels)
     line = _labels(runs, lines)
     idx = loaded.run_index()
+    y = loaded.losses[loss]
     keep = status[idx] != "diverged"
+    if acc:
+        keep &= np.isfinite(y)  # regression runs mixed in have no accuracy
     import pandas as pd
 
+    values = 100.0 * y[keep] if acc else np.maximum(y[keep], floor)
     df = pd.DataFrame({"panel": panel[idx][keep], "line": line[idx][keep], "epoch": loaded.epoch[keep],
-                       "loss": np.maximum(loaded.losses[loss][keep], floor), "run": idx[keep]})
+                       "loss": values, "run": idx[keep]})
     g = df.groupby(["panel", "line", "epoch"], sort=False)["loss"]
     out = g.quantile([0.25, 0.5, 0.75]).unstack()
+    out = out.reindex(columns=[0.25, 0.5, 0.75])
     out.columns = ["q25", "q50", "q75"]
     out["n"] = g.size()
     return out.reset_index(), int((status == "diverged").sum())
@@ -96,49 +123,50 @@ def _labels(runs: Any, cols: Sequence[str]) -> np.ndarray:
 
 
 def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, loss: str = "train_loss",
-                floor: float = FLOOR) -> Path:
+                floor: float = FLOOR, with_accuracy: bool = True) -> Path:
     """One panel per data distribution (or --by value), median loss per group over epochs on a log
-    y-axis, with the interquartile range over seeds as a band."""
+    y-axis, with the interquartile range over seeds as a band. For classification runs (and
+    `with_accuracy`), each panel has the accuracy (`companion_accuracy`) beside it."""
     check_output(output)
-    return save_figure(curves_figure(loaded, by, loss, floor), output)
+    accuracy = companion_accuracy(loaded, loss) if with_accuracy else None
+    return save_figure(curves_figure(loaded, by, loss, floor, accuracy), output)
 
 
 def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "train_loss",
-                  floor: float = FLOOR) -> Any:
-    """The figure of `plot_curves` (a matplotlib Figure, not saved)."""
+                  floor: float = FLOOR, accuracy: str | None = None) -> Any:
+    """The figure of `plot_curves` (a matplotlib Figure, not saved). `accuracy`: an accuracy column
+    drawn in a panel to the right of each loss panel (in %, linear axis). `loss` may itself be an
+    accuracy column (val_acc, test_acc): then drawn alone, in %, on a linear axis."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
+    if is_accuracy(loss) and not has_values(loaded, loss):
+        raise UsageError(f"no run has {loss} values: accuracy needs classification runs (data.task=classification)")
+    if accuracy is not None and not has_values(loaded, accuracy):
+        raise UsageError(f"no run has {accuracy} values: accuracy needs classification runs")
     panels, lines = curve_layout(loaded, by)
     stats_df, n_div = curve_stats(loaded, panels, lines, loss, floor)
     if not len(stats_df):
         raise UsageError("nothing to plot: every run diverged")
+    acc_df = curve_stats(loaded, panels, lines, accuracy, floor)[0] if accuracy else None
     from matplotlib.figure import Figure
 
     panel_names = list(dict.fromkeys(_labels(loaded.runs, panels)))  # panels whose runs all diverged stay
     line_names = list(dict.fromkeys(stats_df["line"]))
+    if acc_df is not None:
+        line_names += [n for n in dict.fromkeys(acc_df["line"]) if n not in line_names]
     colors = dict(zip(line_names, _colors(len(line_names))))
-    ncols = 2 if len(panel_names) == 4 else min(len(panel_names), 3)  # 2x2 rather than 3 + 1
-    nrows = math.ceil(len(panel_names) / ncols)
-    fig = Figure(figsize=(5.2 * ncols + 1.8, 4.0 * nrows + 0.6), layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
-    for ax, name in zip(axes.flat, panel_names):
+    fig, loss_axes, acc_axes = _curve_axes(Figure, len(panel_names), accuracy is not None)
+    for i, name in enumerate(panel_names):
         sub = stats_df[stats_df["panel"] == name]
-        _curve_panel(ax, sub, line_names, colors, floor)
-        if not len(sub):
-            ax.text(0.5, 0.5, "every run diverged", transform=ax.transAxes, ha="center", va="center", color="0.4")
-        title = f"{panels[0]}={name}" if len(panels) == 1 else ("all runs" if not panels else str(name))
-        if len(sub):
-            per_line = sub.groupby("line")["n"].max()
-            lo, hi = int(per_line.min()), int(per_line.max())
-            title += f"  (n={lo} runs per curve)" if lo == hi else f"  (n={lo}-{hi} runs per curve)"
-        ax.set_title(title)
-        ax.set_xlabel("epoch")
-    for ax in axes[:, 0]:
-        ax.set_ylabel(f"{loss} (log scale)")
-    for ax in list(axes.flat)[len(panel_names):]:
-        ax.set_visible(False)
+        title = _panel_title(panels, name, sub)
+        _draw_panel(loss_axes[i], sub, line_names, colors, floor, loss, title)
+        if accuracy is None and loss_axes[i].get_subplotspec().colspan.start:
+            loss_axes[i].set_ylabel("")  # the shared y axis is labelled in the first column only
+        if acc_df is not None:
+            _draw_panel(acc_axes[i], acc_df[acc_df["panel"] == name], line_names, colors, floor, str(accuracy),
+                        _panel_title(panels, name, None), empty="no accuracy (not a classification task)")
     seen: dict[str, Any] = {}
-    for ax in axes.flat:
+    for ax in loss_axes + acc_axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
     labels = [lab for lab in line_names if lab in seen]
@@ -147,22 +175,72 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5) or 1, title=legend_title,
                frameon=False)
     note = f"\n({n_div} diverged runs left out)" if n_div else ""
-    fig.suptitle(f"{loss}: median over seeds, band = interquartile range{note}")
+    what = _column_label(loss) if accuracy is None else f"{loss} (left) and {accuracy} in % (right)"
+    fig.suptitle(f"{what}: median over seeds, band = interquartile range{note}")
     return fig
 
 
-def _curve_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor: float) -> None:
+def _column_label(column: str) -> str:
+    return f"{column} (%)" if is_accuracy(column) else column
+
+
+def _curve_axes(figure: Any, n: int, paired: bool) -> tuple[Any, list[Any], list[Any]]:
+    """The figure and its axes: a panel per task (2x2 rather than 3 + 1), or with `paired` a pair
+    of panels per task (loss, accuracy), up to two pairs in a row. Loss panels share their y axis,
+    accuracy panels theirs; the unused axes are hidden."""
+    if paired:
+        per_row = 1 if n == 1 else 2
+        nrows, ncols = math.ceil(n / per_row), 2 * per_row
+        fig = figure(figsize=(4.6 * ncols + 1.2, 3.7 * nrows + 0.9), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
+        loss_axes, acc_axes = list(axes[:, 0::2].flat), list(axes[:, 1::2].flat)
+        for group in (loss_axes, acc_axes):
+            for ax in group[1:]:
+                ax.sharey(group[0])
+    else:
+        ncols = 2 if n == 4 else min(n, 3)
+        nrows = math.ceil(n / ncols)
+        fig = figure(figsize=(5.2 * ncols + 1.8, 4.0 * nrows + 0.6), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
+        loss_axes, acc_axes = list(axes.flat), []
+    for ax in loss_axes[n:] + acc_axes[n:]:
+        ax.set_visible(False)
+    return fig, loss_axes[:n], acc_axes[:n]
+
+
+def _panel_title(panels: Sequence[str], name: str, sub: Any) -> str:
+    """The task's name, with the runs per curve when `sub` (the panel's statistics) is given."""
+    title = f"{panels[0]}={name}" if len(panels) == 1 else ("all runs" if not panels else str(name))
+    if sub is not None and len(sub):
+        per_line = sub.groupby("line")["n"].max()
+        lo, hi = int(per_line.min()), int(per_line.max())
+        title += f"  (n={lo} runs per curve)" if lo == hi else f"  (n={lo}-{hi} runs per curve)"
+    return title
+
+
+def _draw_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor: float, column: str,
+                title: str, empty: str = "every run diverged") -> None:
+    _curve_panel(ax, df, line_names, colors, floor, log=not is_accuracy(column))
+    if not len(df):
+        ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center", color="0.4")
+    ax.set_title(title)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(_column_label(column) if is_accuracy(column) else f"{column} (log scale)")
+
+
+def _curve_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor: float, log: bool = True) -> None:
     for name in line_names:
         d = df[df["line"] == name].sort_values("epoch")
         if not len(d):
             continue
         ax.plot(d["epoch"], d["q50"], color=colors[name], lw=1.6, label=name)
         ax.fill_between(d["epoch"], d["q25"], d["q75"], color=colors[name], alpha=0.18, lw=0)
-    ax.set_yscale("log")
-    if len(df) and float(df["q25"].min()) <= floor:
-        ax.axhline(floor, color="0.4", ls=":", lw=1)
-        ax.annotate("float floor", (0.01, floor), xycoords=("axes fraction", "data"), va="bottom",
-                    fontsize=8, color="0.4")
+    if log:
+        ax.set_yscale("log")
+        if len(df) and float(df["q25"].min()) <= floor:
+            ax.axhline(floor, color="0.4", ls=":", lw=1)
+            ax.annotate("float floor", (0.01, floor), xycoords=("axes fraction", "data"), va="bottom",
+                        fontsize=8, color="0.4")
     ax.grid(True, which="major", alpha=0.3)
 
 

@@ -3,6 +3,7 @@
 One panel per task (the varying config values other than the lines, the x key and the seed), one
 line per activation (or --by), the median over seeds with the interquartile range as a band, on a
 log x-axis where every x value is positive. It shows whether a verdict holds across the setting.
+Loss metrics are drawn on a log y-axis; an accuracy (val_acc, test_acc) in percent on a linear one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 from activation_bench.analysis.loading import Loaded, varying_columns
 from activation_bench.analysis.metrics import FLOOR, Metric, run_values
 from activation_bench.errors import UsageError
-from activation_bench.render.plots import _colors, _labels, check_output, save_figure
+from activation_bench.render.plots import _colors, _labels, check_output, is_accuracy, save_figure
 
 
 def layout(loaded: Loaded, x: str, by: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
@@ -56,8 +57,12 @@ def sensitivity_stats(loaded: Loaded, x: str, metric: Metric, loss: str, by: Seq
     xs = check_x(loaded, x)
     panels, lines = layout(loaded, x, by)
     values = run_values(loaded, metric, loss, floor)
-    y = 10 ** values["log10"].to_numpy(float) if metric.is_loss and metric.kind != "auc" else \
-        values["value"].to_numpy(float)
+    if _percent(metric, loss):
+        y = 100.0 * values["value"].to_numpy(float)
+    elif _log_y(metric, loss):
+        y = 10 ** values["log10"].to_numpy(float)
+    else:
+        y = values["value"].to_numpy(float)
     ok = (values["status"] == "ok").to_numpy() & ~np.isnan(xs)
     df = pd.DataFrame({"panel": _labels(loaded.runs, panels)[ok], "line": _labels(loaded.runs, lines)[ok],
                        "x": xs[ok], "y": y[ok]})
@@ -66,6 +71,23 @@ def sensitivity_stats(loaded: Loaded, x: str, metric: Metric, loss: str, by: Seq
     out.columns = ["q25", "q50", "q75"]
     out["n"] = g.size()
     return out.reset_index(), panels, lines, int((values["status"] == "diverged").sum())
+
+
+def _percent(metric: Metric, column: str) -> bool:
+    """An accuracy metric (not an epoch count): drawn in percent."""
+    return is_accuracy(column) and metric.kind != "to"
+
+
+def _log_y(metric: Metric, column: str) -> bool:
+    """A loss value (not an accuracy, an epoch count or auc's mean log10): a log y-axis."""
+    return metric.is_loss and metric.kind != "auc" and not is_accuracy(column)
+
+
+def y_label(metric: Metric, column: str) -> str:
+    """The y axis's label: the column and the metric (auc of a loss is already a mean log10)."""
+    if _percent(metric, column):
+        return f"{column} % ({metric.label})"
+    return f"{column} ({metric.label})" if metric.kind != "auc" or is_accuracy(column) else f"mean log10 {column}"
 
 
 def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Sequence[str] | None = None,
@@ -96,7 +118,7 @@ def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Se
                 c = chosen[(chosen["panel"] == name) & (chosen["line"] == line)]
                 pick = d[d["x"].isin(c["x"])]
                 ax.plot(pick["x"], pick["q50"], ls="none", marker="*", ms=11, color=colors[line], mec="k", mew=0.6)
-        if metric.is_loss and metric.kind != "auc":
+        if _log_y(metric, loss):
             ax.set_yscale("log")
         if logx:
             ax.set_xscale("log")
@@ -105,7 +127,7 @@ def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Se
         ax.set_xlabel(x)
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[:, 0]:
-        ax.set_ylabel(f"{loss} ({metric.label})" if metric.kind != "auc" else f"mean log10 {loss}")
+        ax.set_ylabel(y_label(metric, loss))
     for ax in list(axes.flat)[len(panel_names):]:
         ax.set_visible(False)
     handles = {lab: h for ax in axes.flat for h, lab in zip(*ax.get_legend_handles_labels())}
@@ -113,7 +135,9 @@ def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Se
                title=", ".join(lines) or None, frameon=False)
     star = "; * = tuned choice" if chosen is not None else ""
     note = f"; {n_div} diverged runs left out" if n_div else ""
-    fig.suptitle(f"{metric.label} of {loss} against {x}: median over seeds, band = interquartile range{star}{note}")
+    pct = " (%)" if _percent(metric, loss) else ""
+    fig.suptitle(f"{metric.label} of {loss}{pct} against {x}: median over seeds, band = interquartile range"
+                 f"{star}{note}")
     return fig
 
 

@@ -1,0 +1,186 @@
+"""Accuracy in `plot`, `report` and `export mlflow`: classification runs' val_acc / test_acc drawn
+beside their losses (in %, on a linear axis), compared in the report's tables, and logged to MLflow.
+
+The engine's classification output is stood in for by hand-made sweeps carrying the contract's
+columns (cross-entropy losses, accuracies as fractions in [0, 1]): tiny, exact and fast."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from activation_bench.analysis import compare as cmp
+from activation_bench.cli.main import app
+from activation_bench.render import plots
+
+COLUMNS = ["train_loss", "val_loss", "test_loss", "val_acc", "test_acc"]
+
+
+def curves_rows(tasks=("digits", "iris"), acts=("relu", "gelu"), seeds=3, epochs=6, lrs=(None,)) -> pd.DataFrame:
+    """Long-format rows: cross-entropy falling, accuracy rising; val_loss lowest at epoch 4."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for data in tasks:
+        for i, act in enumerate(acts):
+            for lr in lrs:
+                for seed in range(seeds):
+                    rate = rng.uniform(0.3, 0.6) + 0.1 * i + (0.2 if lr == 0.01 else 0.0)
+                    for e in range(1, epochs + 1):
+                        ce = 2.3 * np.exp(-rate * e) + 0.05
+                        row = {"activation": act, "data": data, "seed": seed, "epoch": e, "train_loss": ce,
+                               "val_loss": ce + 0.5 * (e - 4) ** 2, "test_loss": ce + 0.4 * (e - 4) ** 2,
+                               "val_acc": round(1 - 0.9 * np.exp(-rate * e) - 0.02, 4),
+                               "test_acc": round(1 - 0.9 * np.exp(-rate * e) - 0.01 * seed, 4)}
+                        rows.append(row if lr is None else {"lr": lr, **row})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def cls_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "cls.csv"
+    curves_rows().to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def reg_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "reg.csv"
+    curves_rows(tasks=("normal",)).drop(columns=["val_acc", "test_acc"]).to_csv(path, index=False)
+    return path
+
+
+def fake_sweep(root: Path, name: str = "cls", **kw) -> Path:
+    """A finished sweep directory as the engine writes it for classification: sweep.yaml,
+    results.csv and a run directory per member (config.yaml, summary.json, losses.csv)."""
+    df = curves_rows(**kw)
+    sweep = root / name
+    sweep.mkdir(parents=True)
+    keys = [c for c in ("activation", "data", "lr") if c in df.columns]
+    overrides = [f"{k}={','.join(map(str, dict.fromkeys(df[k])))}" for k in keys] + \
+        [f"seed=range({df['seed'].nunique()})", "data.task=classification"]
+    (sweep / "sweep.yaml").write_text(yaml.safe_dump({"overrides": overrides}))
+    parts = []
+    for i, (key, part) in enumerate(df.groupby([*keys, "seed"], sort=False)):
+        labels = dict(zip(keys, key[:-1]))
+        run = f"{i:04d}_" + "_".join(f"{k}={v}" for k, v in labels.items()) + f"_seed={key[-1]}"
+        run_dir = sweep / run
+        run_dir.mkdir()
+        part[["epoch", *COLUMNS]].to_csv(run_dir / "losses.csv", index=False)
+        config = {"activation": {"name": labels["activation"]}, "seed": int(key[-1]), "epochs": int(part.epoch.max()),
+                  "lr": float(labels.get("lr", 0.001)), "model": {"hidden_dim": 8, "dropout": 0.0},
+                  "data": {"name": labels.get("data", "iris"), "task": "classification"}}
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+        stop = int(part["val_loss"].to_numpy().argmin())
+        summary = {"status": "complete", "config_hash": f"hash{i:04d}", "labels": labels, "seed": int(key[-1]),
+                   "n_params": 123, "wall_time_s": 1.5, "created": dt.datetime(2025, 1, 2, 3, 4, 5).isoformat(),
+                   "versions": {"activation_bench": "0.test"}, "final_test_acc": float(part["test_acc"].iloc[-1]),
+                   "early_stop_test_acc": float(part["test_acc"].iloc[stop]), "early_stop_epoch": stop + 1,
+                   "data": {"task": "classification", "n_classes": 3, "classes": ["0", "1", "2"]}}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        parts.append(part.assign(run=run))
+    out = pd.concat(parts)
+    out[["run", *keys, "seed", "epoch", *COLUMNS]].to_csv(sweep / "results.csv", index=False)
+    return sweep
+
+
+def lines_of(ax) -> dict[str, np.ndarray]:
+    return {line.get_label(): np.asarray(line.get_ydata(), float) for line in ax.get_lines()
+            if not line.get_label().startswith("_")}
+
+
+# ---------------------------------------------------------------------------------------------
+# plot
+
+
+def test_companion_accuracy_is_the_same_split(cls_csv, reg_csv):
+    loaded = cmp.load([cls_csv])
+    assert plots.companion_accuracy(loaded, "train_loss") == "test_acc"
+    assert plots.companion_accuracy(loaded, "val_loss") == "val_acc"
+    assert plots.companion_accuracy(loaded, "test_loss") == "test_acc"
+    assert plots.companion_accuracy(loaded, "val_acc") is None
+    assert plots.companion_accuracy(cmp.load([reg_csv]), "train_loss") is None
+
+
+def test_classification_curves_have_an_accuracy_panel_per_task(cls_csv):
+    loaded = cmp.load([cls_csv])
+    fig = plots.curves_figure(loaded, None, "train_loss", accuracy="test_acc")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 4  # (loss, accuracy) for digits, then for iris
+    assert [ax.get_yscale() for ax in axes] == ["log", "linear", "log", "linear"]
+    assert [ax.get_ylabel() for ax in axes[:2]] == ["train_loss (log scale)", "test_acc (%)"]
+    assert axes[1].get_title() == "data=digits" and axes[3].get_title() == "data=iris"
+    raw = pd.read_csv(cls_csv)
+    want = raw[(raw.data == "iris") & (raw.activation == "gelu")].groupby("epoch")["test_acc"].median() * 100
+    assert lines_of(axes[3])["gelu"] == pytest.approx(want.to_numpy())
+    want = raw[(raw.data == "iris") & (raw.activation == "gelu")].groupby("epoch")["train_loss"].median()
+    assert lines_of(axes[2])["gelu"] == pytest.approx(want.to_numpy())
+    assert "test_acc in % (right)" in fig._suptitle.get_text()
+
+
+def test_accuracy_alone_in_percent_on_a_linear_axis(cls_csv):
+    loaded = cmp.load([cls_csv])
+    fig = plots.curves_figure(loaded, ["activation"], "val_acc")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 2 and all(ax.get_yscale() == "linear" for ax in axes)
+    assert axes[0].get_ylabel() == "val_acc (%)" and axes[0].get_title().startswith("activation=relu")
+    raw = pd.read_csv(cls_csv)
+    want = raw[(raw.activation == "relu") & (raw.data == "digits")].groupby("epoch")["val_acc"].median() * 100
+    assert lines_of(axes[0])["digits"] == pytest.approx(want.to_numpy())
+
+
+def test_regression_curves_unchanged(reg_csv):
+    fig = plots.curves_figure(cmp.load([reg_csv]), None, "train_loss",
+                              accuracy=plots.companion_accuracy(cmp.load([reg_csv]), "train_loss"))
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 1 and axes[0].get_yscale() == "log"
+
+
+def test_mixed_inputs_say_which_task_has_no_accuracy(tmp_path):
+    rows = pd.concat([curves_rows(tasks=("iris",)), curves_rows(tasks=("normal",)).assign(val_acc=np.nan,
+                                                                                        test_acc=np.nan)])
+    rows.to_csv(tmp_path / "mixed.csv", index=False)
+    fig = plots.curves_figure(cmp.load([tmp_path / "mixed.csv"]), None, "val_loss", accuracy="val_acc")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 4 and not axes[3].get_lines()
+    assert "no accuracy" in axes[3].texts[0].get_text()
+
+
+@pytest.mark.parametrize("loss", ["", "val_loss", "val_acc", "test_acc"])
+def test_plot_cli_on_classification_runs(tmp_path, cls_csv, loss):
+    out = tmp_path / "curves.png"
+    result = CliRunner().invoke(app, ["plot", str(cls_csv), "-o", str(out), *(["--loss", loss] if loss else [])])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 1000
+
+
+def test_plot_accuracy_of_regression_runs_exits_2(tmp_path, reg_csv):
+    result = CliRunner().invoke(app, ["plot", str(reg_csv), "-o", str(tmp_path / "c.png"), "--loss", "test_acc"])
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1 and "test_acc" in err[0], err
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_sensitivity_of_accuracy_in_percent(tmp_path):
+    from activation_bench.render import sensitivity
+
+    sweep = fake_sweep(tmp_path, tasks=("iris",), lrs=(0.001, 0.01))
+    loaded = cmp.load([sweep])
+    fig = sensitivity.sensitivity_figure(loaded, "lr", cmp.parse_metric("early_stop"), "test_acc")
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert ax.get_yscale() == "linear" and ax.get_xscale() == "log"
+    assert ax.get_ylabel() == "test_acc % (early_stop)"
+    raw = curves_rows(tasks=("iris",), lrs=(0.001, 0.01))
+    at_stop = raw[(raw.epoch == 4) & (raw.activation == "gelu")].groupby("lr")["test_acc"].median() * 100
+    assert lines_of(ax)["gelu"] == pytest.approx(at_stop.to_numpy())  # val_loss is lowest at epoch 4
+    out = tmp_path / "lr.svg"
+    result = CliRunner().invoke(app, ["plot", str(sweep), "--x", "lr", "--loss", "test_acc", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "test_acc % (early_stop)" in out.read_text(encoding="utf-8")
