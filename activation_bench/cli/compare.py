@@ -136,7 +136,8 @@ def plot(
     output: Annotated[Path, typer.Option("--output", "-o", help="Image file: .png, .svg or .pdf.",
                                          show_default=False)],
     by: ByOpt = None,
-    loss: Annotated[str, typer.Option("--loss", help="Loss column: train_loss or val_loss; with --grads "
+    loss: Annotated[str, typer.Option("--loss", help="Column: train_loss, val_loss or test_loss; for "
+                                      "classification runs val_acc or test_acc (in %, linear axis); with --grads "
                                       "weight_grad_norm (default) or act_norm.", show_default=False)] = "",
     grads: Annotated[bool, typer.Option("--grads", help="Per-layer gradient norms (grads.csv, from "
                                         "log.grad_norms=true) of run or sweep directories instead of losses: "
@@ -149,8 +150,9 @@ def plot(
         "have val_loss, else final.", show_default=False)] = None,
 ) -> None:
     """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
-    over epochs on a log scale, with the interquartile range over seeds as a band. With --grads, each
-    hidden layer's weight-gradient norm instead.
+    over epochs on a log scale, with the interquartile range over seeds as a band. For classification
+    runs, each panel has the accuracy beside it (val_acc beside val_loss, else test_acc; in %, on a
+    linear axis). With --grads, each hidden layer's weight-gradient norm instead.
 
     Examples:
 
