@@ -92,17 +92,28 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
-    if cfg.model.depth != 1 or cfg.model.init != "torch_default":
+    if cfg.model.depth != 1 or cfg.model.init != "torch_default" or cfg.model.dropout:
         init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
-        rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}"))
+        drop = f", dropout {cfg.model.dropout:g}" if cfg.model.dropout else ""
+        rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}{drop}"))
     held = store.held_out(result)
     if held:
         def g(v: float | None) -> str:
             return "n/a" if v is None else f"{v:.6g}"
 
-        rows.append(("final test_loss", f"{g(held['final_test_loss'])} (RMSE {g(held['final_test_rmse'])} "
-                     f"in {held['data']['target']}'s units)"))
-        if held["early_stop_epoch"]:
+        if "final_test_acc" in held:  # a classifier
+            def pct(v: float | None) -> str:
+                return "n/a" if v is None else f"{100 * v:.2f}%"
+
+            rows.append(("final test_loss", f"{g(held['final_test_loss'])} (accuracy {pct(held['final_test_acc'])}, "
+                         f"{held['data'].get('n_classes')} classes)"))
+            if held["early_stop_epoch"]:
+                rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
+                             f"{g(held['early_stop_test_loss'])} (accuracy {pct(held['early_stop_test_acc'])})"))
+        else:
+            rows.append(("final test_loss", f"{g(held['final_test_loss'])} (RMSE {g(held['final_test_rmse'])} "
+                         f"in {held['data']['target']}'s units)"))
+        if held["early_stop_epoch"] and "final_test_acc" not in held:
             rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
                          f"{g(held['early_stop_test_loss'])} (RMSE {g(held['early_stop_test_rmse'])})"))
     if result.learned:  # activation=expr, activation.learnable=true: the values at the end, per hidden layer

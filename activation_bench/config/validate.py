@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from activation_bench.cfg import Cfg
-from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, OPTIMIZERS, TARGETS
+from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, OPTIMIZERS, TARGETS, TASKS
 from activation_bench.errors import UsageError
 
 
@@ -33,6 +33,10 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
            where)
     _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
+    p = cfg.model.dropout
+    _check(_finite(p) and 0 <= p < 1, f"model.dropout must be in [0, 1) (the probability of dropping a unit), got {p}",
+           where)
+    _check(cfg.data.task in TASKS, f"unknown data.task '{cfg.data.task}'; valid: {', '.join(TASKS)}", where)
     from activation_bench.data import tables
 
     names = (*DISTRIBUTIONS, *tables.REAL)
@@ -66,6 +70,8 @@ def _validate_synthetic(cfg: Cfg, where: str) -> None:
     _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
     _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
     _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
+    _check(d.task == "regression", f"data={d.name} has continuous random or teacher targets: data.task=classification "
+           "needs class labels (a bundled class table such as data=digits, or data=csv data.task=classification)", where)
     for key in tables.REAL_KEYS:
         _check(d.get(key) is None, f"data.{key} applies to real and function data "
                f"({', '.join(tables.REAL)}), not {d.name}", where)

@@ -11,25 +11,31 @@ import torch
 
 from activation_bench.data.synthetic import derived_seed, generator
 from activation_bench.engine import activations, grouped
-from activation_bench.engine.model import Slice, StackedMLP, member_weights
+from activation_bench.engine.model import MemberDropout, Slice, StackedMLP, member_weights
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
 
 
-def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype) -> StackedMLP:
+def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,
+                n_out: int = 1) -> StackedMLP:
     """The stacked model of these members (sharing one stack key), each initialised from its own
-    seed's "init" stream under its model.init_resolved scheme."""
+    seed's "init" stream under its model.init_resolved scheme, with n_out outputs (K classes), and
+    dropout drawn from each member's "dropout" stream where model.dropout > 0."""
     first = ordered[0]
     h1, h2 = activations.hidden_width(dict(first.activation), first.model.hidden_dim)
     depth = first.model.depth
     layers = [member_weights(c.model.init_resolved or "torch_default", dim, h1, h2, depth,
-                             generator(c.seed, "init"), dtype) for c in ordered]
+                             generator(c.seed, "init"), dtype, n_out) for c in ordered]
     ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
     bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]
-    w2 = torch.stack([mem[depth][0].T for mem in layers]).to(device)
+    # one output: the single row [1, h2]; K outputs: [h2, K] for a batched matrix product
+    w2 = torch.stack([mem[depth][0].T if n_out == 1 else mem[depth][0] for mem in layers]).to(device)
     b2 = torch.stack([mem[depth][1][None] for mem in layers]).to(device)
-    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype))
+    p = float(first.model.get("dropout") or 0.0)
+    seeds = [c.seed for c in ordered]
+    dropout = MemberDropout(p, seeds, {s: generator(s, "dropout") for s in dict.fromkeys(seeds)}, device) if p else None
+    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype), dropout)
 
 
 def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
@@ -64,7 +70,7 @@ def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dt
 
 
 def param_counts(model: StackedMLP, m: int) -> list[int]:
-    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + 1  # + the output bias
+    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + model.n_out  # + the output bias
     counts = [per] * m
     for s in model.slices:
         extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())

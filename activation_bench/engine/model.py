@@ -1,8 +1,10 @@
-"""The MLP regressor, as a stack of independent members trained at once.
+"""The MLP, as a stack of independent members trained at once.
 
 Member m computes, for hidden layers k = 1..depth (depth 1: the two-layer MLP),
-    a_0 = x_m,   a_k = act_m(a_{k-1} @ W_k[m] + b_k[m]),   y = a_depth @ W_out[m] + b_out[m]
-with one output per sample (the output layer, a single row, is evaluated as a multiply and a sum).
+    a_0 = x_m,   a_k = drop_k(act_m(a_{k-1} @ W_k[m] + b_k[m])),   y = a_depth @ W_out[m] + b_out[m]
+with one output per sample for a regressor (the output layer, a single row, is evaluated as a
+multiply and a sum) or K outputs (logits) for a classifier. drop_k is dropout in training mode
+(model.dropout > 0), the identity otherwise.
 A single run is a stack of one. Weights are stored [members, in, out] so one `baddbmm` per layer
 evaluates every member; activations are applied per contiguous slice of members that share one.
 Initial weights come from one of the schemes in INITS, drawn per member from its own generator.
@@ -58,17 +60,19 @@ def init_layer(
 
 
 def member_weights(
-    scheme: str, input_dim: int, h1: int, h2: int, depth: int, gen: torch.Generator, dtype: torch.dtype
+    scheme: str, input_dim: int, h1: int, h2: int, depth: int, gen: torch.Generator, dtype: torch.dtype,
+    n_out: int = 1,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """A member's layers in order, [(W [in, out], b [out])] for the depth hidden layers and then the
     output layer, drawn from gen in that order (so depth 1 draws exactly what it always did, and
     at one seed a deeper model's first layer equals the shallower one's).
 
     A hidden layer produces h1 values and the activation leaves h2 (gated units: h1 = 2 h2), so
-    layer 1 maps input_dim -> h1, layers 2..depth map h2 -> h1, and the output layer h2 -> 1.
+    layer 1 maps input_dim -> h1, layers 2..depth map h2 -> h1, and the output layer h2 -> n_out
+    (1 for a regressor, K classes for a classifier).
     Drawn in float32 and converted: a float64 run starts from the float32 run's weights.
     """
-    fans = [(input_dim, h1)] + [(h2, h1)] * (depth - 1) + [(h2, 1)]
+    fans = [(input_dim, h1)] + [(h2, h1)] * (depth - 1) + [(h2, n_out)]
     return [tuple(t.to(dtype) for t in init_layer(scheme, i, o, gen, torch.float32)) for i, o in fans]
 
 
@@ -93,16 +97,36 @@ class Slice:
         return self.modules[0]
 
 
+class MemberDropout:
+    """Dropout whose masks come from each member's own stream (purpose "dropout" of its seed): per
+    hidden layer and step, one draw of uniforms [rows, units] per distinct seed of the stack, in
+    float32 whatever the dtype; a unit is kept where the uniform is >= p and scaled by 1/(1-p), as
+    nn.Dropout does. Members sharing a seed share masks (so comparisons at one seed stay paired),
+    and a member draws the same masks in any stack as alone: stacked == alone holds with dropout."""
+
+    def __init__(self, p: float, seeds: list[int], gens: dict[int, torch.Generator], device: str) -> None:
+        self.p, self.seeds, self.gens, self.device = p, seeds, gens, device
+
+    def __call__(self, a: torch.Tensor) -> torch.Tensor:
+        rows, units = a.shape[1:]
+        draws = {s: torch.rand((rows, units), generator=g) for s, g in self.gens.items()}
+        keep = torch.stack([draws[s] for s in self.seeds]).to(self.device) >= self.p
+        return a * keep.to(a.dtype).div_(1.0 - self.p)
+
+
 class StackedMLP(nn.Module):
     def __init__(
         self,
         ws: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, in, h1] (one tensor: depth 1)
         bs: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, 1, h1]
-        w2: torch.Tensor,  # [M, 1, h2]: the output layer's single row
-        b2: torch.Tensor,  # [M, 1, 1]; stored padded to [M, 1, 16], see below
+        w2: torch.Tensor,  # [M, 1, h2]: the output layer's single row; K outputs: [M, h2, K]
+        b2: torch.Tensor,  # [M, 1, n_out]; stored padded to [M, 1, a multiple of 16], see below
         slices: list[Slice],
+        dropout: MemberDropout | None = None,
     ) -> None:
         super().__init__()
+        self.n_out = b2.shape[-1]
+        self.dropout = dropout
         ws, bs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (ws, bs))
         for s in slices:  # a slice given one module uses it in every layer
             if len(s.modules) == 1:
@@ -116,9 +140,9 @@ class StackedMLP(nn.Module):
         # vectorised optimiser kernels treat its elements by scalar or SIMD code depending on M,
         # which rounds differently. Padding each member's bias to 16 elements (one AVX-512
         # vector; the padding's gradient is zero, so it stays zero) keeps a member's update the
-        # same in a stack of any size.
+        # same in a stack of any size. K outputs are padded to a multiple of 16 alike.
         self.w2 = nn.Parameter(w2)
-        self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, 15)))
+        self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, -self.n_out % 16)))
         self.slices = slices
         # registers PReLU weights etc. (a module shared by several layers once)
         self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
@@ -145,16 +169,34 @@ class StackedMLP(nn.Module):
         return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
 
     def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
-        """x: [M, N, in] -> [M, N, 1]. With `record`, each hidden layer's activation output is
-        appended to it (for the gradient-norm log)."""
+        """x: [M, N, in] -> [M, N, n_out]. With `record`, each hidden layer's activation output
+        (before dropout) is appended to it (for the gradient-norm log)."""
         a = x
         for layer, (w, b) in enumerate(zip(self.ws, self.bs)):
             a = self.activate(layer, torch.baddbmm(b, a, w))
             if record is not None:
                 record.append(a)
+            if self.dropout is not None and self.training:
+                a = self.dropout(a)
+        if self.n_out > 1:
+            return torch.baddbmm(self.b2_padded[..., : self.n_out], a, self.w2)
         # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
         # (forward and two in backward) by about 1 ms a step for 480 members
         return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2_padded[..., :1]
+
+
+def member_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-member mean softmax cross-entropy (nats), [M]: logits [M, N, K], labels [M, N] (int64).
+    Every op is per row or per member, so a member's loss is the same in any stack."""
+    if logits.shape[:2] != labels.shape or labels.dtype != torch.int64:
+        raise ValueError(f"logits {tuple(logits.shape)} and labels {tuple(labels.shape)} ({labels.dtype}) do not "
+                         "match: want [M, N, K] and int64 [M, N]")
+    return logits.log_softmax(dim=-1).gather(-1, labels[..., None]).squeeze(-1).neg().mean(dim=1)
+
+
+def member_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-member share of rows whose largest logit is the label's (the first on ties), [M]."""
+    return (logits.argmax(dim=-1) == labels).to(logits.dtype).mean(dim=1)
 
 
 def member_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -2,9 +2,11 @@
 
 Members that share shapes and optimiser settings (see `stack_key`) are trained as one batch:
 weights [members, in, out], one `baddbmm` per layer, activations per slice of members, and one
-optimiser over the stacked tensors. Each member's loss is the mean over its own samples and the
-stack minimises their sum, so every member gets exactly the gradient it would get alone; Adam and
-SGD are elementwise, so each member follows the trajectory of the same run done alone.
+optimiser over the stacked tensors. Each member's loss (mean squared error for a regressor, mean
+softmax cross-entropy for a classifier) is the mean over its own samples and the stack minimises
+their sum, so every member gets exactly the gradient it would get alone; Adam and SGD are
+elementwise, and dropout masks come from each member's own seed, so each member follows the
+trajectory of the same run done alone.
 
 This module takes configs and returns numbers: it writes no files and prints nothing.
 """
@@ -25,7 +27,7 @@ from activation_bench.data.synthetic import DTYPES, Dataset, generator
 from activation_bench.engine import activations, fused, grouped
 from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.members import build_model, param_counts
-from activation_bench.engine.model import StackedMLP, member_mse
+from activation_bench.engine.model import StackedMLP, member_accuracy, member_cross_entropy, member_mse
 from activation_bench.engine.optim import StackedOptimizer
 from activation_bench.engine.teacher import make_dataset
 from activation_bench.engine.vml import resolve_vml_kernels
@@ -60,6 +62,16 @@ class RunResult:
     data_info: dict[str, Any] | None = None  # real and function tasks: split sizes, source, target scale
     # an expression's learned parameters (activation.learnable=true): name -> value per hidden layer
     learned: dict[str, list[float]] | None = None
+    # classification: accuracy per epoch on the validation and test splits (fractions in [0, 1])
+    val_acc: list[float] | None = None
+    test_acc: list[float] | None = None
+    train_eval_loss: list[float] | None = None  # log.train_eval: the training split's loss, dropout off
+
+    def columns(self) -> dict[str, list[float]]:
+        """The per-epoch columns of losses.csv, in their fixed order (those this run has)."""
+        cols = {"train_loss": self.train_loss, "train_eval_loss": self.train_eval_loss, "val_loss": self.val_loss,
+                "test_loss": self.test_loss, "val_acc": self.val_acc, "test_acc": self.test_acc}
+        return {k: v for k, v in cols.items() if v is not None}
 
 
 def resolve_device(name: str) -> str:
@@ -80,6 +92,11 @@ def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
     return d.n_samples, d.n_val, 0, d.input_dim
 
 
+def n_outputs(cfg: Cfg) -> int:
+    """The model's outputs: 1 for a regressor, K for a classifier of K classes."""
+    return tables.n_classes(cfg) if tables.is_classification(cfg.data) else 1
+
+
 def load_data(cfg: Cfg) -> Dataset:
     """The member's data: real and function tasks from the per-process cache, else generated."""
     return tables.make_dataset(cfg) if tables.is_real(cfg.data) else make_dataset(cfg)
@@ -91,7 +108,8 @@ def stack_key(cfg: Cfg) -> tuple:
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
     return (n, n_val, n_test, dim, h1, h2, cfg.model.depth, cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
-            _grad_every(cfg))
+            _grad_every(cfg), n_outputs(cfg), float(cfg.model.get("dropout") or 0.0),
+            bool(cfg.log.get("train_eval")))
 
 
 def _grad_every(cfg: Cfg) -> int | None:
@@ -108,8 +126,8 @@ def member_bytes(cfg: Cfg) -> int:
     per-epoch losses and the gradient-norm log), for every hidden layer of a deep member."""
     n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    depth = cfg.model.depth
-    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + h2 + 1
+    depth, k = cfg.model.depth, n_outputs(cfg)
+    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + (h2 + 1) * k
     n_data = (n + n_val + n_test) * (dim + 1)
     n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2) + 4)
     n_log = 2 * depth * (cfg.epochs // cfg.log.every + 2) if cfg.log.grad_norms else 0
@@ -210,6 +228,12 @@ class _Stack:
     # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
     # (one stream per distinct seed), so a member sees the same batches in a stack as alone
     shufflers: dict[int, torch.Generator]
+    classify: bool = False  # y holds class labels [M, N] (int64): cross-entropy and accuracy
+    train_eval: bool = False  # log.train_eval: the training split's loss after each epoch, dropout off
+
+    def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-member loss [M] of the model's output against y."""
+        return member_cross_entropy(out, y) if self.classify else member_mse(out, y)
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """This epoch's minibatches (a fresh permutation per member with shuffling)."""
@@ -218,7 +242,8 @@ class _Stack:
         n = self.x.shape[1]
         perms = {s: torch.randperm(n, generator=g) for s, g in self.shufflers.items()}
         idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)[..., None]
-        return _split(self.x.gather(1, idx.expand(-1, -1, self.x.shape[-1])), self.y.gather(1, idx), self.batch_size)
+        y = self.y.gather(1, idx[..., 0]) if self.classify else self.y.gather(1, idx)
+        return _split(self.x.gather(1, idx.expand(-1, -1, self.x.shape[-1])), y, self.batch_size)
 
     @functools.cached_property
     def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -248,7 +273,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     def stacked(attr: str) -> torch.Tensor:
         return torch.stack([getattr(d, attr) for d in data]).to(device)
 
-    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype)
+    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype, n_outputs(first))
     model.train()
     seeds = [c.seed for c in ordered]
     return _Stack(
@@ -259,24 +284,38 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
         shufflers={s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {},
+        classify=tables.is_classification(first.data), train_eval=bool(first.log.get("train_eval")),
     )
 
 
 @dataclass
 class _Losses:
     """Per epoch and member [epochs, M]: the training loss (mean over the epoch's minibatches) and,
-    where the data has those splits, the validation and test losses after the epoch (NaN: not run)."""
+    where the data has those splits, the validation and test losses after the epoch (NaN: not run);
+    for a classifier also the validation and test accuracies; with log.train_eval the training
+    split's loss after the epoch in evaluation mode (dropout off)."""
 
     train: torch.Tensor
     val: torch.Tensor | None
     test: torch.Tensor | None
+    val_acc: torch.Tensor | None = None
+    test_acc: torch.Tensor | None = None
+    train_eval: torch.Tensor | None = None
 
     @classmethod
     def empty(cls, epochs: int, m: int, stack: _Stack) -> _Losses:
-        def nan() -> torch.Tensor:
-            return torch.full((epochs, m), float("nan"), dtype=stack.x.dtype, device=stack.device)
+        def nan(want: bool = True) -> torch.Tensor | None:
+            return torch.full((epochs, m), float("nan"), dtype=stack.x.dtype, device=stack.device) if want else None
 
-        return cls(nan(), nan() if stack.val is not None else None, nan() if stack.test is not None else None)
+        val, test = stack.val is not None, stack.test is not None
+        return cls(nan(), nan(val), nan(test), nan(val and stack.classify), nan(test and stack.classify),
+                   nan(stack.train_eval))
+
+    def per_member(self, done: int) -> dict[str, list[list[float]] | None]:
+        """Each column's values as [member][epoch], up to epoch `done` (None: not logged)."""
+        cols = {"train": self.train, "val": self.val, "test": self.test, "val_acc": self.val_acc,
+                "test_acc": self.test_acc, "train_eval": self.train_eval}
+        return {k: (t[:done].T.cpu().tolist() if t is not None else None) for k, t in cols.items()}
 
 
 def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None) -> torch.Tensor:
@@ -286,28 +325,35 @@ def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None) -> torch.Tensor:
     batches = stack.batches()
     if len(batches) == 1:
         xb, yb = batches[0]
-        loss = _step(stack.model, stack.opt, stack.hand, xb, yb, outputs)
+        loss = _step(stack, xb, yb, outputs)
         if outputs is not None:
             grad_log.add(epoch + 1, stack.model, outputs)  # type: ignore[union-attr]
         return loss
     total = torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
     for b, (xb, yb) in enumerate(batches):
         record = outputs if b == len(batches) - 1 else None
-        total += _step(stack.model, stack.opt, stack.hand, xb, yb, record)
+        total += _step(stack, xb, yb, record)
         if record is not None:
             grad_log.add(epoch + 1, stack.model, record)  # type: ignore[union-attr]
     return total / len(batches)
 
 
 def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
-    """The validation and test losses after this epoch, where the data has those splits."""
-    if losses.val is None and losses.test is None:
+    """After this epoch, in evaluation mode (dropout off): the validation and test losses where the
+    data has those splits, a classifier's accuracies on them, and with log.train_eval the training
+    split's loss."""
+    if losses.val is None and losses.test is None and losses.train_eval is None:
         return
     stack.model.eval()
     with torch.no_grad():
-        for split, out in ((stack.val, losses.val), (stack.test, losses.test)):
+        splits = ((stack.val, losses.val, losses.val_acc), (stack.test, losses.test, losses.test_acc),
+                  ((stack.x, stack.y), losses.train_eval, None))
+        for split, out, acc in splits:
             if split is not None and out is not None:
-                out[epoch] = member_mse(stack.predict(split[0]), split[1])
+                pred = stack.predict(split[0])
+                out[epoch] = stack.loss(pred, split[1])
+                if acc is not None:
+                    acc[epoch] = member_accuracy(pred, split[1])
     stack.model.train()
 
 
@@ -349,9 +395,8 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
              wall: float, n_real: int) -> list[RunResult]:
     """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
     m = len(stack.ordered)
-    tl = losses.train[:done].T.cpu().tolist()
-    vl = losses.val[:done].T.cpu().tolist() if losses.val is not None else None
-    sl = losses.test[:done].T.cpu().tolist() if losses.test is not None else None
+    cols = losses.per_member(done)
+    tl, vl, sl = cols["train"], cols["val"], cols["test"]
     n_params = param_counts(stack.model, m)
     stack.model.eval()
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
@@ -376,6 +421,8 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
             test_loss=sl[pos][:stop] if sl is not None else None,
             data_info=stack.data[pos].info,
             learned=learned[pos],
+            **{field: values[pos][:stop] for field, values in (("val_acc", cols["val_acc"]),
+               ("test_acc", cols["test_acc"]), ("train_eval_loss", cols["train_eval"])) if values is not None},
         )
     return results[:n_real]  # type: ignore[return-value]
 
@@ -390,15 +437,14 @@ def _learned(model: StackedMLP, m: int) -> list[dict[str, list[float]] | None]:
     return out
 
 
-def _step(model: StackedMLP, opt: StackedOptimizer, hand: fused.HandGradient | None,
-          xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
     """One optimiser step; returns the members' losses [M] before it. With `record`, each hidden
     layer's activation output is appended to it (the parameters' .grad stay set after the step)."""
-    opt.zero_grad()
-    if hand is not None:
-        loss = hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)
+    stack.opt.zero_grad()
+    if stack.hand is not None:
+        loss = stack.hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)
     else:
-        loss = member_mse(model(xb, record), yb)
+        loss = stack.loss(stack.model(xb, record), yb)
         loss.sum().backward()
-    opt.step()
+    stack.opt.step()
     return loss.detach()

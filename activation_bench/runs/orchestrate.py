@@ -269,7 +269,7 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
         n_params = summary.get("n_params", "")
         header, _, body = (run_dir / "losses.csv").read_text(encoding="utf-8").partition("\n")
         members.append((run_dir.name, n_params, lab, header.split(","), body))
-    loss_cols = ["train_loss", *(c for c in ("val_loss", "test_loss") if any(c in m[3] for m in members))]
+    loss_cols = ["train_loss", *(c for c in store.COLUMNS[1:] if any(c in m[3] for m in members))]
     path = p.directory / "results.csv"
     with store.locked(p.directory / ".results.lock"):
         # streamed member by member: the whole table (tens of MB for a large sweep) is never

@@ -135,18 +135,21 @@ def ensure_root(root: Path) -> Path:
     return root
 
 
-def losses_csv(train_loss: list[float], val_loss: list[float] | None, test_loss: list[float] | None = None) -> str:
-    """Long format, one row per epoch, floats at full precision (repr round-trips exactly)."""
-    prefixes = _epoch_prefixes(len(train_loss))
-    if val_loss is None and test_loss is None:
-        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train_loss))) + "\n"
-    if test_loss is None:
-        rows = [f"{e}{t!r},{v!r}" for e, t, v in zip(prefixes, train_loss, val_loss)]  # type: ignore[arg-type]
-        return "epoch,train_loss,val_loss\n" + "\n".join(rows) + "\n"
-    cols = [c for c in (val_loss, test_loss) if c is not None]
-    names = ",".join(n for n, c in (("val_loss", val_loss), ("test_loss", test_loss)) if c is not None)
-    rows = [e + ",".join(map(repr, vals)) for e, *vals in zip(prefixes, train_loss, *cols)]
-    return f"epoch,train_loss,{names}\n" + "\n".join(rows) + "\n"
+# every per-epoch column a losses.csv may have, in the order written (a run has train_loss and
+# those its task logs: held-out losses for real data, accuracies for classification)
+COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")
+
+
+def losses_csv(columns: dict[str, list[float]]) -> str:
+    """Long format, one row per epoch (columns: train_loss first, then those the run has, in
+    COLUMNS order), floats at full precision (repr round-trips exactly)."""
+    train = columns["train_loss"]
+    prefixes = _epoch_prefixes(len(train))
+    names = [c for c in COLUMNS if c in columns]
+    if names == ["train_loss"]:
+        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train))) + "\n"
+    rows = [e + ",".join(map(repr, vals)) for e, *vals in zip(prefixes, *(columns[c] for c in names))]
+    return f"epoch,{','.join(names)}\n" + "\n".join(rows) + "\n"
 
 
 _PREFIXES: list[str] = []
@@ -229,6 +232,17 @@ def held_out(result: RunResult) -> dict[str, Any]:
     val = result.val_loss or []
     finite = [(v, i) for i, v in enumerate(val) if math.isfinite(v)]
     best = min(finite)[1] if finite else None  # min over (loss, index): earliest on ties
+    acc = getattr(result, "test_acc", None)
+    if acc:  # a classifier: cross-entropy has no RMSE; its accuracy instead
+        return {
+            "final_test_loss": test[-1],
+            "final_test_acc": acc[-1],
+            "early_stop_epoch": best + 1 if best is not None else None,
+            "early_stop_val_loss": val[best] if best is not None else None,
+            "early_stop_test_loss": test[best] if best is not None else None,
+            "early_stop_test_acc": acc[best] if best is not None else None,
+            "data": dict(info),
+        }
     return {
         "final_test_loss": test[-1],
         "final_test_rmse": rmse(test[-1]),
@@ -293,7 +307,7 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
     # the hidden directory is the unit of atomicity: its files need no temporary names
     files = [
         ("config.yaml", cfg.to_yaml()),
-        ("losses.csv", losses_csv(result.train_loss, result.val_loss, result.test_loss)),
+        ("losses.csv", losses_csv(result.columns())),
         ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
     ]
     if getattr(result, "grads", None) is not None:
