@@ -8,12 +8,12 @@ import json
 import pytest
 import torch
 import yaml
+from engine_helpers import stacked_and_alone
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.engine import train
 from activation_bench.engine.model import MemberDropout
-from engine_helpers import stacked_and_alone
 
 IRIS = ["data=iris", "epochs=12", "model.hidden_dim=16", "lr=0.01"]
 COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")
@@ -119,7 +119,8 @@ def test_run_writes_accuracy_columns_and_reruns_bitwise(runner, runs_dir, tmp_pa
     assert summary["data"]["task"] == "classification" and len(summary["data"]["classes"]) == 3
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["data"]["task"] == "classification" and saved["model"]["dropout"] == 0.5
-    again = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "--name", "d", "--config", str(run / "config.yaml")])
+    again = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "--name", "d", "--config",
+                                str(run / "config.yaml")])
     assert again.exit_code == 0, again.output
     assert (runs_dir / "d" / "losses.csv").read_text() == (run / "losses.csv").read_text()
 
