@@ -4,7 +4,8 @@ Pipeline: `load(paths)` (loading.py) reads the inputs into one `Loaded`; `run_va
 extracts one number per run for a `Metric`; `group_stats` (stats.py) summarises groups;
 `comparisons` pairs every group with its baseline by seed and the other config values.
 `compare(...)` does all of it and returns a `CompareResult`; its result type and prose are in notes.py,
-rendering in render.py.
+rendering in render/tables.py. On an accuracy column (val_acc, test_acc) the paired differences are
+in percentage points with their 95% interval, and higher is better (`compare_cols`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,28 @@ import numpy as np
 import pandas as pd
 
 from activation_bench.analysis.loading import Loaded, canon, load, varying_columns
-from activation_bench.analysis.metrics import FLOOR, Metric, default_loss, parse_metric, run_values
+from activation_bench.analysis.metrics import (
+    ACCURACY,
+    FLOOR,
+    LOG10,
+    Metric,
+    default_loss,
+    parse_metric,
+    run_values,
+    scale,
+)
 from activation_bench.analysis.notes import CompareResult, tie_note
-from activation_bench.analysis.stats import ALPHA, STAT_COLS, filled, group_index, group_stats, holm, paired_test
+from activation_bench.analysis.stats import (
+    ALPHA,
+    filled,
+    group_index,
+    group_stats,
+    holm,
+    paired_test,
+    stat_cols,
+    t_interval,
+)
+from activation_bench.analysis.tasks import check_tasks
 from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
 from activation_bench.errors import UsageError
 
@@ -93,15 +113,20 @@ def _dedupe(df: pd.DataFrame, cols: Sequence[str], notes: list[str], label: str)
     return df[~dup.to_numpy()]
 
 
-def compare_one(pairs: pd.DataFrame, metric: Metric) -> dict[str, Any]:
+def compare_one(pairs: pd.DataFrame, metric: Metric, column: str = "train_loss") -> dict[str, Any]:
     """Paired statistics for one candidate group against its baseline.
 
     Loss metrics: differences of log10 loss, ratio = 10**mean_diff (geometric-mean ratio).
+    Accuracies: differences in percentage points (diff_pp, its 95% t interval diff_lo_pp..diff_hi_pp,
+    sd_diff_pp); a win is a higher accuracy; d_z = diff_pp / sd_diff_pp (positive: candidate better).
     to=EPS: differences of epochs over pairs where both reached EPS, ratio = mean epochs ratio;
     the win rate counts a run that reached EPS against one that did not as a win."""
     sc, sb = pairs["status_c"].to_numpy(object), pairs["status_b"].to_numpy(object)
     both_ok = (sc == "ok") & (sb == "ok")
-    if metric.is_loss:
+    how = scale(metric, column)
+    if how == ACCURACY:
+        return _compare_accuracy(pairs, both_ok)
+    if how == LOG10:
         d = (pairs["log10_c"].to_numpy(float) - pairs["log10_b"].to_numpy(float))[both_ok]
         out = paired_test(d)
         out["ratio"] = 10 ** out["mean_diff"] if out["n_pairs"] else float("nan")
@@ -119,12 +144,33 @@ def compare_one(pairs: pd.DataFrame, metric: Metric) -> dict[str, Any]:
 
 
 
+def _compare_accuracy(pairs: pd.DataFrame, both_ok: np.ndarray) -> dict[str, Any]:
+    """compare_one on accuracies: paired differences in percentage points, higher is better."""
+    vc, vb = pairs["value_c"].to_numpy(float), pairs["value_b"].to_numpy(float)
+    d = 100 * (vc[both_ok] - vb[both_ok])
+    res = paired_test(d, higher_is_better=True)
+    lo, hi = t_interval(d)
+    if res["n_pairs"] >= 2 and res["n_ties"] == res["n_pairs"]:
+        res["note"] = f"all {res['n_pairs']} pairs tie: identical accuracies in every pair"
+    res["diff_pp"], res["sd_diff_pp"] = res.pop("mean_diff"), res.pop("sd_diff")
+    res["diff_lo_pp"], res["diff_hi_pp"] = lo, hi
+    return res
+
+
 COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "mean_diff", "sd_diff", "ratio", "win_rate", "p_t", "p_wilcoxon",
                 "p_t_holm", "p_wilcoxon_holm", "d_z", "significant", "note"]
+# on accuracies: differences in percentage points with their 95% interval, no ratio
+ACCURACY_COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "diff_pp", "diff_lo_pp", "diff_hi_pp", "sd_diff_pp",
+                         "win_rate", "p_t", "p_wilcoxon", "p_t_holm", "p_wilcoxon_holm", "d_z", "significant", "note"]
+
+
+def compare_cols(how: str) -> list[str]:
+    """The comparison columns on a scale (metrics.scale)."""
+    return list(ACCURACY_COMPARE_COLS if how == ACCURACY else COMPARE_COLS)
 
 
 def comparisons(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple[str, str], metric: Metric,
-                pair_cols: Sequence[str], notes: list[str]) -> pd.DataFrame:
+                pair_cols: Sequence[str], notes: list[str], column: str = "train_loss") -> pd.DataFrame:
     """One row per non-baseline group: paired statistics against the baseline runs that share seed
     and the other config values (so the other group columns match too); Holm-corrected across rows."""
     key, base_value = baseline
@@ -135,12 +181,12 @@ def comparisons(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple
         labels = dict(zip(group_cols, gkey))
         if labels[key] == base_value:
             continue
-        res = compare_one(pairs.iloc[by_group.get(gkey, np.zeros(0, np.int64))], metric)
+        res = compare_one(pairs.iloc[by_group.get(gkey, np.zeros(0, np.int64))], metric, column)
         if res["n_pairs"] < 2:
             desc = ", ".join(f"{k}={v}" for k, v in labels.items())
             notes.append(f"{desc}: only {res['n_pairs']} pair(s) with the baseline {key}={base_value}; no test")
         rows.append({**labels, "baseline": f"{key}={base_value}", **res})
-    out = pd.DataFrame(rows, columns=[*group_cols, *COMPARE_COLS])
+    out = pd.DataFrame(rows, columns=[*group_cols, *compare_cols(scale(metric, column))])
     if len(out):
         out["p_t_holm"] = holm(out["p_t"].to_numpy(float))
         out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"].to_numpy(float))
@@ -152,28 +198,43 @@ EXTRA_COLS = ["seeds_needed", "min_detectable_ratio"]  # with --power (power.POW
 TUNE_COLS = ["tune_n", "tune_score"]  # with --tune
 
 
+def extra_cols(how: str) -> list[str]:
+    """The --power columns on a scale: accuracies give the smallest detectable difference in pp."""
+    return ["seeds_needed", "min_detectable_pp"] if how == ACCURACY else list(EXTRA_COLS)
+
+
+def output_columns(res: CompareResult) -> list[str]:
+    """A result's columns in output order: group columns, tuned keys, group statistics, then the
+    tuning, comparison and --power columns it has."""
+    how = res.scale
+    extra = [*TUNE_COLS, *compare_cols(how), *extra_cols(how), "is_baseline"]
+    return [*res.group_cols, *res.tuned_keys, *stat_cols(how)] + [c for c in extra if c in res.table.columns]
+
+
 def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
             baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR,
             power: Any = None, tune: TuneSpec | None = None) -> CompareResult:
     """Group, summarise and pair-compare the loaded runs. Rows come best first within each
     combination of the group columns other than the baseline key. `power` (a power.PowerSpec)
     adds the columns seeds_needed and min_detectable_ratio to the comparisons. `tune` (a
-    tune.TuneSpec): each group at its tuned values, statistics on the evaluation seeds only."""
+    tune.TuneSpec): each group at its tuned values, statistics on the evaluation seeds only.
+    `loss` is the compared column, a loss or an accuracy (see the module docstring)."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
-    if power is not None and not metric.is_loss:
-        raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {metric.label}")
+    how = scale(metric, loss)
+    _check_power(power, metric, how)
     notes = list(loaded.warnings)
     if tune is not None:
         parse_tune(tune.keys, tune.tune_seeds, by)
     values = run_values(loaded, metric, loss, floor)
     group_cols = [c for c in resolve_groups(loaded, by) if tune is None or c not in tune.keys]
+    check_tasks(loaded, loss, group_cols)
     if metric.kind == "epoch" and not (values["status"] != "missing").any():
         raise UsageError(f"--metric {metric.label}: no run has epoch {int(metric.param or 0)}")
     selection = None
     if tune is not None:
         values, selection = tuned_values(loaded, values, metric, group_cols, tune, floor, notes)
     _note_missing(values, metric, notes)
-    table = group_stats(values, group_cols, metric)
+    table = group_stats(values, group_cols, metric, loss)
     if selection is not None:
         table = _with_choice(table, selection)
     base = parse_baseline(baseline, group_cols, values)
@@ -181,19 +242,29 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     if base is not None:
         skip = {base[0], *(tune.keys if tune is not None else ())}
         pair_cols = [c for c in varying_columns(loaded) if c not in skip]
-        comp = comparisons(values, group_cols, base, metric, pair_cols, notes)
+        comp = comparisons(values, group_cols, base, metric, pair_cols, notes, loss)
         if power is not None:
             from activation_bench.analysis.power import add_power
 
             comp = add_power(comp, power)
         table = table.merge(comp, on=list(group_cols), how="left") if group_cols else table
         table["is_baseline"] = table[base[0]] == base[1]
-    table = _order(_tidy(table), group_cols, base, metric)
-    keys = list(selection.keys) if selection is not None else []
-    extra = [*TUNE_COLS, *COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
-    cols = [*group_cols, *keys, *STAT_COLS] + [c for c in extra if c in table.columns]
-    return CompareResult(table[cols].reset_index(drop=True), list(group_cols), metric, loss, base,
-                         pair_cols, notes, floor, power, selection)
+    table = _order(_tidy(table), group_cols, base, how)
+    res = CompareResult(table, list(group_cols), metric, loss, base, pair_cols, notes, floor, power, selection)
+    res.table = table[output_columns(res)].reset_index(drop=True)
+    return res
+
+
+def _check_power(power: Any, metric: Metric, how: str) -> None:
+    """--power needs values (not epoch counts) and a spec in the column's units."""
+    if power is None:
+        return
+    if not metric.is_loss:
+        raise UsageError(f"--power works on loss metrics (log10 ratios) and accuracies (percentage points), "
+                         f"not --metric {metric.label}")
+    if (power.unit == "pp") != (how == ACCURACY):
+        want = "a difference in percentage points" if how == ACCURACY else "a geometric-mean ratio"
+        raise UsageError(f"--power {power.ratio:g}: this column needs {want} (parse_power(..., accuracy=...))")
 
 
 def _with_choice(table: pd.DataFrame, sel: Selection) -> pd.DataFrame:
@@ -227,16 +298,18 @@ def _note_missing(values: pd.DataFrame, metric: Metric, notes: list[str]) -> Non
 
 
 def _order(table: pd.DataFrame, group_cols: Sequence[str], base: tuple[str, str] | None,
-           metric: Metric) -> pd.DataFrame:
-    """Best first (lowest geo_mean, or most reached then fewest epochs), within blocks of the
-    group columns other than the baseline key (e.g. per data distribution)."""
+           how: str) -> pd.DataFrame:
+    """Best first (lowest geo_mean, highest mean accuracy, or most reached then fewest epochs),
+    within blocks of the group columns other than the baseline key (e.g. per data distribution)."""
     if not len(table):
         return table
     blocks = [c for c in group_cols if base is None or c != base[0]][: max(len(group_cols) - 1, 0)]
     t = table.copy()
     t["_block"] = t.groupby(blocks, sort=False, dropna=False).ngroup() if blocks else 0
-    if metric.is_loss:
+    if how == LOG10:
         t["_k1"], t["_k2"] = 0.0, t["geo_mean"].fillna(np.inf)
+    elif how == ACCURACY:
+        t["_k1"], t["_k2"] = 0.0, (-t["mean"]).fillna(np.inf)
     else:
         t["_k1"] = t["n_not_reached"] / (t["n"] + t["n_not_reached"]).clip(lower=1)
         t["_k2"] = t["mean"].fillna(np.inf)

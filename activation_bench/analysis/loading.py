@@ -1,7 +1,9 @@
 """Loss tables in: sweep directories, run directories and long-format CSVs -> one `Loaded`.
 
 `load(paths)` reads every input into a per-run config table (config values as canonical strings)
-plus flat epoch/loss arrays, one contiguous block per run ordered by epoch. Pure pandas/numpy.
+plus flat epoch arrays and one array per per-epoch column (losses and accuracies), one contiguous
+block per run ordered by epoch. Which way a column is better is decided here, once
+(`higher_is_better`). Pure pandas/numpy.
 """
 
 from __future__ import annotations
@@ -30,11 +32,22 @@ RESERVED = ("run", "epoch", *COLUMNS, *INFO_COLS)
 RUN_COLS = ("source", "run", "status")  # per-run columns of Loaded.runs that are not config
 
 
+def is_accuracy(column: str) -> bool:
+    """An accuracy column (val_acc, test_acc): a fraction in [0, 1], compared in percentage points."""
+    return column in ACCURACIES
+
+
+def higher_is_better(column: str) -> bool:
+    """The one place that says which way a per-epoch column is better: accuracies up, losses down."""
+    return is_accuracy(column)
+
+
 @dataclass
 class Loaded:
     """Runs from all inputs. `runs` has one row per run (config columns as canonical strings,
     None where a source does not define the key, plus `source` and `run`); rows of run i are
-    `bounds[i]:bounds[i+1]` of `epoch` and `losses[...]`, ordered by epoch."""
+    `bounds[i]:bounds[i+1]` of `epoch` and `losses[...]`, ordered by epoch. `losses` holds every
+    per-epoch column (COLUMNS) any input has, accuracies included; NaN where an input lacks it."""
 
     runs: pd.DataFrame
     config_cols: list[str]
@@ -46,6 +59,19 @@ class Loaded:
     def run_index(self) -> np.ndarray:
         """Run number of every row."""
         return np.repeat(np.arange(len(self.runs)), np.diff(self.bounds))
+
+    def has_accuracy(self) -> np.ndarray:
+        """Per run: whether it has any accuracy value (a classification run; regression runs have
+        none, or NaN where a results.csv mixes both)."""
+        out = np.zeros(len(self.runs), dtype=bool)
+        counts = np.diff(self.bounds)
+        if not len(self.epoch):
+            return out
+        starts = np.minimum(self.bounds[:-1], len(self.epoch) - 1)
+        for col in ACCURACIES:
+            if col in self.losses:
+                out |= np.logical_or.reduceat(np.isfinite(self.losses[col]), starts) & (counts > 0)
+        return out
 
     def long_frame(self, loss: str, columns: Sequence[str]) -> pd.DataFrame:
         """Rows (run, epoch, loss) with the given config columns attached."""
@@ -66,9 +92,10 @@ class _Part:
 
 
 def load(paths: Sequence[str | Path], loss: str = "train_loss") -> Loaded:
-    """Read sweep dirs, run dirs and long CSVs; every input must have the `loss` column."""
-    if loss not in LOSSES:
-        raise UsageError(f"unknown loss '{loss}'; valid: {', '.join(LOSSES)}")
+    """Read sweep dirs, run dirs and long CSVs; every input must have the `loss` column (any of
+    COLUMNS: a loss, or an accuracy of classification runs)."""
+    if loss not in COLUMNS:
+        raise UsageError(f"unknown loss '{loss}'; valid: {', '.join(COLUMNS)}")
     if not paths:
         raise UsageError("no input: give sweep directories, run directories or CSV files")
     notes: list[str] = []
@@ -295,12 +322,16 @@ def _csv_part(path: Path, loss: str, source: str, seed: str | None = None, run_n
         raise UsageError(f"{path}: not a loss table: missing column {' and '.join(missing)} "
                          f"(has: {', '.join(map(str, df.columns)) or 'nothing'})")
     if loss not in df.columns:
-        raise UsageError(f"{path}: no {loss} column (has: {', '.join(map(str, df.columns))})")
+        why = ": accuracy needs classification runs (regression runs have none)" if is_accuracy(loss) else ""
+        raise UsageError(f"{path}: no {loss} column{why} (has: {', '.join(map(str, df.columns))})")
     if not len(df):
         return _Part(pd.DataFrame({"source": [], "run": []}), np.zeros(0, np.int64), {loss: np.zeros(0)},
                      np.zeros(1, np.int64))
     epoch = _epochs(df, path)
-    losses = {c: _numeric(df, c, path) for c in LOSSES if c in df.columns}
+    losses = {c: _numeric(df, c, path) for c in COLUMNS if c in df.columns}
+    for c in ACCURACIES:
+        if c in losses:
+            _check_fraction(df, c, losses[c], path)
     config_cols = [str(c) for c in df.columns if c not in RESERVED]
     key_cols = ["run"] if "run" in df.columns else config_cols
     order, bounds = _blocks(df, key_cols, epoch, path)
@@ -322,6 +353,16 @@ def _csv_part(path: Path, loss: str, source: str, seed: str | None = None, run_n
     else:
         runs["run"] = [f"{path.name}#{i + 1}" for i in range(len(starts))]
     return _Part(runs, epoch, losses, bounds)
+
+
+def _check_fraction(df: pd.DataFrame, column: str, values: np.ndarray, path: Path) -> None:
+    """Accuracies are fractions in [0, 1]: a percentage (85) or a negative value is an error."""
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(np.isfinite(values) & ((values < 0) | (values > 1)))
+    if len(bad):
+        i = int(bad[0])
+        raise UsageError(f"{path}, line {i + 2}: {column} value '{df[column].iloc[i]}' is outside [0, 1] "
+                         "(accuracies are fractions, not percentages)")
 
 
 def _change_points(df: pd.DataFrame, key_cols: Sequence[str]) -> np.ndarray:
@@ -381,7 +422,7 @@ def _combine(parts: list[_Part], notes: list[str]) -> Loaded:
     else:
         runs = pd.concat([p.runs for p in parts], ignore_index=True, sort=False)
         epoch = np.concatenate([p.epoch for p in parts])
-        names = [k for k in LOSSES if any(k in p.losses for p in parts)]
+        names = [k for k in COLUMNS if any(k in p.losses for p in parts)]
         losses = {k: np.concatenate([p.losses.get(k, np.full(len(p.epoch), np.nan)) for p in parts]) for k in names}
         offsets = np.cumsum([0] + [len(p.epoch) for p in parts[:-1]])
         bounds = np.concatenate([p.bounds[:-1] + o for p, o in zip(parts, offsets)] + [[len(epoch)]])

@@ -1,7 +1,10 @@
-"""Metrics: one number per run from its loss curve (final, best, epoch=K, to=EPS, auc, early_stop).
+"""Metrics: one number per run from its curve (final, best, epoch=K, to=EPS, auc, early_stop).
 
 Loss metrics are compared on a log10 scale: losses span orders of magnitude and hit the float floor
-(`FLOOR`, about 1e-13 in float32), where they are clipped and tie. Pure pandas/numpy.
+(`FLOOR`, about 1e-13 in float32), where they are clipped and tie. Accuracy metrics (val_acc,
+test_acc: fractions, higher is better) are compared as they are, in percentage points: no floor, no
+log. `scale(metric, column)` names which of the three ways (log10, accuracy, epochs) applies.
+Pure pandas/numpy.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.loading import Loaded
+from activation_bench.analysis.loading import Loaded, higher_is_better, is_accuracy
 from activation_bench.errors import UsageError
 
 FLOOR = 1e-13  # losses at or below this are the float floor: clipped, and equal ones tie
 METRIC_HELP = "final, best, epoch=K, to=EPS, auc, early_stop"
+LOG10, ACCURACY, EPOCHS = "log10", "accuracy", "epochs"  # the scales of scale()
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,18 @@ class Metric:
 
     @property
     def is_loss(self) -> bool:
-        """Loss-valued (compared on log10); `to=EPS` is an epoch count."""
+        """A value of the column (a loss, compared on log10, or an accuracy); `to=EPS` is an epoch
+        count. Which of the two: `scale(metric, column)`."""
         return self.kind != "to"
+
+
+def scale(metric: Metric, column: str) -> str:
+    """How a metric of a column is compared: LOG10 (a loss value: log10 scale, clipped at the float
+    floor, lower is better), ACCURACY (an accuracy value: fractions, differences in percentage points,
+    higher is better) or EPOCHS (to=EPS: an epoch count, fewer is better)."""
+    if not metric.is_loss:
+        return EPOCHS
+    return ACCURACY if is_accuracy(column) else LOG10
 
 
 def parse_metric(text: str) -> Metric:
@@ -63,21 +77,26 @@ def run_values(loaded: Loaded, metric: Metric, loss: str = "train_loss", floor: 
     """Per run: `value` of the metric and `status`: ok | diverged | not_reached | missing.
 
     Diverged runs (any NaN/inf loss) never get a value. For loss metrics `log10` is the log10 of
-    the value clipped at the floor (for auc the value is already a mean log10 loss)."""
+    the value clipped at the floor (for auc the value is already a mean log10 loss). On an accuracy
+    column `value` is the accuracy (best: the highest; auc: the mean over epochs; to=EPS: the first
+    epoch with accuracy >= EPS), `log10` is NaN, and a run diverged if its train_loss did."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
     if metric.kind == "early_stop" and "val_loss" not in loaded.losses:
         raise UsageError("--metric early_stop needs a val_loss column (real or function data, or data.n_val > 0)")
+    _check_threshold(metric, loss)
     y, starts = loaded.losses[loss], loaded.bounds[:-1]
     counts = np.diff(loaded.bounds)
     nonfinite = ~np.isfinite(y)
+    if is_accuracy(loss) and "train_loss" in loaded.losses:
+        nonfinite |= ~np.isfinite(loaded.losses["train_loss"])
     empty = counts == 0
     diverged = np.logical_or.reduceat(nonfinite, starts) if len(y) else np.zeros(len(starts), bool)
     # the trainer stops a run when it diverges; its summary says so even if the last loss written is finite
     diverged |= (loaded.runs["status"] == "diverged").to_numpy()
     diverged &= ~empty
     all_nan = np.logical_and.reduceat(np.isnan(y), starts) if len(y) else np.ones(len(starts), bool)
-    value, log10 = _metric_values(loaded, metric, y, floor)
+    value, log10 = _metric_values(loaded, metric, y, floor, higher_is_better(loss))
     status = np.where(diverged, "diverged", np.where(np.isnan(value), "missing", "ok")).astype(object)
     if metric.kind == "to":
         status[(status == "missing")] = "not_reached"
@@ -90,12 +109,21 @@ def run_values(loaded: Loaded, metric: Metric, loss: str = "train_loss", floor: 
     return out
 
 
-def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+def _check_threshold(metric: Metric, column: str) -> None:
+    if metric.kind == "to" and is_accuracy(column) and (metric.param or 0.0) > 1:
+        raise UsageError(f"--metric {metric.label} on {column}: accuracies are fractions in [0, 1]; "
+                         "give 0 < EPS <= 1, e.g. to=0.9 (the first epoch with 90% accuracy)")
+
+
+def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float,
+                   higher: bool = False) -> tuple[np.ndarray, np.ndarray]:
     starts, ends = loaded.bounds[:-1], loaded.bounds[1:]
     n = len(starts)
     counts = ends - starts
     if len(y) == 0:
         return np.full(n, np.nan), np.full(n, np.nan)
+    if higher:
+        return _accuracy_values(loaded, metric, y)
     safe_starts = np.minimum(starts, len(y) - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         logy = np.log10(np.maximum(y, floor))
@@ -119,6 +147,35 @@ def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float) 
             return value, value.copy()
         value = np.where(counts > 0, value, np.nan)
         return value, np.log10(np.maximum(value, floor))
+
+
+def _accuracy_values(loaded: Loaded, metric: Metric, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value, log10) per run on an accuracy column: no floor and no log10 (log10 is NaN; for to=EPS
+    the epochs, as for losses). best is the highest accuracy, auc the mean over epochs, to=EPS the
+    first epoch with accuracy >= EPS."""
+    starts, ends = loaded.bounds[:-1], loaded.bounds[1:]
+    counts = ends - starts
+    n = len(starts)
+    safe_starts = np.minimum(starts, len(y) - 1)
+    with np.errstate(invalid="ignore"):
+        if metric.kind == "final":
+            value = y[np.maximum(ends - 1, 0)]
+        elif metric.kind == "best":
+            value = np.fmax.reduceat(y, safe_starts)
+        elif metric.kind == "epoch":
+            value = np.full(n, np.nan)
+            hit = np.flatnonzero(loaded.epoch == int(metric.param or 0))
+            value[loaded.run_index()[hit]] = y[hit]
+        elif metric.kind == "early_stop":
+            value = _early_stop(loaded, y)
+        elif metric.kind == "to":
+            reached = np.where(y >= (metric.param or 0.0), loaded.epoch.astype(np.float64), np.inf)
+            value = np.minimum.reduceat(reached, safe_starts)
+            value[~np.isfinite(value)] = np.nan
+        else:  # auc: the mean accuracy over the epochs
+            value = np.add.reduceat(np.where(np.isfinite(y), y, 0.0), safe_starts) / np.maximum(counts, 1)
+    value = np.where(counts > 0, value, np.nan)
+    return value, (value.copy() if metric.kind == "to" else np.full(n, np.nan))  # to=EPS: epochs, as for losses
 
 
 def _early_stop(loaded: Loaded, y: np.ndarray) -> np.ndarray:

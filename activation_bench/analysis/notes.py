@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.metrics import FLOOR, Metric
+from activation_bench.analysis.loading import higher_is_better
+from activation_bench.analysis.metrics import ACCURACY, EPOCHS, FLOOR, LOG10, Metric, scale
 from activation_bench.analysis.stats import ALPHA
 
 
@@ -18,13 +19,23 @@ class CompareResult:
     table: pd.DataFrame  # group columns, metric, n, mean, std, median, geo_mean, ci_low, ci_high, ...
     group_cols: list[str]
     metric: Metric
-    loss: str
+    loss: str  # the compared column: a loss, or an accuracy (val_acc, test_acc)
     baseline: tuple[str, str] | None
     pair_cols: list[str]
     warnings: list[str]
     floor: float = FLOOR
     power: Any = None  # a power.PowerSpec when --power was given
     tuning: Any = None  # a tune.Selection when --tune was given
+
+    @property
+    def scale(self) -> str:
+        """metrics.scale of the metric on the compared column: log10, accuracy or epochs."""
+        return scale(self.metric, self.loss)
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether a higher value of the compared numbers is better (accuracies, not to=EPS)."""
+        return self.scale != EPOCHS and higher_is_better(self.loss)
 
     @property
     def tuned_keys(self) -> list[str]:
@@ -36,18 +47,29 @@ class CompareResult:
         return method_notes(self)
 
 
+def _what(res: CompareResult) -> str:
+    m = res.metric
+    if m.kind == "early_stop":
+        return f"{res.loss} at each run's epoch of lowest val_loss (early_stop; earliest on ties)"
+    if m.kind == "auc":
+        return f"mean {res.loss} over the epochs (auc)" if res.scale == ACCURACY else "mean log10 loss per run (auc)"
+    return f"{res.loss} ({m.label})"
+
+
 def method_notes(res: CompareResult) -> list[str]:
     m = res.metric
     lines = []
-    if m.is_loss:
-        scale = "mean log10 loss per run (auc)" if m.kind == "auc" else f"{res.loss} ({m.label})"
-        if m.kind == "early_stop":
-            scale = f"{res.loss} at each run's epoch of lowest val_loss (early_stop; earliest on ties)"
-        lines.append(f"Metric: {scale}. Loss metrics are compared on a log10 scale; losses <= {res.floor:g} "
+    if res.scale == LOG10:
+        lines.append(f"Metric: {_what(res)}. Loss metrics are compared on a log10 scale; losses <= {res.floor:g} "
                      "(float floor) are clipped there, so runs at the floor tie.")
         lines.append("geo_mean = 10^(mean log10); 95% CI: t interval of the mean log10 value, converted back.")
+    elif res.scale == ACCURACY:
+        best = " (the highest)" if m.kind == "best" else ""
+        lines.append(f"Metric: {_what(res)}{best}; accuracy, higher is better; no log scale and no floor.")
+        lines.append("mean: mean accuracy (shown in %); 95% CI: t interval of the mean accuracy.")
     else:
-        lines.append(f"Metric: first epoch with {res.loss} <= {m.param:g}; runs that never get there are counted "
+        cmp_ = ">=" if higher_is_better(res.loss) else "<="
+        lines.append(f"Metric: first epoch with {res.loss} {cmp_} {m.param:g}; runs that never get there are counted "
                      "as not reached; 95% CI: t interval of the mean epochs of the runs that reached it.")
         if res.baseline is not None:
             lines.append("Tests use the pairs where both runs reached it (n_pairs); the win rate also counts "
@@ -59,9 +81,15 @@ def method_notes(res: CompareResult) -> list[str]:
         lines.append(method_note(res.tuning, m.label))
     if res.baseline is not None:
         pair = ", ".join(res.pair_cols) or "nothing (one run per group)"
-        diff = "log10 loss (ratio = geometric-mean ratio)" if m.is_loss else "epochs (ratio = ratio of mean epochs)"
-        lines.append(f"Paired vs {res.baseline[0]}={res.baseline[1]} by {pair}: differences of {diff}; "
-                     "win = share of pairs where the group is strictly better; ratio < 1 is better.")
+        if res.scale == ACCURACY:
+            lines.append(f"Paired vs {res.baseline[0]}={res.baseline[1]} by {pair}: differences of {res.loss} in "
+                         "percentage points (group - baseline; > 0 is better) with their 95% t interval; "
+                         "win = share of pairs where the group's accuracy is strictly higher.")
+        else:
+            diff = "log10 loss (ratio = geometric-mean ratio)" if res.scale == LOG10 else \
+                "epochs (ratio = ratio of mean epochs)"
+            lines.append(f"Paired vs {res.baseline[0]}={res.baseline[1]} by {pair}: differences of {diff}; "
+                         "win = share of pairs where the group is strictly better; ratio < 1 is better.")
         lines.append(f"p: paired t-test and Wilcoxon signed-rank (Pratt zeros), Holm-corrected; "
                      f"* = both corrected p < {ALPHA:g}. d_z = mean/sd of paired differences.")
         if res.power is not None:

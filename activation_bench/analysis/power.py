@@ -4,7 +4,9 @@ For a comparison with n pairs whose log10 differences have standard deviation sd
 ratio r is the standardised effect d = |log10 r| / sd. statsmodels' `TTestPower` (one-sample t-test,
 which is the paired t-test on the differences) gives the number of pairs needed to detect d with the
 given power at the given two-sided alpha, and the smallest d detectable with the current n, turned
-back into a ratio 10**(d * sd). statsmodels is imported only when --power is given.
+back into a ratio 10**(d * sd). On an accuracy column the value of --power is a difference D in
+percentage points and d = |D| / sd of the paired differences in percentage points; the smallest
+detectable difference is d * sd percentage points. statsmodels is imported only when --power is given.
 """
 
 from __future__ import annotations
@@ -18,18 +20,30 @@ import pandas as pd
 
 from activation_bench.errors import UsageError
 
-POWER_COLS = ["seeds_needed", "min_detectable_ratio"]
+POWER_COLS = ["seeds_needed", "min_detectable_ratio"]  # on accuracies: seeds_needed, min_detectable_pp
 
 
 @dataclass(frozen=True)
 class PowerSpec:
-    ratio: float  # the geometric-mean ratio to detect, e.g. 1.05 (or 0.95: the same size of effect)
+    ratio: float  # the geometric-mean ratio to detect, e.g. 1.05 (or 0.95: the same size of effect);
+    #               with unit "pp" the accuracy difference in percentage points, e.g. 1 (or -1)
     power: float = 0.8
     alpha: float = 0.05
+    unit: str = "ratio"  # "ratio" (losses) or "pp" (accuracies)
 
     @property
     def log_ratio(self) -> float:
         return abs(math.log10(self.ratio))
+
+    @property
+    def size(self) -> float:
+        """The effect in the units of the paired differences: |log10 ratio|, or |D| percentage points."""
+        return abs(self.ratio) if self.unit == "pp" else self.log_ratio
+
+    @property
+    def label(self) -> str:
+        """The effect as the tables name it: '1.05x' or '1 pp'."""
+        return f"{abs(self.ratio):g} pp" if self.unit == "pp" else f"{self.ratio:g}x"
 
 
 def _number(text: str | float, option: str, need: str) -> float:
@@ -42,10 +56,18 @@ def _number(text: str | float, option: str, need: str) -> float:
     return value
 
 
-def parse_power(ratio: str | float, power: str | float = 0.8, alpha: str | float = 0.05) -> PowerSpec:
-    """--power RATIO (positive, not 1), --power-level and --alpha (each strictly between 0 and 1)."""
-    r = _number(ratio, "--power", "a positive ratio other than 1, e.g. 1.05")
-    if r <= 0 or r == 1:
+def parse_power(ratio: str | float, power: str | float = 0.8, alpha: str | float = 0.05,
+                accuracy: bool = False) -> PowerSpec:
+    """--power RATIO (positive, not 1), --power-level and --alpha (each strictly between 0 and 1).
+    accuracy=True (an accuracy column): --power is a difference in percentage points, 0 < |D| <= 100."""
+    if accuracy:
+        r = _number(ratio, "--power", "a difference in percentage points, e.g. 1")
+        if not 0 < abs(r) <= 100:
+            raise UsageError(f"--power {ratio}: on an accuracy column it is a difference in percentage points: "
+                             "needs a number between 0 and 100 other than 0, e.g. 1")
+    else:
+        r = _number(ratio, "--power", "a positive ratio other than 1, e.g. 1.05")
+    if not accuracy and (r <= 0 or r == 1):
         raise UsageError(f"--power {ratio}: needs a positive ratio other than 1, e.g. 1.05")
     levels = {}
     for option, text in (("--power-level", power), ("--alpha", alpha)):
@@ -53,7 +75,7 @@ def parse_power(ratio: str | float, power: str | float = 0.8, alpha: str | float
         if not 0 < value < 1:
             raise UsageError(f"{option} {text}: needs a number between 0 and 1")
         levels[option] = value
-    return PowerSpec(r, levels["--power-level"], levels["--alpha"])
+    return PowerSpec(r, levels["--power-level"], levels["--alpha"], "pp" if accuracy else "ratio")
 
 
 def _solver():  # noqa: ANN202 (statsmodels type, imported lazily)
@@ -84,8 +106,9 @@ def _enough(solver, d: np.ndarray, n: np.ndarray, spec: PowerSpec) -> np.ndarray
 
 
 def seeds_needed_many(sd: np.ndarray, spec: PowerSpec, solver=None) -> np.ndarray:  # noqa: ANN001
-    """For each sd: the smallest number of pairs (at least 2) whose two-sided paired t-test at
-    spec.alpha detects spec.ratio with power spec.power, found by bisection on statsmodels' power
+    """For each sd (of the paired differences, in the units of spec.size): the smallest number of
+    pairs (at least 2) whose two-sided paired t-test at spec.alpha detects spec.ratio with power
+    spec.power, found by bisection on statsmodels' power
     over whole numbers (the same as rounding up statsmodels' solve_power, checked in tests, and
     robust where its root finder fails). NaN where sd is not positive and finite, or where more
     than 2**40 pairs would be needed."""
@@ -95,7 +118,7 @@ def seeds_needed_many(sd: np.ndarray, spec: PowerSpec, solver=None) -> np.ndarra
     if not len(good):
         return out
     solver = solver or _solver()
-    d = spec.log_ratio / sd[good]
+    d = spec.size / sd[good]
     lo = np.full(len(d), 1.0)  # power(lo) < target (one pair: no test)
     hi = np.full(len(d), 2.0)
     grow = ~_enough(solver, d, hi, spec)
@@ -139,20 +162,33 @@ def min_detectable_ratio(sd: float, n: int, spec: PowerSpec, solver=None) -> flo
 
 def add_power(comp: pd.DataFrame, spec: PowerSpec) -> pd.DataFrame:
     """The comparison table (with n_pairs and sd_diff of the paired log10 differences) with the
-    columns seeds_needed and min_detectable_ratio added. The smallest detectable effect depends on
-    the number of pairs only, so it is solved once per distinct number."""
+    columns seeds_needed and min_detectable_ratio added; on accuracies (spec.unit "pp": sd_diff_pp)
+    seeds_needed and min_detectable_pp. The smallest detectable effect depends on the number of
+    pairs only, so it is solved once per distinct number."""
     solver = _solver()
-    sd = comp["sd_diff"].to_numpy(float)
+    pp = spec.unit == "pp"
+    sd = comp["sd_diff_pp" if pp else "sd_diff"].to_numpy(float)
     n = np.nan_to_num(comp["n_pairs"].to_numpy(float), nan=0).astype(int)
     d_min = {k: min_detectable_d(k, spec, solver) for k in set(n[np.isfinite(sd) & (sd > 0)].tolist())}
     out = comp.copy()
     out["seeds_needed"] = seeds_needed_many(sd, spec, solver)
-    out["min_detectable_ratio"] = [10 ** (d_min[k] * s) if k in d_min and math.isfinite(d_min[k])
-                                   and math.isfinite(s) and s > 0 else float("nan") for s, k in zip(sd, n)]
+    smallest = [d_min[k] * s if k in d_min and math.isfinite(d_min[k]) and math.isfinite(s) and s > 0
+                else float("nan") for s, k in zip(sd, n)]
+    if pp:
+        out["min_detectable_pp"] = smallest
+    else:
+        out["min_detectable_ratio"] = [10 ** x for x in smallest]
     return out
 
 
 def method_note(spec: PowerSpec) -> str:
+    if spec.unit == "pp":
+        return (f"seeds_needed: seeds (pairs) to detect an accuracy difference of {abs(spec.ratio):g} percentage "
+                f"points with power {spec.power:g} at two-sided alpha {spec.alpha:g} (paired t-test, statsmodels "
+                "TTestPower), assuming the observed sd of the paired differences (sd_diff_pp); min_detectable_pp: "
+                "the smallest difference detectable with the current pairs. Per comparison: with Holm over m "
+                "comparisons, --alpha 0.05/m gives a safe figure. Empty where there are fewer than 2 pairs or no "
+                "spread.")
     return (f"seeds_needed: seeds (pairs) to detect a geometric-mean ratio of {spec.ratio:g} with power "
             f"{spec.power:g} at two-sided alpha {spec.alpha:g} (paired t-test, statsmodels TTestPower), assuming "
             "the observed sd of the paired log10 differences (sd_diff); min_detectable_ratio: the smallest ratio "

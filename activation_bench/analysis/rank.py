@@ -1,11 +1,12 @@
 """`actbench rank`: which group (activation) is best across many tasks (Demšar 2006).
 
 Within every task (a combination of the other varying config values, seeds averaged) the groups are
-ranked by their mean score over seeds (losses: mean log10 loss, floored as in `compare`; ties get
-average ranks); ranks are averaged over tasks. Friedman's test is scipy's; Nemenyi's post-hoc p-values
-and critical difference come from scipy's studentized range (equal to scikit-posthocs'
-posthoc_nemenyi_friedman, checked in tests); Wilcoxon signed-rank tests over tasks are scipy's, Holm-
-corrected against the best, or over all pairs through scikit-posthocs' posthoc_wilcoxon.
+ranked by their mean score over seeds (losses: mean log10 loss, floored as in `compare`, lowest first;
+accuracies: mean accuracy, highest first; ties get average ranks); ranks are averaged over tasks.
+Friedman's test is scipy's; Nemenyi's post-hoc p-values and critical difference come from scipy's
+studentized range (equal to scikit-posthocs' posthoc_nemenyi_friedman, checked in tests); Wilcoxon
+signed-rank tests over tasks are scipy's, Holm-corrected against the best, or over all pairs through
+scikit-posthocs' posthoc_wilcoxon.
 
 `rank(loaded, ...)` builds the task x group score matrix from loaded runs; `rank_matrix(scores)`
 does the statistics on any such matrix. No torch, no rich, no matplotlib here (see rank_render.py).
@@ -22,9 +23,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from activation_bench.analysis.loading import Loaded, varying_columns
-from activation_bench.analysis.metrics import FLOOR, Metric, parse_metric, run_values
+from activation_bench.analysis.loading import Loaded, higher_is_better, varying_columns
+from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, parse_metric, run_values, scale
 from activation_bench.analysis.stats import ALPHA, holm
+from activation_bench.analysis.tasks import check_tasks
 from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
 from activation_bench.errors import UsageError
 
@@ -58,6 +60,11 @@ class RankResult:
     @property
     def best(self) -> str:
         return str(self.table[self.by].iloc[0])
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether a higher score is better: an accuracy metric (`scores` holds mean accuracies)."""
+        return scale(self.metric, self.loss) == ACCURACY
 
     @property
     def p_posthoc(self) -> pd.DataFrame:
@@ -202,11 +209,15 @@ def resolve_task(loaded: Loaded, by: str, task: Sequence[str] | None, tuned: Seq
     return cols
 
 
-def task_scores(values: pd.DataFrame, loaded: Loaded, metric: Metric) -> np.ndarray:
-    """One score per run (lower is better): log10 loss (floored) for loss metrics, else the value;
-    for to=EPS a run that never got there counts as its last epoch + 1. NaN for unusable runs."""
-    if metric.is_loss:
+def task_scores(values: pd.DataFrame, loaded: Loaded, metric: Metric, column: str = "train_loss") -> np.ndarray:
+    """One score per run: log10 loss (floored) for loss metrics (lower is better), the accuracy for
+    accuracy metrics (higher is better), else the value; for to=EPS (lower is better) a run that
+    never got there counts as its last epoch + 1. NaN for unusable runs."""
+    how = scale(metric, column)
+    if how == LOG10:
         return values["log10"].to_numpy(float)
+    if how == ACCURACY:
+        return values["value"].to_numpy(float)
     score = values["value"].to_numpy(float).copy()
     not_reached = (values["status"] == "not_reached").to_numpy()
     last_epoch = loaded.epoch[np.maximum(loaded.bounds[1:] - 1, 0)].astype(float) if len(loaded.epoch) else score
@@ -225,7 +236,7 @@ def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[st
     With `tune`: each task x group at its tuned values, scored on the evaluation seeds only."""
     values = run_values(loaded, metric, loss, floor)
     frame = pd.DataFrame({c: values[c].astype(object).where(values[c].notna(), "(none)") for c in [*task_cols, by]})
-    frame["score"] = task_scores(values, loaded, metric)
+    frame["score"] = task_scores(values, loaded, metric, loss)
     frame["status"] = values["status"].to_numpy(object)
     sel = None
     if tune is not None:
@@ -275,17 +286,19 @@ def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
         parse_tune(tune.keys, tune.tune_seeds, [by])
     notes = list(loaded.warnings)
     task_cols = resolve_task(loaded, by, task, tune.keys if tune is not None else ())
+    check_tasks(loaded, loss, task_cols, option="--task")
     scores, sel = score_matrix(loaded, metric, by, task_cols, loss, floor, notes, tune)
-    st = rank_matrix(scores, alpha, posthoc)
-    return RankResult(_table(scores, st, by), by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
+    higher = scale(metric, loss) == ACCURACY
+    st = rank_matrix(scores, alpha, posthoc, lower_is_better=not higher)
+    return RankResult(_table(scores, st, by, higher), by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
                       st["friedman_p"], st["critical_difference"], st["p_nemenyi"], st["p_wilcoxon"],
                       st["groups"], alpha, posthoc, metric, loss, notes, sel)
 
 
-def _table(scores: pd.DataFrame, st: dict, by: str) -> pd.DataFrame:
+def _table(scores: pd.DataFrame, st: dict, by: str, higher: bool = False) -> pd.DataFrame:
     order = st["order"]
     best = order[0]
-    diff = scores.sub(scores[best], axis=0)
+    diff = scores.sub(scores[best], axis=0) * (-1 if higher else 1)  # < 0: better than the best
     letters = {g: "".join(letter(i) for i, grp in enumerate(st["groups"]) if g in grp) for g in order}
     table = pd.DataFrame({
         by: order,
@@ -309,15 +322,20 @@ def letter(i: int) -> str:
 def method_notes(res: RankResult) -> list[str]:
     k, n = res.ranks.shape[1], res.ranks.shape[0]
     m = res.metric
-    if m.is_loss:
+    how = scale(m, res.loss)
+    if how == LOG10:
         score = "mean log10 loss per run (auc)" if m.kind == "auc" else f"log10 {res.loss} ({m.label})"
         score += f", floored at {FLOOR:g}"
+    elif how == ACCURACY:
+        score = f"{res.loss} ({m.label}; auc: the mean over epochs)" if m.kind == "auc" else f"{res.loss} ({m.label})"
     else:
-        score = f"first epoch with {res.loss} <= {m.param:g} (a run that never gets there: its last epoch + 1)"
+        op = ">=" if higher_is_better(res.loss) else "<="
+        score = f"first epoch with {res.loss} {op} {m.param:g} (a run that never gets there: its last epoch + 1)"
     tasks = ", ".join(res.task_cols) or "nothing"
-    lines = [f"Per task ({tasks}) each {res.by} scores the mean over its seeds of {score}; lower is better. "
+    better, worse = ("higher", "lower") if res.higher_is_better else ("lower", "higher")
+    lines = [f"Per task ({tasks}) each {res.by} scores the mean over its seeds of {score}; {better} is better. "
              "Ranked within each task (1 = best, ties share the average rank), then averaged over tasks.",
-             f"wins/ties/losses: tasks where the {res.by} scores lower/equal/higher than the best ({res.best})."]
+             f"wins/ties/losses: tasks where the {res.by} scores {better}/equal/{worse} than the best ({res.best})."]
     lines.append(f"Friedman test over {n} tasks and {k} groups: scipy, tie-corrected." if k >= 3 else
                  "Friedman test: needs at least 3 groups; see the Wilcoxon p-value.")
     lines.append(f"Post-hoc vs the best: Nemenyi (all pairs; critical difference CD = {res.critical_difference:.3g} "

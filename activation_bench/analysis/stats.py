@@ -15,11 +15,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.metrics import Metric
+from activation_bench.analysis.metrics import ACCURACY, LOG10, Metric, scale
 
 ALPHA = 0.05
 STAT_COLS = ["metric", "n", "mean", "std", "median", "geo_mean", "ci_low", "ci_high",
              "n_diverged", "n_not_reached", "n_missing"]
+
+
+def stat_cols(how: str) -> list[str]:
+    """The group statistics' columns on a scale (metrics.scale): accuracies have no geo_mean."""
+    return [c for c in STAT_COLS if c != "geo_mean"] if how == ACCURACY else list(STAT_COLS)
 
 
 def t_half_width(n: int, se: float, level: float = 0.95) -> float:
@@ -38,10 +43,14 @@ def t_interval(x: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     return (m - half, m + half)
 
 
-def group_stats(values: pd.DataFrame, group_cols: Sequence[str], metric: Metric) -> pd.DataFrame:
+def group_stats(values: pd.DataFrame, group_cols: Sequence[str], metric: Metric,
+                column: str = "train_loss") -> pd.DataFrame:
     """One row per group: n, mean, std, median, geo_mean, ci_low, ci_high, n_diverged, n_not_reached,
     n_missing. Loss metrics: geo_mean and CI are 10**(mean log10 and its 95% t interval).
-    Epoch counts (to=EPS): the CI is the t interval of the mean epochs of runs that reached EPS."""
+    Accuracies (the metric of an accuracy `column`): no geo_mean; the CI is the t interval of the
+    mean accuracy (fractions, as the column). Epoch counts (to=EPS): the CI is the t interval of the
+    mean epochs of runs that reached EPS."""
+    how = scale(metric, column)
     value, log10 = values["value"].to_numpy(float), values["log10"].to_numpy(float)
     status = values["status"].to_numpy(object)
     rows = []
@@ -52,16 +61,16 @@ def group_stats(values: pd.DataFrame, group_cols: Sequence[str], metric: Metric)
         row: dict[str, Any] = dict(zip(group_cols, key))
         row.update(metric=metric.label, n=len(ok), mean=_safe(np.mean, v), std=_safe(np.std, v, ddof=1, need=2),
                    median=_safe(np.median, v))
-        if metric.is_loss:
+        if how == LOG10:
             lo, hi = t_interval(lg)
             row.update(geo_mean=10 ** _safe(np.mean, lg), ci_low=10**lo, ci_high=10**hi)
         else:
             lo, hi = t_interval(v)
-            row.update(geo_mean=float("nan"), ci_low=lo, ci_high=hi)
+            row.update(geo_mean=float("nan"), ci_low=lo, ci_high=hi)  # accuracies: stat_cols leaves it out
         row.update(n_diverged=int(np.sum(st == "diverged")), n_not_reached=int(np.sum(st == "not_reached")),
                    n_missing=int(np.sum(st == "missing")))
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*group_cols, *STAT_COLS])
+    return pd.DataFrame(rows, columns=[*group_cols, *stat_cols(how)])
 
 
 def _safe(fn: Any, x: np.ndarray, need: int = 1, **kw: Any) -> float:
@@ -103,16 +112,17 @@ def holm(p: Sequence[float]) -> np.ndarray:
     return out
 
 
-def paired_test(d: np.ndarray) -> dict[str, Any]:
-    """Statistics of paired differences d (candidate - baseline; negative = candidate better):
-    mean_diff, sd_diff, win_rate (share of pairs with d < 0), n_ties, paired t-test p (two-sided, equal to
+def paired_test(d: np.ndarray, higher_is_better: bool = False) -> dict[str, Any]:
+    """Statistics of paired differences d (candidate - baseline; negative = candidate better, or
+    positive with `higher_is_better`): mean_diff, sd_diff, win_rate (share of pairs where the
+    candidate is strictly better), n_ties, paired t-test p (two-sided, equal to
     scipy.stats.ttest_rel), Wilcoxon signed-rank p (scipy, Pratt's zero handling), Cohen's d_z,
     and a note for degenerate cases (all pairs tie: p = 1)."""
     d = np.asarray(d, dtype=float)
     n = len(d)
     out: dict[str, Any] = dict(n_pairs=n, n_ties=int(np.sum(d == 0)), mean_diff=_safe(np.mean, d),
                                sd_diff=_safe(np.std, d, ddof=1, need=2),
-                               win_rate=float(np.mean(d < 0)) if n else float("nan"),
+                               win_rate=float(np.mean(d > 0 if higher_is_better else d < 0)) if n else float("nan"),
                                p_t=float("nan"), p_wilcoxon=float("nan"), d_z=float("nan"), note="")
     if n < 2:
         out["note"] = f"{n} pair{'s' if n != 1 else ''}: no test"

@@ -1,11 +1,12 @@
 """Tuned comparisons: each group at its own best hyperparameters, chosen on some seeds, judged on the others.
 
 For every group (e.g. activation x task) and every combination of the tuned keys' values (the grid),
-the selection score is the mean, over the *tuning seeds*, of each run's score (the metric applied to
-the validation loss, on a log10 scale; lower is better). The chosen combination is the one with
+the selection score is the mean, over the *tuning seeds*, of each run's score: the metric applied to
+the validation loss, on a log10 scale, lower is better (the default, `--tune-on val_loss`), or to
+the validation accuracy, higher is better (`--tune-on val_acc`). The chosen combination is the one with
 
 1. the smallest share of failed tuning runs (diverged, or `to=EPS` never reached), then
-2. the lowest mean score, then
+2. the best mean score, then
 3. on an exact tie, the first combination in grid order: each key's values sorted ascending
    (numerically where they are numbers), the first --tune key deciding first (so the smallest lr).
 
@@ -23,29 +24,35 @@ import numpy as np
 import pandas as pd
 
 from activation_bench.analysis.loading import Loaded
-from activation_bench.analysis.metrics import Metric, run_values
+from activation_bench.analysis.metrics import ACCURACY, Metric, run_values, scale
 from activation_bench.errors import UsageError
 
 TIE_RULE = ("ties in the selection score go to the first value in grid order (each key's values ascending, "
             "the first --tune key first)")
 FAILED = ("diverged", "not_reached")
+TUNE_ON = ("val_loss", "val_acc")  # what --tune-on may select on: validation only, never the test split
 
 
 @dataclass(frozen=True)
 class TuneSpec:
-    """--tune KEY (repeatable) and --tune-seeds K (None: a third of the seeds, rounded up, at least 2)."""
+    """--tune KEY (repeatable), --tune-seeds K (None: a third of the seeds, rounded up, at least 2)
+    and --tune-on (the validation column the metric is applied to for selection)."""
 
     keys: tuple[str, ...]
     tune_seeds: int | None = None
+    on: str = "val_loss"
 
 
 def parse_tune(keys: Sequence[str] | None, tune_seeds: int | str | None = None,
-               by: Sequence[str] | None = None) -> TuneSpec | None:
-    """The --tune/--tune-seeds options checked before any file is read; None without --tune."""
+               by: Sequence[str] | None = None, on: str | None = None) -> TuneSpec | None:
+    """The --tune/--tune-seeds/--tune-on options checked before any file is read; None without --tune."""
     names = list(dict.fromkeys(c.strip() for item in keys or [] for c in str(item).split(",") if c.strip()))
+    if on is not None and on not in TUNE_ON:
+        raise UsageError(f"--tune-on {on}: tuning selects on validation numbers only; valid: {', '.join(TUNE_ON)}")
     if not names:
-        if tune_seeds is not None:
-            raise UsageError("--tune-seeds sets up --tune: give --tune KEY too, e.g. --tune lr")
+        if tune_seeds is not None or on is not None:
+            flag = "--tune-seeds" if tune_seeds is not None else "--tune-on"
+            raise UsageError(f"{flag} sets up --tune: give --tune KEY too, e.g. --tune lr")
         return None
     if "seed" in names:
         raise UsageError("--tune seed: seeds are what tuning is judged over, not a setting to tune")
@@ -62,7 +69,7 @@ def parse_tune(keys: Sequence[str] | None, tune_seeds: int | str | None = None,
             k = 0
         if k < 1:
             raise UsageError(f"--tune-seeds {tune_seeds}: needs a whole number of seeds >= 1")
-    return TuneSpec(tuple(names), k)
+    return TuneSpec(tuple(names), k, on or "val_loss")
 
 
 def check_keys(spec: TuneSpec, config_cols: Sequence[str], runs: pd.DataFrame) -> list[str]:
@@ -122,7 +129,8 @@ def _describe(cols: Sequence[str], key: Sequence[object]) -> str:
 @dataclass
 class Selection:
     """The outcome of tuning. `chosen`: one row per kept group (group columns, tuned keys,
-    tune_score, tune_n); `scores`: every group x grid combination (score, n_ok, n_failed, rank)."""
+    tune_score, tune_n); `scores`: every group x grid combination (score, n_ok, n_failed, rank).
+    `higher_is_better`: the score is an accuracy (--tune-on val_acc), else lower is better."""
 
     keys: list[str]
     group_cols: list[str]
@@ -134,14 +142,17 @@ class Selection:
     selected_on: str
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    higher_is_better: bool = False
 
 
 def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str], tune_seeds: Sequence[str],
-           eval_seeds: Sequence[str] = (), score: str = "log10", selected_on: str = "val_loss") -> Selection:
+           eval_seeds: Sequence[str] = (), score: str = "log10", selected_on: str = "val_loss",
+           higher_is_better: bool = False) -> Selection:
     """Choose each group's tuned values from the tuning seeds' runs.
 
     `values`: one row per run with the group columns, the tuned keys, `seed`, `status` (ok | diverged |
-    not_reached | missing) and the `score` column (lower is better, e.g. log10 of the best val_loss).
+    not_reached | missing) and the `score` column (lower is better, e.g. log10 of the best val_loss;
+    higher is better with `higher_is_better`, e.g. the final val_acc).
     A group that lacks a grid combination on every tuning seed is named in a note and left out."""
     group_cols, keys = list(group_cols), list(keys)
     grid = {k: [str(v) for v in sort_values(values[k].dropna().unique())] for k in keys}
@@ -157,7 +168,7 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
     scores["n_ok"] = scores["n_ok"].astype(int)
     scores["n_failed"] = scores["n_failed"].astype(int)
     combos = _grid_combos(sp[[*keys]], grid, keys)
-    ranked = _rank(scores, group_cols, keys, grid)
+    ranked = _rank(scores, group_cols, keys, grid, higher_is_better)
     order = _groups(sp, group_cols)  # every group, in order of first appearance
     complete = ranked.groupby("_g", sort=False).size() == len(combos) if len(ranked) else pd.Series(dtype=bool)
     notes: list[str] = []
@@ -186,7 +197,7 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
         notes.append(f"{_describe(group_cols, code)}: {count} grid value(s) have runs on fewer than the "
                      f"{len(tune_seeds)} tuning seeds; scored on the runs there are")
     return Selection(keys, group_cols, list(tune_seeds), list(eval_seeds), grid, chosen.reset_index(drop=True),
-                     kept.drop(columns="_g").reset_index(drop=True), selected_on, dropped, notes)
+                     kept.drop(columns="_g").reset_index(drop=True), selected_on, dropped, notes, higher_is_better)
 
 
 def _groups(df: pd.DataFrame, cols: Sequence[str]) -> list[tuple]:
@@ -204,14 +215,15 @@ def _grid_combos(sp: pd.DataFrame, grid: dict[str, list[str]], keys: Sequence[st
 
 
 def _rank(scores: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
-          grid: dict[str, list[str]]) -> pd.DataFrame:
-    """Every group's grid combinations, best first within the group (fewest failed, lowest score,
-    grid order), numbered by `rank`; `_g` holds the group's key tuple. One sort for all groups."""
+          grid: dict[str, list[str]], higher_is_better: bool = False) -> pd.DataFrame:
+    """Every group's grid combinations, best first within the group (fewest failed, best score:
+    lowest, or highest with higher_is_better; then grid order), numbered by `rank`; `_g` holds the
+    group's key tuple. One sort for all groups."""
     t = scores.copy()
     t["_g"] = list(t[list(group_cols)].itertuples(index=False, name=None)) if group_cols else [()] * len(t)
     t["_code"] = t.groupby(list(group_cols), sort=False).ngroup() if group_cols else 0
     t["_fail"] = t["n_failed"] / (t["n_ok"] + t["n_failed"]).clip(lower=1)
-    t["_score"] = t["score"].fillna(np.inf)
+    t["_score"] = (-t["score"] if higher_is_better else t["score"]).fillna(np.inf)
     order = [f"_o{i}" for i in range(len(keys))]
     for col, k in zip(order, keys):
         pos = {v: i for i, v in enumerate(grid[k])}
@@ -258,10 +270,15 @@ def evaluated(values: pd.DataFrame, sel: Selection) -> pd.DataFrame:
     return values[eval_mask(values, sel)]
 
 
-def selection_values(loaded: Loaded, metric: Metric, floor: float) -> tuple[pd.DataFrame, str, list[str]]:
-    """Per run the selection score: the metric applied to val_loss, as log10 (lower is better); runs
-    without validation losses fall back to train_loss (early_stop: the lowest train_loss).
+def selection_values(loaded: Loaded, metric: Metric, floor: float,
+                     on: str = "val_loss") -> tuple[pd.DataFrame, str, list[str]]:
+    """Per run the selection score. on="val_loss": the metric applied to val_loss, as log10 (lower
+    is better); runs without validation losses fall back to train_loss (early_stop: the lowest
+    train_loss). on="val_acc": the metric applied to val_acc (higher is better; to=EPS: log10 epochs,
+    lower is better); there is no fallback, since only classification runs have accuracy.
     Returns (run values with a `score` column, what was selected on, notes)."""
+    if on == "val_acc":
+        return _accuracy_selection(loaded, metric, floor)
     has_val = "val_loss" in loaded.losses and bool(np.isfinite(loaded.losses["val_loss"]).any())
     train = run_values(loaded, Metric("best") if metric.kind == "early_stop" else metric, "train_loss", floor)
     if has_val:
@@ -284,15 +301,29 @@ def selection_values(loaded: Loaded, metric: Metric, floor: float) -> tuple[pd.D
     return out, "val_loss", []
 
 
+def _accuracy_selection(loaded: Loaded, metric: Metric, floor: float) -> tuple[pd.DataFrame, str, list[str]]:
+    """selection_values on val_acc: the metric's accuracy (or log10 epochs for to=EPS)."""
+    if "val_acc" not in loaded.losses or not bool(np.isfinite(loaded.losses["val_acc"]).any()):
+        raise UsageError("--tune-on val_acc: no run has val_acc values; only classification runs have accuracy "
+                         "(tune on val_loss instead)")
+    out = run_values(loaded, metric, "val_acc", floor)
+    value = out["value"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = value if metric.is_loss else np.log10(value)
+    return out.assign(score=score), "val_acc", []
+
+
 def tuned_values(loaded: Loaded, values: pd.DataFrame, metric: Metric, group_cols: Sequence[str], spec: TuneSpec,
                  floor: float, notes: list[str]) -> tuple[pd.DataFrame, Selection]:
     """The evaluation runs of `values` (run_values of the compared loss) at each group's tuned values,
     and the Selection. Notes go to `notes`."""
     notes.extend(check_keys(spec, loaded.config_cols, loaded.runs))
     tune_s, eval_s = split_seeds(values["seed"].dropna().unique(), spec.tune_seeds)
-    sel_values, source, why = selection_values(loaded, metric, floor)
+    sel_values, source, why = selection_values(loaded, metric, floor, spec.on)
     notes.extend(why)
-    sel = select(sel_values, group_cols, spec.keys, tune_s, eval_s, score="score", selected_on=source)
+    higher = scale(metric, spec.on) == ACCURACY
+    sel = select(sel_values, group_cols, spec.keys, tune_s, eval_s, score="score", selected_on=source,
+                 higher_is_better=higher)
     notes.extend(sel.notes)
     return evaluated(values, sel), sel
 
@@ -318,16 +349,19 @@ def expected_best(scores: Sequence[float], k: int) -> tuple[float, float]:
 
 def budget(sel: Selection) -> pd.DataFrame:
     """Per kept group and k = 1..grid size: the expected best selection score after k grid values
-    (on the score's scale), and the chance that all k fail. A grid value with any failed tuning run counts as failed."""
+    (on the score's scale; the highest for an accuracy), and the chance that all k fail. A grid value
+    with any failed tuning run counts as failed."""
     rows = []
     if not len(sel.scores):
         return pd.DataFrame(columns=[*sel.group_cols, "k", "expected_best", "p_all_failed"])
     parts = sel.scores.groupby(sel.group_cols, sort=False) if sel.group_cols else [((), sel.scores)]
     for gkey, part in parts:
         gkey = gkey if isinstance(gkey, tuple) else (gkey,)
-        s = np.where(part["n_failed"].to_numpy() > 0, np.inf, part["score"].to_numpy(float))
+        sign = -1.0 if sel.higher_is_better else 1.0  # expected_best takes the lowest
+        s = np.where(part["n_failed"].to_numpy() > 0, np.inf, sign * part["score"].to_numpy(float))
         for k in range(1, len(s) + 1):
             best, p = expected_best(s, k)
+            best *= sign
             rows.append({**dict(zip(sel.group_cols, gkey)), "k": k, "expected_best": best, "p_all_failed": p})
     return pd.DataFrame(rows, columns=[*sel.group_cols, "k", "expected_best", "p_all_failed"])
 
@@ -336,7 +370,8 @@ def method_note(sel: Selection, metric_label: str) -> str:
     """The footer line that says how the tuned values were chosen."""
     keys = ", ".join(sel.keys)
     seeds = _seed_list(sel.tune_seeds)
-    return (f"Tuned {keys} per group: the value(s) with the lowest mean log10 {metric_label} of {sel.selected_on} "
+    best = f"highest mean {metric_label}" if sel.higher_is_better else f"lowest mean log10 {metric_label}"
+    return (f"Tuned {keys} per group: the value(s) with the {best} of {sel.selected_on} "
             f"over the {len(sel.tune_seeds)} tuning seeds ({seeds}), fewest failed runs first; {TIE_RULE}. "
             f"Every statistic uses the other {len(sel.eval_seeds)} seeds only (n); tune_n = tuning runs scored.")
 

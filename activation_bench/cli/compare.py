@@ -27,18 +27,25 @@ ByOpt = Annotated[
 TuneOpt = Annotated[
     list[str] | None,
     typer.Option("--tune", help="Tune this swept key (repeat: lr, batch_size, model.init, ...): each group at its "
-                 "own best value, chosen by the metric of val_loss (mean log10) on the tuning seeds; every "
-                 "statistic on the other seeds only.", show_default=False),
+                 "own best value, chosen by the metric of val_loss (mean log10; --tune-on val_acc: of val_acc, "
+                 "highest) on the tuning seeds; every statistic on the other seeds only.", show_default=False),
 ]
 TuneSeedsOpt = Annotated[
     int | None,
     typer.Option("--tune-seeds", help="With --tune: the K smallest seeds tune, the rest are judged. Default: a "
                  "third of the seeds, rounded up, at least 2.", show_default=False),
 ]
+TuneOnOpt = Annotated[
+    str | None,
+    typer.Option("--tune-on", help="With --tune: select on val_loss (default: lowest mean log10) or val_acc "
+                 "(classification runs: highest mean accuracy).", show_default=False),
+]
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss, val_loss or test_loss.")]
 CompareLossOpt = Annotated[str | None, typer.Option(
-    "--loss", help="Loss column: train_loss, val_loss or test_loss. Default: train_loss; for --metric early_stop "
-    "test_loss where the inputs have it.", show_default=False)]
+    "--loss", help="The compared column: a loss (train_loss, train_eval_loss, val_loss, test_loss; lower is "
+    "better, log10 scale) or an accuracy of classification runs (val_acc, test_acc; higher is better, "
+    "differences in percentage points). Default: train_loss; for --metric early_stop test_loss where the "
+    "inputs have it.", show_default=False)]
 
 
 def _warn(lines: list[str]) -> None:
@@ -76,16 +83,19 @@ def compare(
     loss: CompareLossOpt = None,
     power: Annotated[str | None, typer.Option(
         "--power", help="RATIO, e.g. 1.05: per comparison, the seeds needed to detect a geometric-mean ratio of "
-        "RATIO (paired t-test, from the observed spread) and the smallest ratio detectable with the current seeds.",
+        "RATIO (paired t-test, from the observed spread) and the smallest ratio detectable with the current seeds. "
+        "On an accuracy column (--loss val_acc/test_acc) a difference in percentage points, e.g. 1.",
         show_default=False)] = None,
     power_level: Annotated[str, typer.Option("--power-level", help="Power for --power.")] = "0.8",
     alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power.")] = "0.05",
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
+    tune_on: TuneOnOpt = None,
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
-    p-values (Holm-corrected) and Cohen's d_z. Loss metrics are compared on a log10 scale.
+    p-values (Holm-corrected) and Cohen's d_z. Loss metrics are compared on a log10 scale; accuracies
+    (--loss val_acc or test_acc) as mean accuracy and paired differences in percentage points.
     With --power: how many seeds a comparison needs.
 
     Examples:
@@ -103,6 +113,8 @@ def compare(
       actbench compare runs/my-sweep --power 1.05
 
       actbench compare runs/my-lr-sweep --metric early_stop --tune lr --baseline activation=relu
+
+      actbench compare runs/my-digits-sweep --metric early_stop --loss test_acc --tune lr --tune-on val_acc
     """
     # Long only on paper: the Typer options and the docstring (the --help text) take 40 of its lines.
     with reported():
@@ -115,16 +127,18 @@ def compare(
         if output is not None:
             store.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
-        tuning = cmp.parse_tune(tune, tune_seeds, by)
+        tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on)
         spec = None
         if power is None and (power_level, alpha) != ("0.8", "0.05"):
             raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
         if power is not None:
+            from activation_bench.analysis.loading import is_accuracy
             from activation_bench.analysis.power import parse_power
 
-            spec = parse_power(power, power_level, alpha)
+            spec = parse_power(power, power_level, alpha, accuracy=is_accuracy(loss or ""))
             if not m.is_loss:
-                raise UsageError(f"--power works on loss metrics (log10 ratios), not --metric {m.label}")
+                raise UsageError(f"--power works on loss metrics (log10 ratios) and accuracies (percentage "
+                                 f"points), not --metric {m.label}")
         loaded = cmp.load(paths, loss or "train_loss")
         result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning)
         _warn(result.warnings)

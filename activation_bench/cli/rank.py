@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli.compare import CompareLossOpt, PathsArg, TuneOpt, TuneSeedsOpt, _warn, emit
+from activation_bench.cli.compare import CompareLossOpt, PathsArg, TuneOnOpt, TuneOpt, TuneSeedsOpt, _warn, emit
 from activation_bench.errors import UsageError, reported
 
 
@@ -35,9 +35,11 @@ def rank(
                                               "(.png, .svg or .pdf).", show_default=False)] = None,
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
+    tune_on: TuneOnOpt = None,
 ) -> None:
     """Which activation is best across many tasks: rank the --by values within each task (mean over
-    seeds of the metric; losses on a log10 scale), average the ranks over tasks, and test them
+    seeds of the metric; losses on a log10 scale, lowest first; accuracies such as --loss test_acc
+    highest first), average the ranks over tasks, and test them
     (Friedman; Nemenyi and Holm-corrected Wilcoxon post-hoc tests), with a critical-difference diagram.
 
     Examples:
@@ -49,6 +51,8 @@ def rank(
       actbench rank runs/my-sweep --task data,data.target --format csv --output ranks.csv
 
       actbench rank runs/my-lr-sweep --metric early_stop --tune lr
+
+      actbench rank runs/my-classification-sweep --metric early_stop --loss test_acc --tune lr --tune-on val_acc
     """
     with reported():
         from activation_bench.analysis import rank as rk
@@ -64,7 +68,7 @@ def rank(
             raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
         level = rk.parse_alpha(alpha)
         m = parse_metric(metric)
-        tuning = parse_tune(tune, tune_seeds, [by])
+        tuning = parse_tune(tune, tune_seeds, [by], tune_on)
         if plot is not None:
             from activation_bench.render.plots import check_output
 

@@ -17,7 +17,8 @@ FORMATS = ("table", "csv", "markdown", "json")
 
 
 def _title(res: RankResult) -> str:
-    return (f"{res.by} ranked by {res.metric.label} {res.loss} over {len(res.scores)} tasks "
+    best = ", highest first" if res.higher_is_better else ""
+    return (f"{res.by} ranked by {res.metric.label} {res.loss}{best} over {len(res.scores)} tasks "
             f"({', '.join(res.task_cols)})")
 
 
@@ -110,7 +111,8 @@ def _matrix(p: Any) -> dict:
 
 def to_json(res: RankResult) -> str:
     doc = {
-        "by": res.by, "metric": res.metric.label, "loss": res.loss, "task_columns": res.task_cols,
+        "by": res.by, "metric": res.metric.label, "loss": res.loss, "higher_is_better": res.higher_is_better,
+        "task_columns": res.task_cols,
         "tasks": [str(t) for t in res.scores.index], "alpha": res.alpha, "posthoc": res.posthoc,
         "friedman": {"statistic": _plain(res.friedman_stat), "p": _plain(res.friedman_p)},
         "critical_difference": _plain(res.critical_difference), "groups": res.groups,

@@ -1,6 +1,9 @@
 """Rendering a `CompareResult`: a rich table (numbers formatted) or csv | markdown | json (raw numbers).
 
-rich is imported only inside `rich_table`, so `import activation_bench.render` stays light.
+On an accuracy column the table shows accuracies in % and paired differences in percentage points
+with their 95% interval; csv and json keep the raw numbers (accuracies as fractions, differences in
+the `*_pp` columns). rich is imported only inside `rich_table`, so `import activation_bench.render`
+stays light.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from typing import Any
 import pandas as pd
 
 from activation_bench import terminal
-from activation_bench.analysis.compare import COMPARE_COLS, EXTRA_COLS, TUNE_COLS
+from activation_bench.analysis.compare import output_columns
+from activation_bench.analysis.metrics import ACCURACY
 from activation_bench.analysis.notes import CompareResult
-from activation_bench.analysis.stats import STAT_COLS
 
 FORMATS = ("table", "csv", "markdown", "json")
 
@@ -51,20 +54,26 @@ def fmt_int(x: Any) -> str:
     return "-" if _missing(x) else str(int(x))
 
 
+def fmt_acc(x: Any) -> str:
+    """An accuracy (a fraction) in percent, two decimals: 0.93056 -> '93.06%'."""
+    return "-" if _missing(x) else f"{100 * float(x):.2f}%"
+
+
+def fmt_pp(x: Any) -> str:
+    """A difference in percentage points, signed, two decimals: '+1.25'."""
+    return "-" if _missing(x) else f"{float(x):+.2f}"
+
+
 # ---------------------------------------------------------------------------------------------
 # the human table (shared by rich and markdown)
 
 
 def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
     """(header, cell function of a row, right-aligned). compact: the terminal table (notes go below)."""
+    if res.scale == ACCURACY:
+        return _accuracy_columns(res, compact)
     is_loss = res.metric.is_loss
-    cols: list[tuple[str, Any, bool]] = [(c, (lambda r, c=c: str(r[c])), False) for c in res.group_cols]
-    cols += [(f"{k} (tuned)", (lambda r, k=k: str(r[k])), True) for k in res.tuned_keys]
-    cols.append(("n", lambda r: fmt_int(r["n"]), True))
-    if res.tuning is not None and not compact:
-        cols.append(("tune n", lambda r: fmt_int(r["tune_n"]), True))
-    if not compact or int(res.table["n_diverged"].fillna(0).sum()):
-        cols.append(("diverged", lambda r: fmt_int(r["n_diverged"]), True))
+    cols = _head_columns(res, compact)
     if not is_loss:
         cols.append(("not reached", lambda r: fmt_int(r["n_not_reached"]), True))
     center = "geo_mean" if is_loss else "mean"
@@ -89,6 +98,47 @@ def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
     if res.power is not None and "seeds_needed" in res.table.columns:
         cols += [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
                  ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)]
+    if not compact:
+        cols.append(("note", lambda r: str(r.get("note") or ""), False))
+    return cols
+
+
+def _head_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
+    """The group, tuned-key and count columns every table starts with."""
+    cols: list[tuple[str, Any, bool]] = [(c, (lambda r, c=c: str(r[c])), False) for c in res.group_cols]
+    cols += [(f"{k} (tuned)", (lambda r, k=k: str(r[k])), True) for k in res.tuned_keys]
+    cols.append(("n", lambda r: fmt_int(r["n"]), True))
+    if res.tuning is not None and not compact:
+        cols.append(("tune n", lambda r: fmt_int(r["tune_n"]), True))
+    if not compact or int(res.table["n_diverged"].fillna(0).sum()):
+        cols.append(("diverged", lambda r: fmt_int(r["n_diverged"]), True))
+    return cols
+
+
+def _accuracy_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
+    """_columns on an accuracy column: mean accuracy in %, differences in percentage points."""
+    cols = _head_columns(res, compact)
+    cols.append((f"mean {res.loss}", lambda r: fmt_acc(r["mean"]), True))
+    cols.append(("95% CI", lambda r: "-" if _missing(r["ci_low"]) else
+                 f"{100 * r['ci_low']:.2f}–{100 * r['ci_high']:.2f}%", True))
+    if not compact:
+        cols.append(("median", lambda r: fmt_acc(r["median"]), True))
+    if res.baseline is None:
+        return cols
+    if not compact:
+        cols.append(("pairs", lambda r: "baseline" if _is_base(r) else fmt_int(r["n_pairs"]), True))
+    cols += [
+        ("Δ pp", lambda r: "baseline" if _is_base(r) else fmt_pp(r["diff_pp"]), True),
+        ("Δ 95% CI", lambda r: _cmp(r, "-" if _missing(r["diff_lo_pp"]) else
+                                    f"[{fmt_pp(r['diff_lo_pp'])}, {fmt_pp(r['diff_hi_pp'])}]"), True),
+        ("win", lambda r: _cmp(r, fmt_pct(r["win_rate"])), True),
+        ("p Holm t/W", lambda r: _cmp(r, f"{fmt_p(r['p_t_holm'])}/{fmt_p(r['p_wilcoxon_holm'])}"), True),
+        ("d_z", lambda r: _cmp(r, fmt_num(r["d_z"], 2)), True),
+        ("sig", lambda r: "*" if _significant(r) else "", False),
+    ]
+    if res.power is not None and "seeds_needed" in res.table.columns:
+        cols += [(f"seeds for {res.power.label}", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
+                 ("min Δ pp", lambda r: _cmp(r, fmt_num(r["min_detectable_pp"])), True)]
     if not compact:
         cols.append(("note", lambda r: str(r.get("note") or ""), False))
     return cols
@@ -179,13 +229,14 @@ def to_markdown(res: CompareResult) -> str:
 
 
 def _csv_columns(res: CompareResult) -> list[str]:
-    extra = [*TUNE_COLS, *COMPARE_COLS, *EXTRA_COLS, "is_baseline"]
-    return [*res.group_cols, *res.tuned_keys, *STAT_COLS] + [c for c in extra if c in res.table.columns]
+    return output_columns(res)
 
 
 def to_csv(res: CompareResult) -> str:
     """One row per group: group columns, metric,n,mean,std,median,geo_mean,ci_low,ci_high, counts,
-    then the comparison statistics. Raw numbers (full precision); empty cells where undefined."""
+    then the comparison statistics (on accuracies no geo_mean, and diff_pp, diff_lo_pp, diff_hi_pp,
+    sd_diff_pp instead of mean_diff, sd_diff, ratio). Raw numbers (full precision); empty cells
+    where undefined."""
     return res.table[_csv_columns(res)].to_csv(index=False, lineterminator="\n")
 
 
@@ -200,16 +251,18 @@ def _plain(x: Any) -> Any:
 
 
 def to_json(res: CompareResult) -> str:
-    """{metric, loss, group_columns, baseline, pair_columns, floor, methods, warnings, rows: [...]}.
-    Raw numbers; NaN/inf as null."""
+    """{metric, loss, scale, higher_is_better, group_columns, baseline, pair_columns, floor, methods,
+    warnings, rows: [...]}. Raw numbers; NaN/inf as null; floor is null on accuracies (no floor)."""
     rows = [{c: _plain(v) for c, v in row.items()} for row in res.table[_csv_columns(res)].to_dict("records")]
     doc = {
         "metric": res.metric.label,
         "loss": res.loss,
+        "scale": res.scale,
+        "higher_is_better": res.higher_is_better,
         "group_columns": res.group_cols,
         "baseline": None if res.baseline is None else {"key": res.baseline[0], "value": res.baseline[1]},
         "pair_columns": res.pair_cols,
-        "floor": res.floor,
+        "floor": None if res.scale == ACCURACY else res.floor,
         "methods": res.methods,
         "warnings": res.warnings,
         "rows": rows,
@@ -226,7 +279,8 @@ def tuning_json(sel: Any) -> dict[str, Any]:
 
     b = budget(sel)
     return {"keys": sel.keys, "grid": sel.grid, "tune_seeds": sel.tune_seeds, "eval_seeds": sel.eval_seeds,
-            "selected_on": sel.selected_on, "tie_rule": TIE_RULE, "left_out": sel.dropped,
+            "selected_on": sel.selected_on, "higher_is_better": sel.higher_is_better, "tie_rule": TIE_RULE,
+            "left_out": sel.dropped,
             "budget": [{c: _plain(v) for c, v in row.items()} for row in b.to_dict("records")]}
 
 
