@@ -99,6 +99,9 @@ def load_table(name: str, path: str | None, target: str, features: tuple[str, ..
     feats = _columns(frame, where, target, features)
     labels = task == "classification"
     bad = [c for c in (feats if labels else [*feats, target]) if not _numeric(frame[c])]
+    if bad == [target]:
+        raise UsageError(f"{where}: the target '{target}' is not numeric; for class labels use "
+                         "data.task=classification")
     if bad:
         raise UsageError(f"{where}: non-numeric column{'s' if len(bad) > 1 else ''} {', '.join(bad)} "
                          "(encode them as numbers, or leave them out with data.features=[...])")
