@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +185,100 @@ def test_sensitivity_of_accuracy_in_percent(tmp_path):
     result = CliRunner().invoke(app, ["plot", str(sweep), "--x", "lr", "--loss", "test_acc", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "test_acc % (early_stop)" in out.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+class Tables(HTMLParser):
+    """Per compare table, keyed (data-metric, data-loss): its headers and rows of cells' data-* and text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[tuple[str, str], dict] = {}
+        self._table: dict | None = None
+        self._cell: dict | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        if tag == "table" and "compare" in (a.get("class") or ""):
+            self._table = self.tables[(a["data-metric"], a["data-loss"])] = {"headers": [], "rows": []}
+        elif tag == "th" and self._table is not None:
+            self._cell = {"text": ""}
+            self._table["headers"].append(self._cell)
+        elif tag == "tr" and self._table is not None and "data-row" in a:
+            self._table["rows"].append([])
+        elif tag == "td" and self._table is not None:
+            self._cell = {"data": {k[5:]: v for k, v in a.items() if k.startswith("data-")}, "text": ""}
+            self._table["rows"][-1].append(self._cell)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._table = None
+        elif tag in ("td", "th"):
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell["text"] += data
+
+
+def report_tables(html: str) -> dict[tuple[str, str], dict]:
+    parser = Tables()
+    parser.feed(html)
+    return parser.tables
+
+
+@pytest.fixture
+def cls_sweep(tmp_path: Path) -> Path:
+    return fake_sweep(tmp_path / "runs", seeds=4)
+
+
+def test_report_of_classification_runs(cls_sweep, tmp_path):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(cls_sweep), "-o", str(out), "--no-shapes",
+                                      "--baseline", "activation=relu"])
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    found = report_tables(html)
+    assert list(found) == [("final", "train_loss"), ("early_stop", "test_loss"), ("final", "test_acc"),
+                           ("early_stop", "test_acc")]
+    for metric in ("final", "early_stop"):
+        res = CliRunner().invoke(app, ["compare", str(cls_sweep), "--metric", metric, "--loss", "test_acc",
+                                       "--baseline", "activation=relu", "--format", "json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        table = found[(metric, "test_acc")]
+        assert [h["text"] for h in table["headers"]][4:] == ["mean test_acc %", "95% CI", "median %", "pairs", "Δpp",
+                                                              "95% CI of Δpp", "win", "p Holm t / W", "d_z", "sig"]
+        assert len(table["rows"]) == len(doc["rows"]) == 4
+        keys: set[str] = set()
+        for cells, want in zip(table["rows"], doc["rows"]):
+            assert [c["text"] for c in cells[:2]] == [want["activation"], want["data"]]
+            assert cells[4]["text"] == f"{100 * want['mean']:.2f}"  # shown in %, compare's fraction in data-mean
+            for cell in cells:
+                for key, value in cell["data"].items():
+                    keys.add(key)
+                    assert (value == "") if want[key] is None else float(value) == want[key], (metric, key)
+        assert {"mean", "ci_low", "ci_high", "median", "n_pairs", "diff_pp", "diff_lo_pp", "diff_hi_pp",
+                "win_rate", "p_t_holm", "d_z"} <= keys
+    assert 'data-loss="val_loss" data-accuracy="val_acc"' in html and 'data-accuracy="test_acc"' in html
+    assert "Loss and accuracy curves" in html and "percentage points of test_acc against the baseline" in html
+    assert html.count("<svg") == 4  # ranking; train_loss; val_loss | val_acc; test_loss | test_acc
+
+
+def test_report_on_an_accuracy_column(cls_sweep, tmp_path):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(cls_sweep), "-o", str(out), "--no-shapes", "--loss", "val_acc"])
+    assert result.exit_code == 0, result.output
+    assert list(report_tables(out.read_text(encoding="utf-8"))) == [("final", "val_acc"), ("early_stop", "val_acc")]
+
+
+def test_report_of_regression_runs_has_no_accuracy(tmp_path, reg_csv):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(reg_csv), "-o", str(out), "--no-shapes"])
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    assert all(loss.endswith("_loss") for _, loss in report_tables(html))
+    assert "Loss and accuracy" not in html and "data-accuracy" not in html and "Δpp" not in html

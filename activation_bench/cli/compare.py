@@ -267,11 +267,13 @@ def report(
                                          "derivatives (the only section that imports torch).")] = True,
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
+    tune_on: TuneOnOpt = None,
 ) -> None:
     """One self-contained HTML page per study: a summary in words, the compare table of each metric
     (the numbers of `compare --format json`), loss curves with seed bands per task, the activations'
     shapes, diverged and incomplete runs, method notes and provenance. Opens offline: CSS and
-    figures (SVG) are inline.
+    figures (SVG) are inline. For classification runs, accuracy tables (test_acc) follow the loss
+    tables, and the accuracy curves are drawn beside the validation and test loss curves.
 
     Examples:
 
@@ -287,7 +289,7 @@ def report(
         from activation_bench.analysis.tune import parse_tune
         from activation_bench.render import report as rep
 
-        tuning = parse_tune(tune, tune_seeds)
+        tuning = parse_tune(tune, tune_seeds, on=tune_on)
         argv = ["actbench", "report", *map(str, paths)]
         argv += [a for m in metric or [] for a in ("--metric", m)]
         for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
@@ -296,5 +298,6 @@ def report(
         argv += [] if shapes else ["--no-shapes"]
         argv += [a for k in tuning.keys for a in ("--tune", k)] if tuning else []
         argv += ["--tune-seeds", str(tune_seeds)] if tune_seeds is not None else []
+        argv += ["--tune-on", tune_on] if tune_on is not None else []
         out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv), tuning)
         typer.echo(f"wrote {out}", err=True)

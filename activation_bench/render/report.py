@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from activation_bench.analysis import compare as cmp
-from activation_bench.analysis.loading import LOSSES, Loaded
-from activation_bench.analysis.metrics import run_values
+from activation_bench.analysis.loading import ACCURACIES, LOSSES, Loaded
+from activation_bench.analysis.metrics import ACCURACY, run_values
 from activation_bench.analysis.provenance import provenance
 from activation_bench.analysis.stats import group_index, t_half_width
 from activation_bench.analysis.tune import TuneSpec
@@ -68,11 +68,10 @@ def _cell(text: str, *values: tuple[str, Any], num: bool = True) -> dict[str, An
 
 def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
     """Cells of one row of `tables.to_json`'s rows (raw numbers, None where undefined)."""
-    f, p, is_loss = tables.fmt_num, tables.fmt_p, res.metric.is_loss
-    cells = [_cell(str(row[c]), num=False) for c in res.group_cols]
-    cells += [_cell(str(row[k]), (k, row[k])) for k in res.tuned_keys]
-    cells.append(_cell(tables.fmt_int(row["n"]), ("n", row["n"])))
-    cells.append(_cell(tables.fmt_int(row["n_diverged"]), ("n_diverged", row["n_diverged"])))
+    if res.scale == ACCURACY:
+        return _accuracy_cells(row, res)
+    f, is_loss = tables.fmt_num, res.metric.is_loss
+    cells = _first_cells(row, res)
     if not is_loss:
         cells.append(_cell(tables.fmt_int(row["n_not_reached"]), ("n_not_reached", row["n_not_reached"])))
     center = "geo_mean" if is_loss else "mean"
@@ -83,23 +82,71 @@ def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, An
     if res.baseline is None:
         return cells
     if row.get("is_baseline"):
-        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(6)], _cell("", num=False)]
+        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False)]
     cells += [
         _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
         _cell(f(row["mean_diff"]), ("mean_diff", row["mean_diff"])),
         _cell(f(row["ratio"]), ("ratio", row["ratio"])),
-        _cell(tables.fmt_pct(row["win_rate"]), ("win_rate", row["win_rate"])),
-        _cell(f"{p(row['p_t_holm'])} / {p(row['p_wilcoxon_holm'])}", ("p_t_holm", row["p_t_holm"]),
-              ("p_wilcoxon_holm", row["p_wilcoxon_holm"])),
-        _cell(f(row["d_z"], 2), ("d_z", row["d_z"])),
-        _cell("*" if row.get("significant") else "", num=False),
+        *_test_cells(row),
     ]
     return cells
 
 
+def _first_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
+    """The group's labels, tuned values, n and diverged runs."""
+    cells = [_cell(str(row[c]), num=False) for c in res.group_cols]
+    cells += [_cell(str(row[k]), (k, row[k])) for k in res.tuned_keys]
+    cells.append(_cell(tables.fmt_int(row["n"]), ("n", row["n"])))
+    cells.append(_cell(tables.fmt_int(row["n_diverged"]), ("n_diverged", row["n_diverged"])))
+    return cells
+
+
+def _test_cells(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Win rate, Holm-corrected p-values, d_z and the significance mark."""
+    return [
+        _cell(tables.fmt_pct(row["win_rate"]), ("win_rate", row["win_rate"])),
+        _cell(f"{tables.fmt_p(row['p_t_holm'])} / {tables.fmt_p(row['p_wilcoxon_holm'])}",
+              ("p_t_holm", row["p_t_holm"]), ("p_wilcoxon_holm", row["p_wilcoxon_holm"])),
+        _cell(tables.fmt_num(row["d_z"], 2), ("d_z", row["d_z"])),
+        _cell("*" if row.get("significant") else "", num=False),
+    ]
+
+
+def _pct(x: Any) -> str:
+    """An accuracy (a fraction) in percent, two decimals."""
+    return "-" if x is None else f"{100 * x:.2f}"
+
+
+def _pp(x: Any) -> str:
+    """A difference in percentage points, signed."""
+    return "-" if x is None else f"{x:+.2f}"
+
+
+def _accuracy_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
+    """An accuracy row: mean, CI and median in % (data-* keep compare's fractions); against the
+    baseline the mean paired difference in percentage points and its 95% interval."""
+    cells = _first_cells(row, res)
+    cells.append(_cell(_pct(row["mean"]), ("mean", row["mean"])))
+    ci = "-" if row["ci_low"] is None else f"{_pct(row['ci_low'])}–{_pct(row['ci_high'])}"
+    cells.append(_cell(ci, ("ci_low", row["ci_low"]), ("ci_high", row["ci_high"])))
+    cells.append(_cell(_pct(row["median"]), ("median", row["median"])))
+    if res.baseline is None:
+        return cells
+    if row.get("is_baseline"):
+        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False)]
+    ci = "-" if row["diff_lo_pp"] is None else f"{_pp(row['diff_lo_pp'])} to {_pp(row['diff_hi_pp'])}"
+    return [*cells, _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
+            _cell(_pp(row["diff_pp"]), ("diff_pp", row["diff_pp"])),
+            _cell(ci, ("diff_lo_pp", row["diff_lo_pp"]), ("diff_hi_pp", row["diff_hi_pp"])), *_test_cells(row)]
+
+
 def _headers(res: cmp.CompareResult) -> list[str]:
-    is_loss = res.metric.is_loss
     heads = [*res.group_cols, *[f"{k} (tuned)" for k in res.tuned_keys], "n", "diverged"]
+    if res.scale == ACCURACY:
+        heads += [f"mean {res.loss} %", "95% CI", "median %"]
+        return heads + (["pairs", "Δpp", "95% CI of Δpp", "win", "p Holm t / W", "d_z", "sig"]
+                        if res.baseline is not None else [])
+    is_loss = res.metric.is_loss
     heads += [] if is_loss else ["not reached"]
     heads += ["geo mean" if is_loss else "mean epochs", "95% CI", "median"]
     if res.baseline is not None:
@@ -133,21 +180,28 @@ def _ci_of_effect(r: dict[str, Any]) -> tuple[float, float] | None:
 
 def finding(table: dict[str, Any], res: cmp.CompareResult) -> dict[str, Any] | None:
     """The main finding of one compare table: the comparison with the smallest Holm-corrected
-    p-value (ties: the largest |d_z|), with the 95% interval of its effect."""
+    p-value (ties: the largest |d_z|), with the 95% interval of its effect (for accuracies, of the
+    difference in percentage points)."""
     rows = [r for r in table["json"]["rows"] if not r.get("is_baseline") and (r.get("n_pairs") or 0) >= 2]
     if not rows or res.baseline is None:
         return None
     best = min(rows, key=lambda r: (r["p_t_holm"] if r["p_t_holm"] is not None else 2.0, -abs(r["d_z"] or 0.0)))
-    ci = _ci_of_effect(best)
     is_loss, f = res.metric.is_loss, tables.fmt_num
-    if is_loss:
+    if res.scale == ACCURACY:  # compare gives the interval of the difference in percentage points
+        effect = f"{_pp(best['diff_pp'])} percentage points of {res.loss} against the baseline"
+        interval = None if best["diff_lo_pp"] is None else \
+            f"{_pp(best['diff_lo_pp'])} to {_pp(best['diff_hi_pp'])} points"
+    elif is_loss:
+        ci = _ci_of_effect(best)
         effect = f"{f(best['ratio'])}x the baseline's geometric-mean {res.loss}"
         interval = None if ci is None else f"{f(10 ** ci[0])}–{f(10 ** ci[1])}"
     else:
+        ci = _ci_of_effect(best)
         effect = f"{best['mean_diff']:+.3g} epochs against the baseline"
         interval = None if ci is None else f"{ci[0]:+.3g} to {ci[1]:+.3g}"
     group = ", ".join(f"{c}={best[c]}" for c in res.group_cols)
-    return {"metric": table["metric"], "group": group, "baseline": f"{res.baseline[0]}={res.baseline[1]}",
+    return {"metric": table.get("label", table["metric"]), "group": group,
+            "baseline": f"{res.baseline[0]}={res.baseline[1]}",
             "effect": effect, "interval": interval, "n_pairs": best["n_pairs"],
             "win": tables.fmt_pct(best["win_rate"]), "p": tables.fmt_p(best["p_t_holm"]),
             "significant": bool(best.get("significant")), "note": best.get("note") or "",
@@ -221,15 +275,21 @@ def svg(fig: Any, prefix: str, tight: bool = False) -> str:
     return text.replace('<svg xmlns:xlink', f'<svg role="img" aria-label="{prefix}" xmlns:xlink', 1)
 
 
-def curves(loaded: Loaded, task_cols: Sequence[str]) -> list[dict[str, str]]:
-    """Loss curves (median, IQR band over seeds), a panel per task; val_loss too when recorded."""
+PAIRED = {"val_loss": "val_acc", "test_loss": "test_acc"}  # the accuracy drawn beside a split's loss
+
+
+def curves(loaded: Loaded, task_cols: Sequence[str]) -> list[dict[str, Any]]:
+    """Loss curves (median, IQR band over seeds), a panel per task; val_loss too when recorded.
+    For classification runs, val_acc beside val_loss and test_acc beside test_loss (in %)."""
     from activation_bench.render import plots
 
     out = []
     for loss in LOSSES:
-        if loss in loaded.losses and np.isfinite(loaded.losses[loss]).any():
-            fig = plots.curves_figure(loaded, list(task_cols) or None, loss)
-            out.append({"loss": loss, "svg": svg(fig, f"curves-{loss}")})
+        if plots.has_values(loaded, loss):
+            acc = PAIRED.get(loss)
+            acc = acc if acc is not None and plots.has_values(loaded, acc) else None
+            fig = plots.curves_figure(loaded, list(task_cols) or None, loss, accuracy=acc)
+            out.append({"loss": loss, "accuracy": acc, "svg": svg(fig, f"curves-{loss}")})
     return out
 
 
@@ -321,30 +381,44 @@ def default_metrics(loaded: Loaded) -> list[str]:
     return metrics
 
 
+def table_specs(loaded: Loaded, metrics: Sequence[cmp.Metric], loss: str | None) -> list[tuple[cmp.Metric, str]]:
+    """(metric, column) of every compare table: each metric on its loss (compare's default or
+    --loss), then, where every run is a classification run and --loss is not an accuracy, each
+    metric but to=EPS on test_acc (the held-out accuracy)."""
+    specs = [(m, cmp.default_loss(loaded, m, loss)) for m in metrics]
+    if (loss is None or loss not in ACCURACIES) and "test_acc" in loaded.losses and loaded.has_accuracy().all():
+        specs += [(m, "test_acc") for m in metrics if m.kind != "to"]
+    return specs
+
+
 def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline: str | None = None,
           title: str | None = None, loss: str | None = None, draw_shapes: bool = True,
           command: str = "", tune: TuneSpec | None = None) -> dict[str, Any]:
-    """Everything the template shows. Each metric's table is `compare.compare` on the same loaded
-    runs, through `tables.to_json`, so its numbers equal `actbench compare --format json` (with the
-    same --tune)."""
+    """Everything the template shows. Each table is `compare.compare` on the same loaded runs,
+    through `tables.to_json`, so its numbers equal `actbench compare --format json` (with the same
+    --loss and --tune); classification runs get accuracy tables too (`table_specs`)."""
     for m in metrics or []:
         cmp.parse_metric(m)
     loaded = cmp.load(paths, loss or "train_loss")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
-    results = [cmp.compare(loaded, m, None, baseline, cmp.default_loss(loaded, m, loss), tune=tune) for m in parsed]
+    results = [cmp.compare(loaded, m, None, baseline, col, tune=tune) for m, col in table_specs(loaded, parsed, loss)]
     tables = [compare_table(r) for r in results]
     first = results[0]
     statuses = run_values(loaded, cmp.Metric("final"), loss or "train_loss")["status"].to_numpy(object)
     about = summary(loaded, first, statuses)
+    for t in tables:  # "early_stop", or "early_stop of test_acc" where a metric has tables of two columns
+        t["label"] = t["metric"] if [u["metric"] for u in tables].count(t["metric"]) == 1 else \
+            f"{t['metric']} of {t['loss']}"
     common = [line for line in tables[0]["methods"] if all(line in t["methods"] for t in tables)]
-    methods = [("Every table" if len(tables) > 1 else tables[0]["metric"], common)]
+    methods = [("Every table" if len(tables) > 1 else tables[0]["label"], common)]
     held_out = next((r for r in results if r.metric.kind == "early_stop"), first)
-    methods += [(t["metric"], [line for line in t["methods"] if line not in common]) for t in tables if len(tables) > 1]
+    methods += [(t["label"], [line for line in t["methods"] if line not in common]) for t in tables if len(tables) > 1]
     return {
         "title": title or f"actbench report: {', '.join(str(p) for p in paths)}",
         "summary": about,
         "findings": [f for f in (finding(t, r) for t, r in zip(tables, results)) if f],
         "tables": tables,
+        "accuracy_tables": any(r.scale == ACCURACY for r in results),
         # ranked by early_stop (held-out loss) when it is shown, else by the first metric
         "ranking": ranking(loaded, held_out, tune),
         "tuning": tuning_section(loaded, held_out, svg),

@@ -13,10 +13,20 @@ from activation_bench.analysis.tune import budget
 from activation_bench.errors import UsageError
 
 
-def _fmt(x: float, is_loss: bool) -> str:
+def _fmt(x: float, unit: str) -> str:
+    """A selection score: an accuracy (in %), else log10 of a loss or of epochs (shown as such)."""
     if x is None or not np.isfinite(x):
         return "-"
-    return f"{10 ** x:.4g}" if is_loss else f"{10 ** x:.4g} epochs"
+    if unit == "accuracy":
+        return f"{100 * x:.2f}%"
+    return f"{10 ** x:.4g}" if unit == "loss" else f"{10 ** x:.4g} epochs"
+
+
+def _unit(sel: Any, res: Any) -> str:
+    """What the selection score is: "accuracy" (--tune-on val_acc), "epochs" (to=EPS) or "loss"."""
+    if not res.metric.is_loss:
+        return "epochs"
+    return "accuracy" if getattr(sel, "higher_is_better", False) else "loss"
 
 
 def _stars(sel: Any, loaded: Any, key: str) -> pd.DataFrame:
@@ -38,7 +48,7 @@ def tuning_section(loaded: Any, res: Any, svg: Any) -> dict[str, Any] | None:
         return None
     from activation_bench.render.sensitivity import sensitivity_figure
 
-    is_loss = res.metric.is_loss and res.metric.kind != "auc"
+    unit = _unit(sel, res)
     figures, notes = [], []
     for key in sel.keys:
         try:
@@ -48,18 +58,19 @@ def tuning_section(loaded: Any, res: Any, svg: Any) -> dict[str, Any] | None:
         except UsageError as exc:
             notes.append(f"no sensitivity figure for {key}: {exc}")
     cols = [*sel.group_cols, *sel.keys]
-    chosen = [[str(r[c]) for c in cols] + [_fmt(r["tune_score"], is_loss), str(int(r["tune_n"]))]
+    chosen = [[str(r[c]) for c in cols] + [_fmt(r["tune_score"], unit), str(int(r["tune_n"]))]
               for _, r in sel.chosen.iterrows()]
     b = budget(sel)
     n_grid = int(b["k"].max()) if len(b) else 0
     rows = []
     for key, part in (b.groupby(sel.group_cols, sort=False) if sel.group_cols else [((), b)]):
         key = key if isinstance(key, tuple) else (key,)
-        cells = [_fmt(v, is_loss) + (f" (all fail {p:.0%})" if p and p > 0.005 else "")
+        cells = [_fmt(v, unit) + (f" (all fail {p:.0%})" if p and p > 0.005 else "")
                  for v, p in zip(part["expected_best"], part["p_all_failed"])]
         rows.append([*map(str, key), *cells])
     return {"keys": sel.keys, "figures": figures, "chosen_headers": [*cols, f"selection score ({sel.selected_on})",
             "tuning runs"], "chosen": chosen, "tune_seeds": ", ".join(sel.tune_seeds),
             "eval_seeds": ", ".join(sel.eval_seeds), "selected_on": sel.selected_on,
+            "rule": "the highest mean of the metric" if unit == "accuracy" else "the lowest mean log10 of the metric",
             "budget_headers": [*sel.group_cols, *[f"k={k}" for k in range(1, n_grid + 1)]], "budget": rows,
             "left_out": sel.dropped, "notes": [*sel.notes, *notes]}
