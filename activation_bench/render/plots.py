@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from activation_bench.analysis.compare import resolve_groups
-from activation_bench.analysis.loading import ACCURACIES, Loaded
+from activation_bench.analysis.loading import Loaded, is_accuracy  # accuracies: in %, on a linear axis
 from activation_bench.analysis.metrics import FLOOR, Metric, run_values
 from activation_bench.errors import UsageError
 from activation_bench.runs.store import atomic_file, check_folder
@@ -60,11 +60,6 @@ def curve_layout(loaded: Loaded, by: Sequence[str] | None) -> tuple[list[str], l
         panels = ["data"] if "data" in groups else []
     lines = [c for c in groups if c not in panels]
     return panels, lines
-
-
-def is_accuracy(column: str) -> bool:
-    """An accuracy column (a fraction in [0, 1], higher is better): drawn in %, on a linear axis."""
-    return column in ACCURACIES
 
 
 def has_values(loaded: Loaded, column: str) -> bool:

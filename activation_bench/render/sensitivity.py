@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from activation_bench.analysis.loading import Loaded, varying_columns
-from activation_bench.analysis.metrics import FLOOR, Metric, run_values
+from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, run_values, scale
 from activation_bench.errors import UsageError
-from activation_bench.render.plots import _colors, _labels, check_output, is_accuracy, save_figure
+from activation_bench.render.plots import _colors, _labels, check_output, save_figure
 
 
 def layout(loaded: Loaded, x: str, by: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
@@ -75,19 +75,19 @@ def sensitivity_stats(loaded: Loaded, x: str, metric: Metric, loss: str, by: Seq
 
 def _percent(metric: Metric, column: str) -> bool:
     """An accuracy metric (not an epoch count): drawn in percent."""
-    return is_accuracy(column) and metric.kind != "to"
+    return scale(metric, column) == ACCURACY
 
 
 def _log_y(metric: Metric, column: str) -> bool:
     """A loss value (not an accuracy, an epoch count or auc's mean log10): a log y-axis."""
-    return metric.is_loss and metric.kind != "auc" and not is_accuracy(column)
+    return scale(metric, column) == LOG10 and metric.kind != "auc"
 
 
 def y_label(metric: Metric, column: str) -> str:
     """The y axis's label: the column and the metric (auc of a loss is already a mean log10)."""
     if _percent(metric, column):
         return f"{column} % ({metric.label})"
-    return f"{column} ({metric.label})" if metric.kind != "auc" or is_accuracy(column) else f"mean log10 {column}"
+    return f"{column} ({metric.label})" if metric.kind != "auc" else f"mean log10 {column}"
 
 
 def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Sequence[str] | None = None,
