@@ -16,6 +16,7 @@ import pandas as pd
 
 from activation_bench.analysis.loading import Loaded, is_accuracy
 from activation_bench.analysis.stats import filled, group_index
+from activation_bench.errors import UsageError
 
 
 def check_tasks(loaded: Loaded, column: str, group_cols: Sequence[str], option: str = "--by",
@@ -23,8 +24,6 @@ def check_tasks(loaded: Loaded, column: str, group_cols: Sequence[str], option: 
     """Refuse (UsageError, one line) an accuracy column without classification runs, a group that
     mixes regression and classification runs (naming a column that would group them apart, for
     `option`), and regression groups on an accuracy column. `what` names the column's option."""
-    from activation_bench.errors import UsageError
-
     cls = loaded.has_accuracy()
     if is_accuracy(column) and not cls.any():
         raise UsageError(f"{what} {column}: no run has accuracy values; accuracy needs classification runs "
