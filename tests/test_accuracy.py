@@ -413,6 +413,8 @@ def bad_files(tmp: Path) -> dict[str, Path]:
      "validation numbers only"),
     (["compare", "{reg_nan}", "--tune", "activation", "--tune-on", "val_acc"], "--tune-on val_acc: no run has "
      "val_acc values"),
+    (["compare", "{mixed}", "--tune", "activation", "--by", "data", "--tune-on", "val_acc"],
+     "--tune-on val_acc: 12 runs have no val_acc values"),
     (["compare", "{cls}", "--loss", "accuracy"], "unknown loss 'accuracy'"),
 ])
 def test_bad_input_exit_2(tmp_path, args, message):

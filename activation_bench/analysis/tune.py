@@ -307,6 +307,10 @@ def _accuracy_selection(loaded: Loaded, metric: Metric, floor: float) -> tuple[p
         raise UsageError("--tune-on val_acc: no run has val_acc values; only classification runs have accuracy "
                          "(tune on val_loss instead)")
     out = run_values(loaded, metric, "val_acc", floor)
+    none = int((out["status"] == "missing").sum())
+    if none:
+        raise UsageError(f"--tune-on val_acc: {none} runs have no val_acc values (regression runs have none): "
+                         "leave them out, or tune on val_loss")
     value = out["value"].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         score = value if metric.is_loss else np.log10(value)
