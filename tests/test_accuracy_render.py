@@ -113,16 +113,26 @@ def test_classification_curves_have_an_accuracy_panel_per_task(cls_csv):
     loaded = cmp.load([cls_csv])
     fig = plots.curves_figure(loaded, None, "train_loss", accuracy="test_acc")
     axes = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(axes) == 4  # (loss, accuracy) for digits, then for iris
-    assert [ax.get_yscale() for ax in axes] == ["log", "linear", "log", "linear"]
-    assert [ax.get_ylabel() for ax in axes[:2]] == ["train_loss (log scale)", "test_acc (%)"]
-    assert axes[1].get_title() == "data=digits" and axes[3].get_title() == "data=iris"
+    assert len(axes) == 4  # loss panels of digits and iris, and below each its accuracy
+    assert [ax.get_yscale() for ax in axes] == ["log", "log", "linear", "linear"]
+    assert [ax.get_ylabel() for ax in axes] == ["train_loss (log scale)", "", "test_acc (%)", ""]
+    assert [ax.get_title().split("  ")[0] for ax in axes[:2]] == ["data=digits", "data=iris"]
+    assert axes[3].get_subplotspec().colspan.start == 1 and axes[3].get_subplotspec().rowspan.start == 1
     raw = pd.read_csv(cls_csv)
     want = raw[(raw.data == "iris") & (raw.activation == "gelu")].groupby("epoch")["test_acc"].median() * 100
     assert lines_of(axes[3])["gelu"] == pytest.approx(want.to_numpy())
     want = raw[(raw.data == "iris") & (raw.activation == "gelu")].groupby("epoch")["train_loss"].median()
-    assert lines_of(axes[2])["gelu"] == pytest.approx(want.to_numpy())
-    assert "test_acc in % (right)" in fig._suptitle.get_text()
+    assert lines_of(axes[1])["gelu"] == pytest.approx(want.to_numpy())
+    assert "train_loss (top) and test_acc in % (below each)" in fig._suptitle.get_text()
+
+
+def test_one_task_has_its_accuracy_to_the_right(tmp_path):
+    curves_rows(tasks=("iris",)).to_csv(tmp_path / "iris.csv", index=False)
+    fig = plots.curves_figure(cmp.load([tmp_path / "iris.csv"]), None, "val_loss", accuracy="val_acc")
+    loss_ax, acc_ax = fig.axes
+    assert (loss_ax.get_yscale(), acc_ax.get_yscale()) == ("log", "linear")
+    assert acc_ax.get_ylabel() == "val_acc (%)" and acc_ax.get_xlabel() == "epoch"
+    assert "val_loss (left) and val_acc in % (right)" in fig._suptitle.get_text()
 
 
 def test_accuracy_alone_in_percent_on_a_linear_axis(cls_csv):

@@ -121,7 +121,8 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
                 floor: float = FLOOR, with_accuracy: bool = True) -> Path:
     """One panel per data distribution (or --by value), median loss per group over epochs on a log
     y-axis, with the interquartile range over seeds as a band. For classification runs (and
-    `with_accuracy`), each panel has the accuracy (`companion_accuracy`) beside it."""
+    `with_accuracy`), each panel has the accuracy (`companion_accuracy`) below it (beside it for
+    one task)."""
     check_output(output)
     accuracy = companion_accuracy(loaded, loss) if with_accuracy else None
     return save_figure(curves_figure(loaded, by, loss, floor, accuracy), output)
@@ -130,8 +131,8 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
 def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "train_loss",
                   floor: float = FLOOR, accuracy: str | None = None) -> Any:
     """The figure of `plot_curves` (a matplotlib Figure, not saved). `accuracy`: an accuracy column
-    drawn in a panel to the right of each loss panel (in %, linear axis). `loss` may itself be an
-    accuracy column (val_acc, test_acc): then drawn alone, in %, on a linear axis."""
+    drawn in a panel below each loss panel (to its right for one task; in %, linear axis). `loss`
+    may itself be an accuracy column (val_acc, test_acc): then drawn alone, in %, on a linear axis."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
     if is_accuracy(loss) and not has_values(loaded, loss):
@@ -151,15 +152,16 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
         line_names += [n for n in dict.fromkeys(acc_df["line"]) if n not in line_names]
     colors = dict(zip(line_names, _colors(len(line_names))))
     fig, loss_axes, acc_axes = _curve_axes(Figure, len(panel_names), accuracy is not None)
+    beside = len(panel_names) == 1  # one task: the accuracy to the right, else below each loss panel
     for i, name in enumerate(panel_names):
         sub = stats_df[stats_df["panel"] == name]
-        title = _panel_title(panels, name, sub)
-        _draw_panel(loss_axes[i], sub, line_names, colors, floor, loss, title)
-        if accuracy is None and loss_axes[i].get_subplotspec().colspan.start:
-            loss_axes[i].set_ylabel("")  # the shared y axis is labelled in the first column only
+        first_column = not loss_axes[i].get_subplotspec().colspan.start
+        _draw_panel(loss_axes[i], sub, line_names, colors, floor, loss, _panel_title(panels, name, sub),
+                    xlabel=acc_df is None or beside, ylabel=first_column)
         if acc_df is not None:
             _draw_panel(acc_axes[i], acc_df[acc_df["panel"] == name], line_names, colors, floor, str(accuracy),
-                        _panel_title(panels, name, None), empty="no accuracy (not a classification task)")
+                        _panel_title(panels, name, None) if beside else None, ylabel=first_column or beside,
+                        empty="no accuracy (not a classification task)")
     seen: dict[str, Any] = {}
     for ax in loss_axes + acc_axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -170,7 +172,8 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5) or 1, title=legend_title,
                frameon=False)
     note = f"\n({n_div} diverged runs left out)" if n_div else ""
-    what = _column_label(loss) if accuracy is None else f"{loss} (left) and {accuracy} in % (right)"
+    where = "(left) and {} in % (right)" if beside else "(top) and {} in % (below each)"
+    what = _column_label(loss) if accuracy is None else f"{loss} {where.format(accuracy)}"
     fig.suptitle(f"{what}: median over seeds, band = interquartile range{note}")
     return fig
 
@@ -180,21 +183,23 @@ def _column_label(column: str) -> str:
 
 
 def _curve_axes(figure: Any, n: int, paired: bool) -> tuple[Any, list[Any], list[Any]]:
-    """The figure and its axes: a panel per task (2x2 rather than 3 + 1), or with `paired` a pair
-    of panels per task (loss, accuracy), up to two pairs in a row. Loss panels share their y axis,
-    accuracy panels theirs; the unused axes are hidden."""
+    """The figure and its axes: a panel per task (2x2 rather than 3 + 1). With `paired`, each
+    task's accuracy panel below its loss panel (to its right for one task); loss panels share their
+    y axis, accuracy panels theirs. The unused axes are hidden."""
+    if paired and n == 1:
+        fig = figure(figsize=(11.0, 4.6), layout="constrained")
+        loss_ax, acc_ax = fig.subplots(1, 2, sharex=True)
+        return fig, [loss_ax], [acc_ax]
+    ncols = 2 if n == 4 else min(n, 3)
+    nrows = math.ceil(n / ncols)
     if paired:
-        per_row = 1 if n == 1 else 2
-        nrows, ncols = math.ceil(n / per_row), 2 * per_row
-        fig = figure(figsize=(4.6 * ncols + 1.2, 3.7 * nrows + 0.9), layout="constrained")
-        axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
-        loss_axes, acc_axes = list(axes[:, 0::2].flat), list(axes[:, 1::2].flat)
+        fig = figure(figsize=(5.2 * ncols + 1.8, 5.8 * nrows + 0.9), layout="constrained")
+        axes = fig.subplots(2 * nrows, ncols, squeeze=False, sharex=True, height_ratios=[3.2, 2.4] * nrows)
+        loss_axes, acc_axes = list(axes[0::2].flat), list(axes[1::2].flat)
         for group in (loss_axes, acc_axes):
             for ax in group[1:]:
                 ax.sharey(group[0])
     else:
-        ncols = 2 if n == 4 else min(n, 3)
-        nrows = math.ceil(n / ncols)
         fig = figure(figsize=(5.2 * ncols + 1.8, 4.0 * nrows + 0.6), layout="constrained")
         axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
         loss_axes, acc_axes = list(axes.flat), []
@@ -214,13 +219,16 @@ def _panel_title(panels: Sequence[str], name: str, sub: Any) -> str:
 
 
 def _draw_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor: float, column: str,
-                title: str, empty: str = "every run diverged") -> None:
+                title: str | None, xlabel: bool = True, ylabel: bool = True, empty: str = "every run diverged") -> None:
     _curve_panel(ax, df, line_names, colors, floor, log=not is_accuracy(column))
     if not len(df):
         ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center", color="0.4")
-    ax.set_title(title)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(_column_label(column) if is_accuracy(column) else f"{column} (log scale)")
+    if title:
+        ax.set_title(title)
+    if xlabel:
+        ax.set_xlabel("epoch")
+    if ylabel:
+        ax.set_ylabel(_column_label(column) if is_accuracy(column) else f"{column} (log scale)")
 
 
 def _curve_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor: float, log: bool = True) -> None:

@@ -289,7 +289,8 @@ def curves(loaded: Loaded, task_cols: Sequence[str]) -> list[dict[str, Any]]:
             acc = PAIRED.get(loss)
             acc = acc if acc is not None and plots.has_values(loaded, acc) else None
             fig = plots.curves_figure(loaded, list(task_cols) or None, loss, accuracy=acc)
-            out.append({"loss": loss, "accuracy": acc, "svg": svg(fig, f"curves-{loss}")})
+            out.append({"loss": loss, "accuracy": acc, "svg": svg(fig, f"curves-{loss}"),
+                        "accuracy_where": "right" if len(fig.axes) == 2 else "below"})
     return out
 
 
