@@ -183,8 +183,9 @@ def add_power(comp: pd.DataFrame, spec: PowerSpec) -> pd.DataFrame:
 
 def method_note(spec: PowerSpec) -> str:
     if spec.unit == "pp":
+        points = "point" if abs(spec.ratio) == 1 else "points"
         return (f"seeds_needed: seeds (pairs) to detect an accuracy difference of {abs(spec.ratio):g} percentage "
-                f"points with power {spec.power:g} at two-sided alpha {spec.alpha:g} (paired t-test, statsmodels "
+                f"{points} with power {spec.power:g} at two-sided alpha {spec.alpha:g} (paired t-test, statsmodels "
                 "TTestPower), assuming the observed sd of the paired differences (sd_diff_pp); min_detectable_pp: "
                 "the smallest difference detectable with the current pairs. Per comparison: with Holm over m "
                 "comparisons, --alpha 0.05/m gives a safe figure. Empty where there are fewer than 2 pairs or no "

@@ -17,7 +17,7 @@ FORMATS = ("table", "csv", "markdown", "json")
 
 
 def _title(res: RankResult) -> str:
-    best = ", highest first" if res.higher_is_better else ""
+    best = " (highest first)" if res.higher_is_better else ""
     return (f"{res.by} ranked by {res.metric.label} {res.loss}{best} over {len(res.scores)} tasks "
             f"({', '.join(res.task_cols)})")
 

@@ -128,7 +128,7 @@ def _accuracy_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any,
     if not compact:
         cols.append(("pairs", lambda r: "baseline" if _is_base(r) else fmt_int(r["n_pairs"]), True))
     cols += [
-        ("Δ pp", lambda r: "baseline" if _is_base(r) else fmt_pp(r["diff_pp"]), True),
+        ("Δ pp", lambda r: ("baseline" if compact else "") if _is_base(r) else fmt_pp(r["diff_pp"]), True),
         ("Δ 95% CI", lambda r: _cmp(r, "-" if _missing(r["diff_lo_pp"]) else
                                     f"[{fmt_pp(r['diff_lo_pp'])}, {fmt_pp(r['diff_hi_pp'])}]"), True),
         ("win", lambda r: _cmp(r, fmt_pct(r["win_rate"])), True),
