@@ -5,6 +5,7 @@ seed, labels as int64 class indices, and bad input."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -184,7 +185,7 @@ def test_mnist1d_generated_once_with_its_test_set_fixed_and_globals_untouched(ca
     np.testing.assert_allclose(s0.x.mean(0), 0, atol=1e-12)
     assert _split_counts(s0, 10)[:2] == _split_counts(s1, 10)[:2]  # stratified, the same counts every seed
     info = s0.info
-    assert info["cache_file"] == str(generated.cache_file(g.version, generated._default_args()))
+    assert info["cache_file"] == str(generated.cache_file(g.version, generated.ARGS))
     assert Path(info["cache_file"]).parent == cache and info["mnist1d_version"] == g.version
     assert info["n_test"] == 1000 and info["test_set"].startswith("fixed")
     digest = Path(info["cache_file"] + ".sha256").read_text().strip()
@@ -193,6 +194,9 @@ def test_mnist1d_generated_once_with_its_test_set_fixed_and_globals_untouched(ca
     generated.mnist1d.cache_clear()  # a new process: read back from the file
     again = generated.mnist1d()
     assert np.array_equal(again.x, g.x) and again.sha256 == g.sha256
+    import mnist1d.data  # the arguments copied into generated.py are the package's defaults
+
+    assert {k: v for k, v in mnist1d.data.get_dataset_args(as_dict=True).items() if k != "url"} == generated.ARGS
 
 
 def _fake_make(calls: list[int]):
@@ -266,11 +270,21 @@ def test_make_restores_the_global_generators(monkeypatch):
     assert (random.random(), np.random.random()) == want and out["y"].dtype == np.int64
 
 
-def test_importing_the_data_layer_imports_neither_mnist1d_nor_matplotlib():
-    code = ("import sys; import activation_bench.data.tables, activation_bench.data.generated; "
-            "print(any(m.split('.')[0] in ('mnist1d', 'matplotlib') for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+def run_python(code: str, env: dict[str, str]) -> list[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env=env).stdout.split()
+
+
+def test_importing_the_data_layer_imports_neither_mnist1d_nor_matplotlib(cache, monkeypatch):
+    """Nor does reading MNIST-1D from the cache (only generating it does; here a small stand-in is cached)."""
+    monkeypatch.setattr(generated, "_make", _fake_make([]))
+    assert generated.mnist1d().cache_file is not None
+    code = ("import sys; import activation_bench.data.tables, activation_bench.data.generated as g; "
+            "print(any(m.split('.')[0] in ('mnist1d', 'matplotlib') for m in sys.modules)); "
+            "print(g.mnist1d().x.shape); print(any(m.split('.')[0] in ('mnist1d', 'matplotlib') for m in sys.modules))")
+    env = {**os.environ, "ACTBENCH_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.splitlines() == ["False", "(20, 3)", "False"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,7 +313,7 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         ([*cls, floats], "target 'y' is continuous (40 distinct values, not all integers)"),
         (["data=star98", "data.task=classification"], "'math_above' is continuous (295 distinct values"),
         (["data=diabetes", "data.task=classification"], "has 214 distinct values (at most 100 classes)"),
-        ([*cls, f"data.path={many_rows}"], "has 300 distinct values (at most 100 classes)"),
+        ([*cls, f"data.path={many_rows}"], "has 300 distinct values (at most 100 classes); is it an identifier?"),
         (["data=randhie", "data.task=classification"], "data=randhie is a regression table (target 'mdvis', 59"),
         ([*cls, one], "target 'y' has only one class ('x'); classification needs at least two"),
         ([*cls, gap], "1 row without a label in target column 'y', first row 11 (line 13 of the file); data.dropna"),

@@ -63,8 +63,9 @@ def encode(col: Any, where: str, target: str) -> tuple[np.ndarray, tuple[str, ..
         uniq, idx = np.unique(col.astype(str).to_numpy(dtype=str), return_inverse=True)
         names, distinct = tuple(str(v) for v in uniq), len(uniq)
     if distinct > MAX_CLASSES:
+        hint = "use data.task=regression" if _numeric(col) else "is it an identifier?"
         raise UsageError(f"{where}: data.task=classification needs class labels, but target '{target}' has "
-                         f"{distinct} distinct values (at most {MAX_CLASSES} classes); use data.task=regression")
+                         f"{distinct} distinct values (at most {MAX_CLASSES} classes); {hint}")
     if distinct < 2:
         only = f" ('{names[0]}')" if names else ""
         raise UsageError(f"{where}: target '{target}' has only one class{only}; classification needs at least two")

@@ -57,21 +57,23 @@ def _mnist1d_version() -> str:
         raise UsageError("data=mnist1d needs the mnist1d package (pip install mnist1d)") from None
 
 
-def _default_args() -> dict[str, Any]:
-    """mnist1d's default arguments (the download address left out: nothing is downloaded)."""
-    import importlib
-
-    args = importlib.import_module("mnist1d.data").get_dataset_args(as_dict=True)
-    return {k: v for k, v in args.items() if k != "url"}
+# mnist1d's default arguments, get_dataset_args() (the published MNIST-1D), less the download
+# address; copied so that reading the cache needs no import of the package (it imports matplotlib).
+# tests/test_classification_data.py checks them against the installed package.
+ARGS: dict[str, Any] = {
+    "num_samples": 5000, "train_split": 0.8, "template_len": 12, "padding": [36, 60], "scale_coeff": 0.4,
+    "max_translation": 48, "corr_noise_scale": 0.25, "iid_noise_scale": 0.02, "shear_scale": 0.75,
+    "shuffle_seq": False, "final_seq_length": 40, "seed": 42,
+}
 
 
 def _make(args: dict[str, Any]) -> dict[str, np.ndarray]:
     """mnist1d.data.make_dataset with Python's and NumPy's global generators saved and restored
     around it (it reseeds both)."""
-    import importlib
     import random
 
-    data = importlib.import_module("mnist1d.data")
+    from mnist1d import data
+
     py_state, np_state = random.getstate(), np.random.get_state()
     try:
         out = data.make_dataset(data.ObjectView(dict(args)))
@@ -143,7 +145,7 @@ def mnist1d() -> Generated:
     """MNIST-1D with the package's default arguments: read from the cache (once per process),
     generated and cached when the file is absent, corrupt or does not match its SHA-256."""
     version = _mnist1d_version()
-    args = _default_args()
+    args = ARGS
     path = cache_file(version, args)
     cached = _read_cached(path)
     if cached is not None:
