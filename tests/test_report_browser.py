@@ -145,3 +145,20 @@ def test_screenshot_is_drawn(report, tmp_path):
     pixels = image.imread(shot)
     assert pixels.shape[:2] == (2400, 1280)
     assert (pixels[..., :3] < 0.5).mean() > 0.005  # text, tables and curves, not a blank page
+
+
+def test_classification_report_renders_accuracy_tables_and_curves(tmp_path):
+    """A classification sweep: its accuracy tables and loss-and-accuracy figures render at full size."""
+    from tests.test_accuracy_render import fake_sweep
+
+    sweep = fake_sweep(tmp_path / "runs", seeds=3)
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["report", str(sweep), "-o", str(out), "--no-shapes"])
+    assert result.exit_code == 0, result.output
+    dom = Dom()
+    dom.feed(chromium(tmp_path, out, "--dump-dom"))
+    assert dom.sections == SECTIONS and len(dom.figures) == 4  # ranking; train_loss; val and test with accuracy
+    found = probe(tmp_path, out.read_text(encoding="utf-8"))
+    assert found["blocked"] == [] and found["fetched"] == []
+    assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
+    assert found["svgs"][2][1] > 1.3 * found["svgs"][1][1]  # the accuracy row below the loss row
