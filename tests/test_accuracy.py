@@ -295,7 +295,7 @@ def test_power_in_percentage_points(cls_csv):
     d_min = pw.min_detectable_d(int(gelu["n_pairs"]), spec)
     assert gelu["min_detectable_pp"] == pytest.approx(d_min * gelu["sd_diff_pp"])
     assert "min_detectable_ratio" not in res.table.columns
-    assert any("percentage points" in m and "sd_diff_pp" in m for m in res.methods)
+    assert any("difference of 1 percentage point with" in m and "sd_diff_pp" in m for m in res.methods)
     with pytest.raises(UsageError, match="percentage points"):  # a ratio spec on an accuracy column
         cmp.compare(load([cls_csv], "test_acc"), "final", loss="test_acc", power=pw.parse_power("1.05"))
 
