@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -161,6 +162,8 @@ def test_mixed_inputs_say_which_task_has_no_accuracy(tmp_path):
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert len(axes) == 4 and not axes[3].get_lines()
     assert "no accuracy" in axes[3].texts[0].get_text()
+    fig = plots.curves_figure(cmp.load([tmp_path / "mixed.csv"]), None, "test_acc")
+    assert "no accuracy" in [ax for ax in fig.axes if ax.get_title().startswith("data=normal")][0].texts[0].get_text()
 
 
 @pytest.mark.parametrize("loss", ["", "val_loss", "val_acc", "test_acc"])
@@ -292,3 +295,19 @@ def test_report_of_regression_runs_has_no_accuracy(tmp_path, reg_csv):
     html = out.read_text(encoding="utf-8")
     assert all(loss.endswith("_loss") for _, loss in report_tables(html))
     assert "Loss and accuracy" not in html and "data-accuracy" not in html and "Δpp" not in html
+
+
+def test_report_tuned_on_validation_accuracy(tmp_path):
+    sweep = fake_sweep(tmp_path / "runs", tasks=("iris",), lrs=(0.001, 0.01), seeds=4)
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(app, ["report", str(sweep), "-o", str(out), "--no-shapes", "--tune", "lr",
+                                      "--tune-on", "val_acc", "--baseline", "activation=relu"])
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    assert "chosen by the highest mean of the metric\nof val_acc on the tuning seeds (0, 1)" in html
+    assert "--tune-on val_acc" in html  # the command in the provenance
+    raw = curves_rows(tasks=("iris",), lrs=(0.001, 0.01), seeds=4)
+    tuning = raw[(raw.epoch == 4) & (raw.seed < 2) & (raw.lr == 0.01)].groupby("activation")["val_acc"].mean()
+    body = html[html.index('<table class="chosen">'):]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>([^<]*)</td><td>([^<]*)</td>", body[:body.index("</table>")])
+    assert rows == [(act, "0.01", f"{100 * tuning[act]:.2f}%") for act in ("relu", "gelu")]

@@ -21,6 +21,7 @@ from activation_bench.errors import UsageError
 from activation_bench.runs.store import atomic_file, check_folder
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+NO_ACCURACY = "no accuracy (not a classification task)"  # a regression task's panel of an accuracy
 
 
 def check_output(output: Path) -> str:
@@ -157,11 +158,12 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
         sub = stats_df[stats_df["panel"] == name]
         first_column = not loss_axes[i].get_subplotspec().colspan.start
         _draw_panel(loss_axes[i], sub, line_names, colors, floor, loss, _panel_title(panels, name, sub),
-                    xlabel=acc_df is None or beside, ylabel=first_column)
+                    xlabel=acc_df is None or beside, ylabel=first_column,
+                    empty=NO_ACCURACY if is_accuracy(loss) else "every run diverged")
         if acc_df is not None:
             _draw_panel(acc_axes[i], acc_df[acc_df["panel"] == name], line_names, colors, floor, str(accuracy),
                         _panel_title(panels, name, None) if beside else None, ylabel=first_column or beside,
-                        empty="no accuracy (not a classification task)")
+                        empty=NO_ACCURACY)
     seen: dict[str, Any] = {}
     for ax in loss_axes + acc_axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
