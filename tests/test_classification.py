@@ -115,7 +115,8 @@ def test_run_writes_accuracy_columns_and_reruns_bitwise(runner, runs_dir, tmp_pa
     header = (run / "losses.csv").read_text().splitlines()[0]
     assert header == "epoch," + ",".join(COLUMNS)
     summary = json.loads((run / "summary.json").read_text())
-    assert 0 <= summary["final_test_acc"] <= 1 and 0 <= summary["early_stop_test_acc"] <= 1
+    for key in ("final_val_acc", "final_test_acc", "early_stop_test_acc"):
+        assert 0 <= summary[key] <= 1, key
     assert summary["data"]["task"] == "classification" and len(summary["data"]["classes"]) == 3
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["data"]["task"] == "classification" and saved["model"]["dropout"] == 0.5

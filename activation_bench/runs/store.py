@@ -192,6 +192,7 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "best_loss": best,
         "best_epoch": tl.index(best) + 1 if best is not None else None,
         "final_val_loss": result.val_loss[-1] if result.val_loss else None,
+        **({"final_val_acc": result.val_acc[-1]} if getattr(result, "val_acc", None) else {}),
         **held_out(result),
         "epochs": int(cfg.epochs),
         "epochs_run": len(tl),
