@@ -29,11 +29,15 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   data.mean/std         normal data (0, 1); data.low/high uniform data (-1, 1)\n
   data.target=random    random | teacher (targets from a seeded random network);\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
-  data=diabetes|star98|randhie  real tables bundled with scikit-learn / statsmodels\n
+  data=diabetes|star98|randhie  real regression tables bundled with scikit-learn / statsmodels\n
+  data=digits|wine|breast_cancer|iris|mnist1d  class tables (K outputs, cross-entropy, accuracy)\n
   data=csv data.path=FILE data.target=COLUMN [data.features=[a,b]]  your own table\n
+                        data.task=classification for class labels (strings or integers)\n
   data=function data.fn=exp_sin  function fitting (xy, bessel_j0, exp_sin4, ellipkinc, ...)\n
   data.val_fraction=0.2 data.test_fraction=0.2 data.standardize=true data.dropna=false  (real data)\n
   model.hidden_dim=64   hidden width; model.depth=1 hidden layers\n
+  model.dropout=0       dropout after every hidden activation (training only); log.train_eval=false\n
+                        also logs train_eval_loss, the training loss with dropout off\n
   model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
   log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
