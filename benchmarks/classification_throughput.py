@@ -1,0 +1,149 @@
+"""Classification throughput: `actbench sweep` on data=mnist1d against the plain PyTorch loop a user
+would write, both as whole processes, side by side in one run.
+
+Grid: 8 activations x 30 seeds on MNIST-1D (3,200 training rows, 800 validation, the canonical 1,000
+test rows; 40 features, 10 classes), two hidden layers of 64 (model.depth=2), batch_size=128,
+shuffle=true, cross-entropy: 240 runs, 25 minibatch steps an epoch, the validation and test loss
+and accuracy evaluated every epoch.
+
+- actbench: the real command, `actbench sweep ...` in a fresh process, timed whole (start-up,
+  imports, reading the cached MNIST-1D arrays, splitting, composing, training, writing 240 run
+  directories and results.csv).
+- plain: a fresh Python process that trains one model at a time as a user would: nn.Sequential,
+  nn.CrossEntropyLoss, torch.optim.Adam, a shuffled torch DataLoader over the training rows, and
+  the validation and test loss and accuracy every epoch. It runs a sample of the grid (--plain-seeds
+  seeds of every activation), which gives its model steps per second, start-up included.
+
+Both use the same data: the seed's split from actbench's data layer (the MNIST-1D cache is filled
+before timing). The two run in interleaved rounds (--repeat); the ratio reported is the median of
+the rounds' ratios of model steps per second.
+
+Usage:
+    python benchmarks/classification_throughput.py [--epochs 20] [--seeds 30] [--repeat 3]
+    python benchmarks/classification_throughput.py --quick      # a smoke run: 4 seeds, 2 epochs, 1 round
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
+BATCH, HIDDEN, DEPTH = 128, 64, 2
+ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+
+
+def plain(seeds: int, epochs: int) -> int:
+    """The loop a user would write, one model at a time; returns the model steps taken."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from activation_bench.config.compose import compose
+    from activation_bench.data import tables
+    from activation_bench.engine.activations import create
+
+    steps = 0
+    for seed in range(seeds):
+        s = tables.split_arrays(compose(["data=mnist1d", f"seed={seed}"]))
+        x, y = torch.tensor(s.x, dtype=torch.float32), torch.tensor(s.y, dtype=torch.int64)
+        xv, yv = torch.tensor(s.x_val, dtype=torch.float32), torch.tensor(s.y_val, dtype=torch.int64)
+        xt, yt = torch.tensor(s.x_test, dtype=torch.float32), torch.tensor(s.y_test, dtype=torch.int64)
+        k = int(y.max()) + 1
+        for a in ACTS:
+            torch.manual_seed(seed)
+            layers: list[nn.Module] = []
+            width = x.shape[1]
+            for _ in range(DEPTH):
+                layers += [nn.Linear(width, HIDDEN), create(a)]
+                width = HIDDEN
+            model = nn.Sequential(*layers, nn.Linear(width, k))
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
+            crit = nn.CrossEntropyLoss()
+            history = []
+            for _ in range(epochs):
+                model.train()
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    loss = crit(model(xb), yb)
+                    loss.backward()
+                    opt.step()
+                    steps += 1
+                model.eval()
+                with torch.no_grad():
+                    lv, lt = model(xv), model(xt)
+                    history.append((loss.item(), crit(lv, yv).item(), (lv.argmax(1) == yv).float().mean().item(),
+                                    crit(lt, yt).item(), (lt.argmax(1) == yt).float().mean().item()))
+    return steps
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return time.perf_counter() - start, done.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--plain-seeds", type=int, default=2, help="seeds of every activation the plain loop runs")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 4 seeds, 2 epochs, 1 round")
+    ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.plain_worker:
+        print(plain(args.plain_seeds, args.epochs))
+        return
+    if args.quick:
+        args.seeds, args.epochs, args.repeat, args.plain_seeds = 4, 2, 1, 1
+    import torch
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+
+    from activation_bench.config.compose import compose
+    from activation_bench.data import tables
+
+    tables.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
+    print(header())
+    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, data=mnist1d, depth {DEPTH} x {HIDDEN}, "
+          f"batch_size={BATCH}, shuffle=true")
+    print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
+    steps_per_epoch = -(-3200 // BATCH)
+    sweep_steps = len(ACTS) * args.seeds * args.epochs * steps_per_epoch
+    worker = [sys.executable, __file__, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
+              "--epochs", str(args.epochs)]
+    ratios = []
+    keep = tempfile.mkdtemp(prefix="actbench-class-bench-")
+    try:
+        for r in range(1, args.repeat + 1):
+            cmd = [*ACTBENCH, "sweep", "--runs-dir", os.path.join(keep, f"round{r}"), "-q",
+                   f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", "data=mnist1d",
+                   f"model.depth={DEPTH}", f"model.hidden_dim={HIDDEN}", f"batch_size={BATCH}", "shuffle=true",
+                   f"epochs={args.epochs}"]
+            wall, _ = timed(cmd)
+            p_wall, out = timed(worker)
+            p_steps = int(out.split()[-1])
+            rate, base = sweep_steps / wall, p_steps / p_wall
+            ratios.append(rate / base)
+            print(f"{r:<6d} {'actbench sweep (whole process)':36s} {sweep_steps:12d} {wall:9.2f} {rate:10.0f} "
+                  f"{rate / base:8.1f}")
+            print(f"{r:<6d} {'plain loop, DataLoader (sample)':36s} {p_steps:12d} {p_wall:9.2f} {base:10.0f} "
+                  f"{1.0:8.1f}")
+    finally:
+        shutil.rmtree(keep)
+    rounds = ", ".join(f"{x:.1f}" for x in ratios)
+    print(f"actbench / plain = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds}); "
+          f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
