@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import csv
 import math
+import shlex
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from activation_bench.cli.main import app
-from activation_bench.search import fingerprint, halving, space
+from activation_bench.cli.search import SEARCH_HELP
+from activation_bench.search import driver, fingerprint, halving, space
 from tests.conftest import files_under
 
 TASK = ["data=function", "data.n_samples=60", "model.hidden_dim=5", "epochs=2"]
@@ -156,6 +159,9 @@ BAD = [
     (["--space", "nosuch.yaml"], "no such file"),
     (["epochs=0"], "epochs must be a positive integer"),
     (["--name", "../up"], "invalid name"),
+    (["--select-on", "test_acc"], "--select-on test_acc: the search selects on validation numbers only; valid: "
+     "val_loss, val_acc"),
+    (["--select-on", "val_acc"], "--select-on val_acc: data=function is a regression task"),
 ]
 
 
@@ -210,3 +216,99 @@ def test_search_dry_run_counts_and_writes_nothing(runner, runs_dir):
     assert result.exit_code == 0, result.output
     assert "12 candidates drawn" in result.stderr
     assert files_under(runs_dir) == []
+
+
+# classification: iris, a 3 x 2 file space (9 candidates, 3 of them duplicates), 3 epochs
+CLASSIFY = ["data=iris", "model.hidden_dim=5", "epochs=3", "lr=0.03"]
+CLASSIFY_SEARCH = ["--seeds", "2", "--rungs", "2", "--keep", "0.25", "--final-seeds", "1", "-q"]
+
+
+@pytest.fixture
+def small_space(tmp_path):
+    f = tmp_path / "space.yaml"
+    f.write_text("unary: [x, 'sin(x)', 'tanh(x)']\nbinary: ['x1 + x2', 'x1 * x2']\n")
+    return str(f)
+
+
+def test_accuracy_score_and_selection():
+    assert halving.member_score({"status": "complete", "final_val_loss": 0.5, "final_val_acc": 0.75}, "val_acc") == 0.75
+    assert halving.member_score({"status": "diverged", "final_val_acc": 0.9}, "val_acc") == -math.inf
+    assert halving.member_score({"status": "complete", "final_val_acc": None}, "val_acc") == -math.inf
+    assert halving.member_score(None, "val_acc") == -math.inf
+    assert halving.score([0.5, 0.75], "val_acc") == pytest.approx(0.625)  # arithmetic, not geometric
+    assert halving.score([0.5, -math.inf], "val_acc") == -math.inf and halving.score([], "val_acc") == -math.inf
+    scores = {"a": 0.5, "b": 0.9, "c": 0.9, "d": -math.inf, "e": 0.7}
+    assert halving.select(scores, list("abcde"), 0.6, "val_acc") == ["b", "c", "e"]  # highest; ties: drawn first
+    assert halving.select(scores, list("acbde"), 0.2, "val_acc") == ["c"]
+    assert halving.select({"a": 0.1, "b": 0.2}, ["a", "b"], 0.5) == ["a"]  # val_loss: still the lowest
+
+
+def test_select_on_changes_the_default_name_but_not_the_old_ones():
+    s = driver.Settings(("data=function", "epochs=2"), "core", 12, 0, 1, 2, 0.25, 2)
+    assert driver.default_name(s) == "search_data=function_epochs=2-b17998f7"  # the name before --select-on
+    assert driver.default_name(replace(s, select_on="val_acc")) != driver.default_name(s)
+
+
+def test_search_selects_on_validation_accuracy(runner, runs_dir, small_space):
+    args = ["search", *CLASSIFY, *CLASSIFY_SEARCH, "--space", small_space, "--select-on", "val_acc",
+            "--runs-dir", str(runs_dir), "--name", "s"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())  # the table's title wraps
+    assert "mean final validation accuracy over 1 fresh seeds (higher is better)" in out
+    assert "%" in out and "--loss test_acc" in out
+    root = runs_dir / "s"
+    rows = _rows(root / "candidates.csv")
+    assert list(rows[0]) == ["fn", "same_as", "status", "reason", "rung", "mean_val_acc"]
+    trained = [r["fn"] for r in rows if r["status"] == "trained"]
+    acc: dict[str, dict[str, float]] = {}
+    loss: dict[str, dict[str, float]] = {}
+    for r in _rows(root / "rung1" / "results.csv"):  # epoch order: the last row of a run is its final epoch
+        acc.setdefault(r["activation"], {})[r["seed"]] = float(r["val_acc"])
+        loss.setdefault(r["activation"], {})[r["seed"]] = float(r["val_loss"])
+    mean = {fn: sum(v.values()) / len(v) for fn, v in acc.items()}
+    n = halving.survivors(len(trained), 0.25)
+    best = sorted(trained, key=lambda fn: (-mean[fn], trained.index(fn)))[:n]
+    survivors = [r["fn"] for r in rows if r["rung"] == "2"]
+    assert set(survivors) == set(best)
+    by_loss = sorted(trained, key=lambda fn: (halving.score(list(loss[fn].values())), trained.index(fn)))[:n]
+    assert set(by_loss) != set(best)  # on this task the choice matters: val_loss would keep others
+    for r in rows:
+        if r["rung"] == "1":
+            assert float(r["mean_val_acc"]) == pytest.approx(mean[r["fn"]], rel=1e-12)
+    assert "select_on: val_acc" in (root / "search.yaml").read_text()
+
+    # resumed with the same choice: nothing retrained; another choice is another search
+    kept = {p: p.stat().st_mtime_ns for p in (root / "rung1").iterdir() if p.is_dir()}
+    before = (root / "candidates.csv").read_text()
+    assert runner.invoke(app, args).exit_code == 0
+    assert (root / "candidates.csv").read_text() == before
+    assert all(p.stat().st_mtime_ns == t for p, t in kept.items())
+    files = files_under(runs_dir)
+    result = runner.invoke(app, [a for a in args if a not in ("--select-on", "val_acc")])
+    assert result.exit_code == 2 and "holds a different search" in result.stderr
+    assert files_under(runs_dir) == files
+
+    # the compare commands the help shows, on this search's final rung
+    examples = [line.strip() for line in SEARCH_HELP.splitlines() if line.strip().startswith("actbench compare")]
+    assert len(examples) == 2
+    for example in examples:
+        argv = shlex.split(example.replace("runs/<search>/rung3", str(root / "rung2")))[1:]
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 0, (example, result.output)
+
+
+def test_search_yaml_without_select_on_resumes(runner, runs_dir, small_space):
+    """A search written before --select-on existed (no select_on in search.yaml) resumes as val_loss."""
+    args = ["search", *TASK, "--space", small_space, "--seeds", "1", "--rungs", "2", "--final-seeds", "1", "-q",
+            "--runs-dir", str(runs_dir), "--name", "s"]
+    assert runner.invoke(app, args).exit_code == 0
+    settings = runs_dir / "s" / "search.yaml"
+    text = settings.read_text()
+    assert "  select_on: val_loss\n" in text
+    settings.write_text(text.replace("  select_on: val_loss\n", ""))
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert list(_rows(runs_dir / "s" / "candidates.csv")[0])[-1] == "score"
+    result = runner.invoke(app, [*args, "--select-on", "val_acc"])  # a regression task: refused first
+    assert result.exit_code == 2 and "regression task" in result.stderr

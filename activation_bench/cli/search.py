@@ -19,14 +19,18 @@ SEARCH_HELP = (
     "Search for activations: draw candidates from a space, train each distinct one (candidates "
     "that behave the same on the probe points are trained once), keep the best --keep of each rung "
     "for a longer rung on more seeds, and judge the survivors with relu, gelu, silu and tanh on "
-    "--final-seeds fresh seeds. The overrides choose the task and the first rung's budget.\n\n"
-    "Writes DIR/NAME/candidates.csv (fn, same_as, status, reason, rung, score) and one sweep "
-    "directory per rung (rung1, rung2, ...) that compare, rank and report read. Run the same "
-    "command again to resume.\n\n"
+    "--final-seeds fresh seeds. The overrides choose the task and the first rung's budget. A rung "
+    "selects on the geometric mean of the final validation loss over the seeds (lowest), or with "
+    "--select-on val_acc (classification tasks) the mean final validation accuracy (highest).\n\n"
+    "Writes DIR/NAME/candidates.csv (fn, same_as, status, reason, rung, score; mean_val_acc in "
+    "place of score with --select-on val_acc) and one sweep directory per rung (rung1, rung2, ...) "
+    "that compare, rank and report read. Run the same command again to resume.\n\n"
     "Examples:\n\n"
     "  actbench search data=function data.fn=exp_sin epochs=30 batch_size=64 --candidates 500\n\n"
     "  actbench search data=diabetes epochs=50 --space my_space.yaml --rungs 2\n\n"
-    "  actbench compare runs/<search>/rung3 --metric final_test_loss"
+    "  actbench search data=digits epochs=20 --select-on val_acc --candidates 200\n\n"
+    "  actbench compare runs/<search>/rung3 --loss test_loss --metric final --baseline activation=relu\n\n"
+    "  actbench compare runs/<search>/rung3 --loss test_acc --metric final --baseline activation=relu"
 )
 
 
@@ -42,6 +46,9 @@ def search(
     rungs: Annotated[int, typer.Option(help="Rungs, the last being the fresh-seed judgement (at least 2).")] = 3,
     keep: Annotated[float, typer.Option(help="Fraction of a rung's candidates that go on to the next.")] = 0.25,
     final_seeds: Annotated[int, typer.Option(help="Fresh seeds of the final rung.")] = 10,
+    select_on: Annotated[str, typer.Option(
+        "--select-on", help="Select each rung on val_loss (geometric mean over the seeds, lowest) or val_acc "
+        "(classification tasks: mean accuracy over the seeds, highest).")] = "val_loss",
     name: Annotated[str | None, typer.Option(
         help="Search directory name (default: derived from the settings).")] = None,
     runs_dir: RunsDirOpt = Path("runs"),
@@ -64,7 +71,7 @@ def search(
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
     settings = driver.Settings(tuple(o for o in all_overrides if o not in hydra_overrides), space, candidates,
-                               draw_seed, seeds, rungs, keep, final_seeds)
+                               draw_seed, seeds, rungs, keep, final_seeds, select_on)
     with reported():
         if launcher:
             orchestrate.check_launcher(launcher)
@@ -122,22 +129,32 @@ def _describe(s: Search) -> None:
 
 def _summary(s: Search) -> None:
     """The final rung's table: the survivors and the baselines by their fresh-seed score."""
-    import math
-
     from rich.table import Table
 
     from activation_bench import terminal
-    from activation_bench.search import driver
+    from activation_bench.search import driver, halving
 
+    on = s.settings.select_on
     final = s.rungs[-1]
     scores = {fn: sc for fn, (r, sc) in s.reached.items() if r == final.number}
     scores.update(driver.baseline_scores(s))
-    table = Table(title=f"rung {final.number}: geometric mean of the final validation loss over "
-                  f"{len(final.seeds)} fresh seeds (lower is better)")
+    better = "higher" if halving.higher_is_better(on) else "lower"
+    table = Table(title=f"rung {final.number}: {halving.SCORE_TEXT[on]} over "
+                  f"{len(final.seeds)} fresh seeds ({better} is better)")
     for header in ("#", "activation", "score"):
         table.add_column(header, no_wrap=True)
-    for i, (fn, sc) in enumerate(sorted(scores.items(), key=lambda t: (t[1], t[0])), 1):
-        table.add_row(str(i), fn, "inf" if math.isinf(sc) else f"{sc:.4g}")
+    for i, fn in enumerate(halving.ranked(scores, sorted(scores), on), 1):
+        table.add_row(str(i), fn, _score_text(scores[fn], on))
     terminal.print_table(table)
-    typer.echo(f"candidates: {s.directory / 'candidates.csv'}; paired statistics: "
-               f"actbench compare {driver.rung_dir(s, final)}")
+    held_out = "test_acc" if on == "val_acc" else "test_loss"
+    typer.echo(f"candidates: {s.directory / 'candidates.csv'}; paired statistics: actbench compare "
+               f"{driver.rung_dir(s, final)} --loss {held_out} --baseline activation=relu")
+
+
+def _score_text(score: float, on: str) -> str:
+    """A score as the table shows it: a loss to 4 significant digits, an accuracy in percent."""
+    import math
+
+    if math.isinf(score):
+        return "failed" if on == "val_acc" else "inf"
+    return f"{100 * score:.2f}%" if on == "val_acc" else f"{score:.4g}"

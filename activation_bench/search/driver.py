@@ -1,7 +1,8 @@
 """`actbench search`: draw candidates, drop duplicates and refusals, and run the rungs as sweeps.
 
 DIR/NAME holds search.yaml (the settings; a rerun with the same ones resumes, different ones are
-refused), candidates.csv (one row per drawn candidate: fn, same_as, status, reason, rung, score)
+refused), candidates.csv (one row per drawn candidate: fn, same_as, status, reason, rung, score;
+with --select-on val_acc the score column is mean_val_acc)
 and one sweep directory per rung (rung1, rung2, ...), each a normal sweep (sweep.yaml, one run
 directory per member, results.csv) that compare, rank and report read. A rung's members are
 expression activations (label `activation` = the expression) on the rung's seeds; the last rung
@@ -15,16 +16,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from activation_bench.cfg import Cfg
 from activation_bench.errors import UsageError
 from activation_bench.runs import orchestrate, store
 from activation_bench.search import fingerprint, halving, space
 
-FIELDS = ("fn", "same_as", "status", "reason", "rung", "score")
+FIELDS = ("fn", "same_as", "status", "reason", "rung")  # then the score column (halving.SCORE_COLUMN)
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,12 @@ class Settings:
     rungs: int
     keep: float
     final_seeds: int
+    select_on: str = "val_loss"  # halving.SELECT_ON; search.yaml files without it mean val_loss
 
     def check(self) -> None:
+        if self.select_on not in halving.SELECT_ON:
+            raise UsageError(f"--select-on {self.select_on}: the search selects on validation numbers only; "
+                             f"valid: {', '.join(halving.SELECT_ON)}")
         if self.seeds < 1 or self.final_seeds < 1:
             raise UsageError("--seeds and --final-seeds must be at least 1")
         if self.rungs < 2:
@@ -70,7 +75,9 @@ class Search:
 
 
 def default_name(s: Settings) -> str:
-    text = repr(sorted(asdict(s).items()))
+    """search_<overrides>-<digest of the settings>; the default --select-on stays out of the digest,
+    so searches named before the option existed keep their names."""
+    text = repr(sorted(_identity(asdict(s)).items()))
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
     return store.slug("search_" + "_".join(s.overrides), 60) + "-" + digest
 
@@ -83,6 +90,7 @@ def prepare(s: Settings, runs_dir: Path, name: str | None) -> Search:
     s.check()
     sp = space.load(s.space)
     base = compose(list(s.overrides) + ["activation=relu"])  # the task and budget, checked once
+    check_task(s, base)
     directory = runs_dir / (store.check_name(name) if name else default_name(s))
     store.inside(runs_dir, directory)
     existing = directory / "search.yaml"
@@ -90,7 +98,8 @@ def prepare(s: Settings, runs_dir: Path, name: str | None) -> Search:
         import yaml
 
         old = yaml.safe_load(existing.read_text(encoding="utf-8"))
-        if not isinstance(old, dict) or old.get("settings") != _plain(s):
+        settings = old.get("settings") if isinstance(old, dict) else None
+        if not isinstance(settings, dict) or _identity(settings) != _identity(_plain(s)):
             raise UsageError(f"{directory} holds a different search; choose another --name")
     fns = [sp.candidate(i) for i in space.draw(sp, s.candidates, s.draw_seed)]
     verdicts = fingerprint.dedup(fns, fingerprint.expr_probe(base.dtype))
@@ -98,6 +107,20 @@ def prepare(s: Settings, runs_dir: Path, name: str | None) -> Search:
         raise UsageError("every candidate was refused by the probe; nothing to train")
     rungs = halving.schedule(int(base.epochs), s.seeds, s.rungs, s.final_seeds)
     return Search(s, directory, int(base.epochs), verdicts, rungs)
+
+
+def check_task(s: Settings, base: Cfg) -> None:
+    """Refuse selecting on accuracy where the composed task is not classification."""
+    task = base.data.get("task") or "regression"
+    if s.select_on == "val_acc" and task != "classification":
+        raise UsageError(f"--select-on val_acc: data={base.data.get('name')} is a {task} task (no accuracy); "
+                         "use --select-on val_loss, or a classification task (data.task=classification)")
+
+
+def _identity(settings: dict) -> dict:
+    """The settings as they identify a search: select_on left out at its default (val_loss), so that
+    search.yaml files written before the option existed still resume."""
+    return {k: v for k, v in settings.items() if not (k == "select_on" and v == "val_loss")}
 
 
 def _plain(s: Settings) -> dict:
@@ -130,7 +153,7 @@ def rung_candidates(search: Search, rung: halving.Rung) -> list[str]:
     before = search.rungs[rung.number - 2]
     order = rung_candidates(search, before)
     scores = rung_scores(search, before, order)
-    return halving.select(scores, order, search.settings.keep)
+    return halving.select(scores, order, search.settings.keep, search.settings.select_on)
 
 
 def quoted(fn: str) -> str:
@@ -165,7 +188,9 @@ def plan_rung(search: Search, rung: halving.Rung) -> orchestrate.SweepPlan:
 
 
 def rung_scores(search: Search, rung: halving.Rung, fns: Sequence[str]) -> dict[str, float]:
-    """Each candidate's score in a rung, from the run directories written so far."""
+    """Each candidate's score in a rung, from the run directories written so far (a candidate missing
+    a seed scores `halving.worst`)."""
+    on = search.settings.select_on
     per: dict[str, list[float]] = {fn: [] for fn in fns}
     seen: dict[str, set[str]] = {fn: set() for fn in fns}
     for _, summary in orchestrate.done_hashes(rung_dir(search, rung)).values():
@@ -173,9 +198,9 @@ def rung_scores(search: Search, rung: halving.Rung, fns: Sequence[str]) -> dict[
         fn = lab.get("activation")
         if fn in per and lab.get("seed") not in seen[fn]:
             seen[fn].add(lab.get("seed"))
-            per[fn].append(halving.member_score(summary))
+            per[fn].append(halving.member_score(summary, on))
     n = len(rung.seeds)
-    return {fn: halving.score(v) if len(v) == n else math.inf for fn, v in per.items()}
+    return {fn: halving.score(v, on) if len(v) == n else halving.worst(on) for fn, v in per.items()}
 
 
 def record(search: Search, rung: halving.Rung) -> dict[str, float]:
@@ -196,7 +221,7 @@ def baseline_scores(search: Search) -> dict[str, float]:
 def write_candidates(search: Search) -> Path:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(FIELDS)
+    writer.writerow([*FIELDS, halving.SCORE_COLUMN[search.settings.select_on]])
     for v in search.verdicts:
         rung, sc = search.reached.get(v.fn, ("", ""))
         status = {"unique": "trained", "duplicate": "duplicate", "rejected": "rejected"}[v.status]

@@ -7,9 +7,13 @@ baselines relu, gelu, silu and tanh, trained like rung R-1 but on `final_seeds` 
 no selection used (they start after the largest selection seed). Select on some seeds, judge on
 others: a screen's winner is optimistic until re-judged.
 
-The selection score of a candidate in a rung is the geometric mean, over its seeds, of the final
-validation loss (the training loss where the task has no validation split); a diverged or missing
-member scores infinity. Lower is better; ties go to the candidate drawn first.
+The selection score of a candidate in a rung (`--select-on`, SELECT_ON) is, by default (val_loss),
+the geometric mean over its seeds of the final validation loss (the training loss where the task has
+no validation split); a diverged or missing member scores infinity and lower is better. With val_acc
+(classification tasks) it is the arithmetic mean over its seeds of the final validation accuracy (a
+fraction in [0, 1]); a diverged or missing member scores -infinity and higher is better. Which way
+is better comes from the analysis layer (`loading.higher_is_better`). Ties go to the candidate
+drawn first.
 """
 
 from __future__ import annotations
@@ -18,7 +22,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from activation_bench.analysis.loading import higher_is_better
+
 BASELINES = ("relu", "gelu", "silu", "tanh")
+SELECT_ON = ("val_loss", "val_acc")  # --select-on: validation numbers only, never the test split
+# what a candidate's score is, for tables and the help (the rung's seeds follow it)
+SCORE_TEXT = {"val_loss": "geometric mean of the final validation loss",
+              "val_acc": "mean final validation accuracy"}
+# candidates.csv's score column: `score` as before for val_loss; named for what it holds with val_acc,
+# so that no reader sorts an accuracy as if it were a loss
+SCORE_COLUMN = {"val_loss": "score", "val_acc": "mean_val_acc"}
 
 
 @dataclass(frozen=True)
@@ -42,28 +55,44 @@ def survivors(n: int, keep: float) -> int:
     return max(1, math.ceil(keep * n - 1e-9))
 
 
-def member_score(summary: Mapping | None) -> float:
-    """One member's loss for selection: final validation loss (else final training loss); inf when
-    diverged, missing or not finite."""
+def worst(on: str = "val_loss") -> float:
+    """The score of a diverged or missing member or candidate: the far end of the better direction."""
+    return -math.inf if higher_is_better(on) else math.inf
+
+
+def member_score(summary: Mapping | None, on: str = "val_loss") -> float:
+    """One member's number for selection: the final validation loss (else the final training loss;
+    on="val_acc": the final validation accuracy); `worst(on)` when diverged, missing or not finite."""
     if not summary or summary.get("status") != "complete":
-        return math.inf
+        return worst(on)
+    if on == "val_acc":
+        acc = summary.get("final_val_acc")
+        return float(acc) if acc is not None and math.isfinite(acc) else worst(on)
     v = summary.get("final_val_loss")
     if v is None:
         v = summary.get("final_loss")
     return float(v) if v is not None and math.isfinite(v) and v > 0 else (0.0 if v == 0 else math.inf)
 
 
-def score(losses: Sequence[float]) -> float:
-    """The geometric mean of the members' losses (inf if any is inf; 0 if any is 0)."""
-    if not losses or any(math.isinf(v) for v in losses):
-        return math.inf
-    if any(v == 0 for v in losses):
+def score(values: Sequence[float], on: str = "val_loss") -> float:
+    """A candidate's score from its members': the geometric mean of the losses (inf if any is inf;
+    0 if any is 0), or on="val_acc" the arithmetic mean of the accuracies (-inf if any is -inf)."""
+    if not values or any(math.isinf(v) for v in values):
+        return worst(on)
+    if on == "val_acc":
+        return math.fsum(values) / len(values)
+    if any(v == 0 for v in values):
         return 0.0
-    return math.exp(sum(math.log(v) for v in losses) / len(losses))
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def select(scores: Mapping[str, float], order: Sequence[str], keep: float) -> list[str]:
-    """The best `survivors(len(order), keep)` of the candidates in `order` (ties: earlier first)."""
+def ranked(scores: Mapping[str, float], order: Sequence[str], on: str = "val_loss") -> list[str]:
+    """The candidates in `order`, best score first (lowest loss or highest accuracy; ties: earlier first)."""
+    sign = -1.0 if higher_is_better(on) else 1.0
     rank = {fn: i for i, fn in enumerate(order)}
-    ranked = sorted(order, key=lambda fn: (scores.get(fn, math.inf), rank[fn]))
-    return ranked[: survivors(len(order), keep)]
+    return sorted(order, key=lambda fn: (sign * scores.get(fn, worst(on)), rank[fn]))
+
+
+def select(scores: Mapping[str, float], order: Sequence[str], keep: float, on: str = "val_loss") -> list[str]:
+    """The best `survivors(len(order), keep)` of the candidates in `order` (ties: earlier first)."""
+    return ranked(scores, order, on)[: survivors(len(order), keep)]
