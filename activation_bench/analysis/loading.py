@@ -20,12 +20,11 @@ import pandas as pd
 from activation_bench.cfg import activation_label
 from activation_bench.data.io import read_table
 from activation_bench.errors import UsageError
-from activation_bench.runs.store import finished_summary
+from activation_bench.runs.store import COLUMNS, finished_summary  # COLUMNS: every per-epoch column, in order
 
-LOSSES = ("train_loss", "train_eval_loss", "val_loss", "test_loss")
 # classification runs: the share of correctly classified rows, a fraction in [0, 1], higher is better
 ACCURACIES = ("val_acc", "test_acc")
-COLUMNS = (*LOSSES, *ACCURACIES)  # every per-epoch column a losses.csv / results.csv may carry
+LOSSES = tuple(c for c in COLUMNS if c not in ACCURACIES)  # train_loss, train_eval_loss, val_loss, test_loss
 # facts about a run, not config: never group or pair by them (results.csv carries n_params)
 INFO_COLS = ("n_params", "status", "wall_time_s", "diverged_epoch", "epochs_run", "stack_size", "config_hash")
 RESERVED = ("run", "epoch", *COLUMNS, *INFO_COLS)
