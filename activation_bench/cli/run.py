@@ -346,7 +346,8 @@ CONFIG_HELP = (
 
 def show_config(overrides: OverridesArg = None) -> None:
     from activation_bench.config.compose import compose
+    from activation_bench.runs import store
 
     with reported():
         cfg = compose(overrides or [])
-    typer.echo(cfg.to_yaml(), nl=False)
+    typer.echo(store.saved_yaml(cfg), nl=False)

@@ -255,6 +255,23 @@ def held_out(result: RunResult) -> dict[str, Any]:
     }
 
 
+def saved_yaml(cfg: Cfg) -> str:
+    """config.yaml's text: the resolved config, its data subtree with its own source's keys only
+    (data/keys.py: the keys left out hold their defaults, which re-composing restores)."""
+    from dataclasses import asdict
+
+    from activation_bench.config.schema import DataConfig
+    from activation_bench.data.keys import saved_data
+
+    global _DATA_DEFAULTS
+    if _DATA_DEFAULTS is None:
+        _DATA_DEFAULTS = asdict(DataConfig())
+    return type(cfg)({**cfg, "data": saved_data(cfg["data"], _DATA_DEFAULTS)}).to_yaml()
+
+
+_DATA_DEFAULTS: dict[str, Any] | None = None
+
+
 def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,
               replace: bool = False, unique: bool = False) -> Path:
     """Write one run directory: config.yaml, losses.csv and summary.json, atomically (see
@@ -307,7 +324,7 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
         raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
     # the hidden directory is the unit of atomicity: its files need no temporary names
     files = [
-        ("config.yaml", cfg.to_yaml()),
+        ("config.yaml", saved_yaml(cfg)),
         ("losses.csv", losses_csv(result.columns())),
         ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
     ]
