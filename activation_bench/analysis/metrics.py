@@ -117,51 +117,21 @@ def _check_threshold(metric: Metric, column: str) -> None:
 
 def _metric_values(loaded: Loaded, metric: Metric, y: np.ndarray, floor: float,
                    higher: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(value, log10) per run. Losses: log10 of the value clipped at the floor (auc: the mean log10
+    loss). Accuracies (`higher`): no floor and no log10 (NaN); best is the highest, auc the mean
+    accuracy, to=EPS the first epoch with accuracy >= EPS. to=EPS is an epoch count either way."""
     starts, ends = loaded.bounds[:-1], loaded.bounds[1:]
     n = len(starts)
     counts = ends - starts
     if len(y) == 0:
         return np.full(n, np.nan), np.full(n, np.nan)
-    if higher:
-        return _accuracy_values(loaded, metric, y)
     safe_starts = np.minimum(starts, len(y) - 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        logy = np.log10(np.maximum(y, floor))
-        if metric.kind == "final":
-            value = np.where(counts > 0, y[np.maximum(ends - 1, 0)], np.nan)
-        elif metric.kind == "best":
-            value = np.fmin.reduceat(y, safe_starts)
-        elif metric.kind == "epoch":
-            value = np.full(n, np.nan)
-            hit = np.flatnonzero(loaded.epoch == int(metric.param or 0))
-            value[loaded.run_index()[hit]] = y[hit]
-        elif metric.kind == "early_stop":
-            value = _early_stop(loaded, y)
-        elif metric.kind == "to":
-            reached = np.where(y <= (metric.param or 0.0), loaded.epoch.astype(np.float64), np.inf)
-            value = np.minimum.reduceat(reached, safe_starts)
-            value[~np.isfinite(value)] = np.nan
-            return np.where(counts > 0, value, np.nan), value.copy()
-        else:  # auc: mean log10 loss over the epochs
-            value = np.add.reduceat(np.where(np.isfinite(logy), logy, 0.0), safe_starts) / np.maximum(counts, 1)
-            return value, value.copy()
-        value = np.where(counts > 0, value, np.nan)
-        return value, np.log10(np.maximum(value, floor))
-
-
-def _accuracy_values(loaded: Loaded, metric: Metric, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(value, log10) per run on an accuracy column: no floor and no log10 (log10 is NaN; for to=EPS
-    the epochs, as for losses). best is the highest accuracy, auc the mean over epochs, to=EPS the
-    first epoch with accuracy >= EPS."""
-    starts, ends = loaded.bounds[:-1], loaded.bounds[1:]
-    counts = ends - starts
-    n = len(starts)
-    safe_starts = np.minimum(starts, len(y) - 1)
-    with np.errstate(invalid="ignore"):
+        logy = y if higher else np.log10(np.maximum(y, floor))  # auc averages these
         if metric.kind == "final":
             value = y[np.maximum(ends - 1, 0)]
         elif metric.kind == "best":
-            value = np.fmax.reduceat(y, safe_starts)
+            value = (np.fmax if higher else np.fmin).reduceat(y, safe_starts)
         elif metric.kind == "epoch":
             value = np.full(n, np.nan)
             hit = np.flatnonzero(loaded.epoch == int(metric.param or 0))
@@ -169,13 +139,18 @@ def _accuracy_values(loaded: Loaded, metric: Metric, y: np.ndarray) -> tuple[np.
         elif metric.kind == "early_stop":
             value = _early_stop(loaded, y)
         elif metric.kind == "to":
-            reached = np.where(y >= (metric.param or 0.0), loaded.epoch.astype(np.float64), np.inf)
+            eps = metric.param or 0.0
+            reached = np.where(y >= eps if higher else y <= eps, loaded.epoch.astype(np.float64), np.inf)
             value = np.minimum.reduceat(reached, safe_starts)
             value[~np.isfinite(value)] = np.nan
-        else:  # auc: the mean accuracy over the epochs
-            value = np.add.reduceat(np.where(np.isfinite(y), y, 0.0), safe_starts) / np.maximum(counts, 1)
-    value = np.where(counts > 0, value, np.nan)
-    return value, (value.copy() if metric.kind == "to" else np.full(n, np.nan))  # to=EPS: epochs, as for losses
+            value = np.where(counts > 0, value, np.nan)
+            return value, value.copy()
+        else:  # auc: the mean log10 loss (the mean accuracy) over the epochs
+            value = np.add.reduceat(np.where(np.isfinite(logy), logy, 0.0), safe_starts) / np.maximum(counts, 1)
+            value = np.where(counts > 0, value, np.nan)
+            return value, (np.full(n, np.nan) if higher else value.copy())
+        value = np.where(counts > 0, value, np.nan)
+        return value, (np.full(n, np.nan) if higher else np.log10(np.maximum(value, floor)))
 
 
 def _early_stop(loaded: Loaded, y: np.ndarray) -> np.ndarray:
