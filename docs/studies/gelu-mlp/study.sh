@@ -6,20 +6,22 @@
 #
 # The paper's network (8 hidden layers x 128), GELU, ReLU, ELU and SiLU, Adam, minibatches of 128,
 # 50 epochs, dropout 0 and 0.5 after every hidden layer; the paper's learning rates {1e-5, 1e-4,
-# 1e-3} widened by 3e-3 and 1e-2; 20 paired seeds: 0-4 tune each activation's lr per dropout
+# 1e-3} widened by 3e-3, 1e-2, 3e-2 and 1e-1 (the last two in sweeps of their own, added when 1e-2
+# came out at the edge of the first grid); 20 paired seeds: 0-4 tune each activation's lr per dropout
 # setting, 5-19 judge. log.train_eval=true logs the training loss with dropout off, as the paper
 # plots it. Re-running resumes the sweeps; the tables and figures go to this script's folder.
 set -euo pipefail
 RUNS=${1:-runs/gelu-mlp}
 OUT=$(cd "$(dirname "$0")" && pwd)
 ACTBENCH=${ACTBENCH:-actbench}
-COMMON=('activation=gelu,relu,elu,silu' 'seed=range(20)' 'lr=1e-5,1e-4,1e-3,3e-3,1e-2' 'model.dropout=0,0.5'
-        model.depth=8 model.hidden_dim=128 model.init=lecun batch_size=128 shuffle=true epochs=50
+COMMON=('activation=gelu,relu,elu,silu' 'seed=range(20)' 'model.dropout=0,0.5' model.depth=8 model.hidden_dim=128 model.init=lecun batch_size=128 shuffle=true epochs=50
         log.train_eval=true)
 
 if [ -z "${SKIP_SWEEPS:-}" ]; then
-$ACTBENCH sweep -q --runs-dir "$RUNS" --name mnist1d "${COMMON[@]}" data=mnist1d
-$ACTBENCH sweep -q --runs-dir "$RUNS" --name digits "${COMMON[@]}" data=digits
+for task in mnist1d digits; do
+    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "$task" "${COMMON[@]}" 'lr=1e-5,1e-4,1e-3,3e-3,1e-2' "data=$task"
+    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "$task-hi" "${COMMON[@]}" 'lr=3e-2,1e-1' "data=$task"
+done
 fi
 
 python "$OUT/tables.py" "$RUNS" "$OUT"

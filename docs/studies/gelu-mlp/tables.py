@@ -2,14 +2,14 @@
 
     python tables.py RUNS_DIR OUT_DIR
 
-For each task (the sweeps RUNS_DIR/mnist1d and RUNS_DIR/digits) it runs these commands, writing
-markdown and JSON into OUT_DIR:
+For each task (the sweeps RUNS_DIR/TASK and RUNS_DIR/TASK-hi, TASK: mnist1d and digits; written
+SWEEPS below) it runs these commands, writing markdown and JSON into OUT_DIR:
 
-    actbench compare RUNS_DIR/TASK --loss train_eval_loss --metric final --tune lr --tune-seeds 5 \
+    actbench compare SWEEPS --loss train_eval_loss --metric final --tune lr --tune-seeds 5 \
         --baseline activation=relu                   # the paper's claim: the training log loss
-    actbench compare RUNS_DIR/TASK --loss test_acc --metric early_stop --tune lr --tune-seeds 5 \
+    actbench compare SWEEPS --loss test_acc --metric early_stop --tune lr --tune-seeds 5 \
         --baseline activation=relu                   # test accuracy at the epoch of lowest val_loss
-    actbench compare RUNS_DIR/TASK --loss test_loss --metric early_stop --tune lr --tune-seeds 5 \
+    actbench compare SWEEPS --loss test_loss --metric early_stop --tune lr --tune-seeds 5 \
         --baseline activation=relu                   # test log loss there
 
 and draws the paper's Figure 2 again (figure-TASK.png): per dropout setting, the median over the
@@ -39,15 +39,15 @@ FIRST_JUDGE_SEED = 5
 ACTBENCH = shutil.which("actbench") or "actbench"
 
 
-def compare(sweep: Path, out: Path, name: str) -> dict:
+def compare(sweeps: list[Path], task: str, out: Path, name: str) -> dict:
     loss, metric = TABLES[name]
-    base = [ACTBENCH, "compare", str(sweep), "--loss", loss, "--metric", metric, *TUNE]
+    base = [ACTBENCH, "compare", *map(str, sweeps), "--loss", loss, "--metric", metric, *TUNE]
     for fmt in ("markdown", "json"):
-        path = out / f"{sweep.name}-{name}.{'md' if fmt == 'markdown' else fmt}"
+        path = out / f"{task}-{name}.{'md' if fmt == 'markdown' else fmt}"
         done = subprocess.run([*base, "-f", fmt, "-o", str(path)], check=True, capture_output=True, text=True)
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
-    (out / f"{sweep.name}-{name}-warnings.txt").write_text("".join(f"{w}\n" for w in warnings))
-    return json.loads((out / f"{sweep.name}-{name}.json").read_text())
+    (out / f"{task}-{name}-warnings.txt").write_text("".join(f"{w}\n" for w in warnings))
+    return json.loads((out / f"{task}-{name}.json").read_text())
 
 
 def chosen_lrs(doc: dict) -> dict[tuple[str, str], float]:
@@ -82,26 +82,30 @@ def figure(frame: pd.DataFrame, lrs: dict[tuple[str, str], float], task: str, pa
 
 
 def budget(frame: pd.DataFrame, task: str) -> str:
-    """Share of runs whose training log loss (dropout off) was still falling at the last epoch, and
-    whose lowest validation loss came in the last 5 epochs."""
+    """Per dropout setting and lr: runs that stopped early (diverged), and of the runs that trained
+    every epoch, the share whose training log loss (dropout off) was still falling at the last
+    epoch and the share whose lowest validation loss came in the last 5 epochs."""
     last = frame["epoch"].max()
     rows = []
     for (drop, lr), runs in frame.groupby(["model.dropout", "lr"]):
-        per_run = runs.groupby("run")
-        falling = per_run.apply(lambda r: r.sort_values("epoch")["train_eval_loss"].diff().iloc[-1] < 0)
-        late = per_run.apply(lambda r: int(r.loc[r["val_loss"].idxmin(), "epoch"]) > last - 5)
-        rows.append(f"| {task} | {drop} | {lr:g} | {len(per_run)} | {falling.mean():.0%} | {late.mean():.0%} |")
-    head = ("| task | dropout | lr | runs | training loss still falling at epoch 50 | lowest val_loss in epochs "
-            "46-50 |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+        per_run = [r.sort_values("epoch") for _, r in runs.groupby("run")]
+        whole = [r for r in per_run if r["epoch"].iloc[-1] == last and r["train_eval_loss"].notna().all()]
+        falling = sum(r["train_eval_loss"].iloc[-1] < r["train_eval_loss"].iloc[-2] for r in whole)
+        late = sum(int(r.loc[r["val_loss"].idxmin(), "epoch"]) > last - 5 for r in whole)
+        n = max(len(whole), 1)
+        rows.append(f"| {task} | {drop} | {lr:g} | {len(per_run)} | {len(per_run) - len(whole)} | "
+                    f"{falling / n:.0%} | {late / n:.0%} |")
+    head = (f"| task | dropout | lr | runs | stopped early | training loss still falling at epoch {last} | "
+            f"lowest val_loss in epochs {last - 4}-{last} |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     return "\n".join([head, *rows])
 
 
 def main() -> None:
     runs, out = Path(sys.argv[1]), Path(sys.argv[2])
     for task in TASKS:
-        sweep = runs / task
-        docs = {name: compare(sweep, out, name) for name in TABLES}
-        frame = pd.read_csv(sweep / "results.csv")
+        sweeps = [runs / task, runs / f"{task}-hi"]
+        docs = {name: compare(sweeps, task, out, name) for name in TABLES}
+        frame = pd.concat([pd.read_csv(s / "results.csv") for s in sweeps], ignore_index=True)
         figure(frame, chosen_lrs(docs["train"]), task, out / f"figure-{task}.png")
         (out / f"{task}-budget.md").write_text(budget(frame, task) + "\n")
 
