@@ -14,13 +14,15 @@ set -euo pipefail
 RUNS=${1:-runs/gelu-mlp}
 OUT=$(cd "$(dirname "$0")" && pwd)
 ACTBENCH=${ACTBENCH:-actbench}
-COMMON=('activation=gelu,relu,elu,silu' 'seed=range(20)' 'model.dropout=0,0.5' model.depth=8 model.hidden_dim=128 model.init=lecun batch_size=128 shuffle=true epochs=50
-        log.train_eval=true)
+ACTS=('activation=gelu,relu,elu,silu' 'seed=range(20)')
+REST=('model.dropout=0,0.5' model.depth=8 model.hidden_dim=128 model.init=lecun batch_size=128 shuffle=true
+      epochs=50 log.train_eval=true)
 
 if [ -z "${SKIP_SWEEPS:-}" ]; then
-for task in mnist1d digits; do
-    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "$task" "${COMMON[@]}" 'lr=1e-5,1e-4,1e-3,3e-3,1e-2' "data=$task"
-    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "$task-hi" "${COMMON[@]}" 'lr=3e-2,1e-1' "data=$task"
+for task in mnist1d digits; do  # (the overrides in this order: a sweep resumes only the same command)
+    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "$task" "${ACTS[@]}" 'lr=1e-5,1e-4,1e-3,3e-3,1e-2' "${REST[@]}" \
+        "data=$task"
+    $ACTBENCH sweep -q --runs-dir "$RUNS" --name "$task-hi" "${ACTS[@]}" 'lr=3e-2,1e-1' "${REST[@]}" "data=$task"
 done
 fi
 
