@@ -50,30 +50,30 @@ def compare(sweeps: list[Path], task: str, out: Path, name: str) -> dict:
     return json.loads((out / f"{task}-{name}.json").read_text())
 
 
-def chosen_lrs(doc: dict) -> dict[tuple[str, str], float]:
+def chosen_lrs(doc: dict) -> dict[tuple[str, float], float]:
     """(activation, model.dropout) -> the lr the comparison chose."""
-    return {(str(g["activation"]), str(g["model.dropout"])): float(g["lr"]) for g in doc["rows"]}
+    return {(str(g["activation"]), float(g["model.dropout"])): float(g["lr"]) for g in doc["rows"]}
 
 
-def figure(frame: pd.DataFrame, lrs: dict[tuple[str, str], float], task: str, path: Path) -> None:
+def figure(frame: pd.DataFrame, lrs: dict[tuple[str, float], float], task: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     judge = frame[frame["seed"] >= FIRST_JUDGE_SEED]
-    drops = sorted(judge["model.dropout"].astype(str).unique(), key=float)
+    drops = sorted(judge["model.dropout"].astype(float).unique())
     fig, axes = plt.subplots(1, len(drops), figsize=(5.2 * len(drops), 3.8), sharey=True, squeeze=False)
     for ax, drop in zip(axes[0], drops):
         for act in ("gelu", "relu", "elu", "silu"):
             lr = lrs[(act, drop)]
-            runs = judge[(judge["activation"] == act) & (judge["model.dropout"].astype(str) == drop)
+            runs = judge[(judge["activation"] == act) & (judge["model.dropout"].astype(float) == drop)
                          & (judge["lr"].astype(float) == lr)]
             curve = runs.groupby("epoch")["train_eval_loss"].median()
             ax.plot(curve.index, curve.values, label=f"{act} (lr {lr:g})")
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
-        ax.set_title(f"{task}, dropout {drop}")
+        ax.set_title(f"{task}, dropout {drop:g}")
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("median training log loss (dropout off)")
     fig.tight_layout()
