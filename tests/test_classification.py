@@ -151,3 +151,28 @@ def test_bad_classification_input_is_one_line_exit_2_nothing_written(runner, run
 def test_classifiers_and_regressors_stack_apart():
     cfgs = compose_many([IRIS, ["epochs=12", "model.hidden_dim=16"]])
     assert len(train.plan_stacks(cfgs)) == 2
+
+
+def test_every_member_of_a_wide_stack_computes_its_logits_as_alone():
+    """Logit blocks [N, K] with N * K not a multiple of 16 floats (K = 10, N = 55: a last minibatch)
+    sat at unaligned offsets for every other member, and MKL's batched product rounded those
+    members differently; the output layer is padded to 16 columns so every member is as alone."""
+    from activation_bench.engine.model import Slice, StackedMLP, member_cross_entropy
+
+    gen = torch.Generator().manual_seed(0)
+    m, n, h, k = 12, 55, 128, 10
+    x, w1 = torch.randn(m, n, 8, generator=gen), torch.randn(m, 8, h, generator=gen)
+    b1 = torch.randn(m, 1, h, generator=gen)
+    w2, b2 = torch.randn(m, h, k, generator=gen) * 0.1, torch.randn(m, 1, k, generator=gen)
+    y = torch.randint(0, k, (m, n), generator=gen)
+
+    def run(idx: list[int]) -> list[torch.Tensor]:
+        model = StackedMLP([w1[idx]], [b1[idx]], w2[idx], b2[idx], [Slice(0, len(idx), [torch.nn.GELU()])])
+        logits = model(x[idx])
+        member_cross_entropy(logits, y[idx]).sum().backward()
+        return [logits.detach(), *(p.grad for p in model.parameters())]
+
+    stacked = run(list(range(m)))
+    for i in range(m):
+        alone = run([i, i])  # a lone member trains as a stack of two copies
+        assert all(torch.equal(s[i], a[0]) for s, a in zip(stacked, alone)), i

@@ -70,7 +70,8 @@ def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dt
 
 
 def param_counts(model: StackedMLP, m: int) -> list[int]:
-    per = sum(p[0].numel() for p in (*model.ws, *model.bs, model.w2)) + model.n_out  # + the output bias
+    h2 = model.w2.shape[-1] if model.n_out == 1 else model.w2.shape[1]
+    per = sum(p[0].numel() for p in (*model.ws, *model.bs)) + (h2 + 1) * model.n_out  # + the output layer
     counts = [per] * m
     for s in model.slices:
         extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())

@@ -140,9 +140,14 @@ class StackedMLP(nn.Module):
         # vectorised optimiser kernels treat its elements by scalar or SIMD code depending on M,
         # which rounds differently. Padding each member's bias to 16 elements (one AVX-512
         # vector; the padding's gradient is zero, so it stays zero) keeps a member's update the
-        # same in a stack of any size. K outputs are padded to a multiple of 16 alike.
-        self.w2 = nn.Parameter(w2)
-        self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, -self.n_out % 16)))
+        # same in a stack of any size. K outputs are padded to a multiple of 16 alike, and so are
+        # the output weight's columns: a member's block of logits [N, K] then starts at a 64-byte
+        # boundary whatever its place in the stack (with K = 10 and N = 55, every other member's
+        # block did not, and MKL's batched product rounded those members differently). The
+        # padding columns get zero gradients, so they stay zero; `n_out` logits are used.
+        pad = -self.n_out % 16
+        self.w2 = nn.Parameter(w2 if self.n_out == 1 else torch.nn.functional.pad(w2, (0, pad)))
+        self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, pad)))
         self.slices = slices
         # registers PReLU weights etc. (a module shared by several layers once)
         self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
@@ -179,7 +184,7 @@ class StackedMLP(nn.Module):
             if self.dropout is not None and self.training:
                 a = self.dropout(a)
         if self.n_out > 1:
-            return torch.baddbmm(self.b2_padded[..., : self.n_out], a, self.w2)
+            return torch.baddbmm(self.b2_padded, a, self.w2)[..., : self.n_out]
         # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
         # (forward and two in backward) by about 1 ms a step for 480 members
         return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2_padded[..., :1]
