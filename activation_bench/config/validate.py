@@ -70,8 +70,9 @@ def _validate_synthetic(cfg: Cfg, where: str) -> None:
     _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
     _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
     _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
-    _check(d.task == "regression", f"data={d.name} has continuous random or teacher targets: data.task=classification "
-           "needs class labels (a bundled class table such as data=digits, or data=csv data.task=classification)", where)
+    _check(d.task == "regression", f"data={d.name} has continuous random or teacher targets: "
+           "data.task=classification needs class labels (a bundled class table such as data=digits, "
+           "or data=csv data.task=classification)", where)
     for key in tables.REAL_KEYS:
         _check(d.get(key) is None, f"data.{key} applies to real and function data "
                f"({', '.join(tables.REAL)}), not {d.name}", where)
