@@ -89,15 +89,22 @@ def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
         cols.append(("ratio", lambda r: _cmp(r, fmt_num(r["ratio"])), True))
     else:
         cols.append(("ratio", lambda r: "baseline" if _is_base(r) else fmt_num(r["ratio"]), True))
-    cols += [
+    power = [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
+             ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)] if res.power else []
+    return cols + _paired_tail(res, compact, power)
+
+
+def _paired_tail(res: CompareResult, compact: bool, power: list[tuple[str, Any, bool]]) -> list[tuple[str, Any, bool]]:
+    """The columns every paired table ends with: win rate, p-values, d_z, significance, the power
+    columns (where --power ran) and the note."""
+    cols: list[tuple[str, Any, bool]] = [
         ("win", lambda r: _cmp(r, fmt_pct(r["win_rate"])), True),
         ("p Holm t/W", lambda r: _cmp(r, f"{fmt_p(r['p_t_holm'])}/{fmt_p(r['p_wilcoxon_holm'])}"), True),
         ("d_z", lambda r: _cmp(r, fmt_num(r["d_z"], 2)), True),
         ("sig", lambda r: "*" if _significant(r) else "", False),
     ]
     if res.power is not None and "seeds_needed" in res.table.columns:
-        cols += [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
-                 ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)]
+        cols += power
     if not compact:
         cols.append(("note", lambda r: str(r.get("note") or ""), False))
     return cols
@@ -131,17 +138,10 @@ def _accuracy_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any,
         ("Δ pp", lambda r: ("baseline" if compact else "") if _is_base(r) else fmt_pp(r["diff_pp"]), True),
         ("Δ 95% CI", lambda r: _cmp(r, "-" if _missing(r["diff_lo_pp"]) else
                                     f"[{fmt_pp(r['diff_lo_pp'])}, {fmt_pp(r['diff_hi_pp'])}]"), True),
-        ("win", lambda r: _cmp(r, fmt_pct(r["win_rate"])), True),
-        ("p Holm t/W", lambda r: _cmp(r, f"{fmt_p(r['p_t_holm'])}/{fmt_p(r['p_wilcoxon_holm'])}"), True),
-        ("d_z", lambda r: _cmp(r, fmt_num(r["d_z"], 2)), True),
-        ("sig", lambda r: "*" if _significant(r) else "", False),
     ]
-    if res.power is not None and "seeds_needed" in res.table.columns:
-        cols += [(f"seeds for {res.power.label}", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
-                 ("min Δ pp", lambda r: _cmp(r, fmt_num(r["min_detectable_pp"])), True)]
-    if not compact:
-        cols.append(("note", lambda r: str(r.get("note") or ""), False))
-    return cols
+    power = [(f"seeds for {res.power.label}", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
+             ("min Δ pp", lambda r: _cmp(r, fmt_num(r["min_detectable_pp"])), True)] if res.power else []
+    return cols + _paired_tail(res, compact, power)
 
 
 def _ci_cell(row: pd.Series) -> str:
