@@ -311,3 +311,15 @@ def test_report_tuned_on_validation_accuracy(tmp_path):
     body = html[html.index('<table class="chosen">'):]
     rows = re.findall(r"<tr><td>(\w+)</td><td>([^<]*)</td><td>([^<]*)</td>", body[:body.index("</table>")])
     assert rows == [(act, "0.01", f"{100 * tuning[act]:.2f}%") for act in ("relu", "gelu")]
+
+
+def test_report_of_mixed_runs_says_why_it_has_no_accuracy_tables(tmp_path):
+    from activation_bench.render import report
+
+    rows = pd.concat([curves_rows(tasks=("iris",)), curves_rows(tasks=("normal",)).assign(val_acc=np.nan,
+                                                                                        test_acc=np.nan)])
+    rows.to_csv(tmp_path / "mixed.csv", index=False)
+    doc = report.build([tmp_path / "mixed.csv"], metrics=["final"], draw_shapes=False)
+    assert not doc["accuracy_tables"]
+    notes = " ".join(str(n) for n in doc["problems"]["notes"])
+    assert "no accuracy tables" in notes and "of 12 runs are classification runs" in notes

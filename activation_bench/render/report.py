@@ -401,6 +401,10 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
     for m in metrics or []:
         cmp.parse_metric(m)
     loaded = cmp.load(paths, loss or "train_loss")
+    kinds = loaded.has_accuracy()
+    if kinds.any() and not kinds.all() and (loss is None or loss not in ACCURACIES):
+        loaded.warnings.append(f"no accuracy tables: {int(kinds.sum())} of {len(kinds)} runs are classification "
+                               "runs, and accuracy is tabled only when every run is one (report them apart)")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
     results = [cmp.compare(loaded, m, None, baseline, col, tune=tune) for m, col in table_specs(loaded, parsed, loss)]
     tables = [compare_table(r) for r in results]
