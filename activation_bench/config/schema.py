@@ -12,7 +12,6 @@ DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
-TASKS = ("regression", "classification")
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
 # activation=expr an fn, data=csv a file)

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from activation_bench.cfg import Cfg
-from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, OPTIMIZERS, TARGETS, TASKS
+from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, OPTIMIZERS, TARGETS
 from activation_bench.errors import UsageError
 
 
@@ -36,11 +36,11 @@ def validate(cfg: Cfg, where: str = "") -> None:
     p = cfg.model.dropout
     _check(_finite(p) and 0 <= p < 1, f"model.dropout must be in [0, 1) (the probability of dropping a unit), got {p}",
            where)
-    _check(cfg.data.task in TASKS, f"unknown data.task '{cfg.data.task}'; valid: {', '.join(TASKS)}", where)
     from activation_bench.data import tables
 
     names = (*DISTRIBUTIONS, *tables.REAL)
     _check(d.name in names, f"unknown data '{d.name}'; valid: {', '.join(sorted(names))}", where)
+    tables.check_task(d, where)
     _check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
     if d.name in tables.REAL:
         _check(d.n_val == 0, f"data.n_val does not apply to data={d.name}; use data.val_fraction", where)
@@ -70,9 +70,6 @@ def _validate_synthetic(cfg: Cfg, where: str) -> None:
     _check(d.n_val >= 0, f"data.n_val must be >= 0, got {d.n_val}", where)
     _check(d.target in TARGETS, f"unknown data.target '{d.target}'; valid: {', '.join(TARGETS)}", where)
     _check(d.teacher_hidden_dim >= 1, "data.teacher_hidden_dim must be >= 1", where)
-    _check(d.task == "regression", f"data={d.name} has continuous random or teacher targets: "
-           "data.task=classification needs class labels (a bundled class table such as data=digits, "
-           "or data=csv data.task=classification)", where)
     for key in tables.REAL_KEYS:
         _check(d.get(key) is None, f"data.{key} applies to real and function data "
                f"({', '.join(tables.REAL)}), not {d.name}", where)

@@ -182,7 +182,8 @@ def split_sizes(n: int, val_fraction: float, test_fraction: float) -> tuple[int,
 
 def check_task(data: Cfg, where: str = "") -> None:
     """data.task is known, and one the source gives: a bundled classification source gives class
-    labels only; synthetic and function data only regression targets."""
+    labels only; synthetic and function data only regression targets (every data source's check,
+    called by config validation before the source's own)."""
     from activation_bench.data import classes
 
     task = data.get("task", "regression")
@@ -191,19 +192,22 @@ def check_task(data: Cfg, where: str = "") -> None:
     if data.name in CLASSIFICATION and task != "classification":
         raise UsageError(f"data={data.name} is a classification source (class labels); data.task={task} "
                          "does not apply" + _at(where))
+    if task == "classification" and data.name in ("normal", "uniform"):
+        raise UsageError(f"data={data.name} has continuous random or teacher targets: data.task=classification "
+                         "needs class labels (a bundled class table such as data=digits, or data=csv "
+                         "data.task=classification)" + _at(where))
     if task == "classification" and data.name not in (*CLASSIFICATION, *TABLES, "csv"):
         raise UsageError(f"data.task=classification applies to {', '.join(CLASSIFICATION)} and csv, "
                          f"not data={data.name}" + _at(where))
 
 
 def validate(cfg: Cfg, where: str = "") -> None:
-    """The task, fractions, the function's name, the table (read once per process), the split sizes
-    and, for classification, a training row for every class. For data=csv, data.path is resolved
-    and data.sha256 recorded in cfg."""
+    """Fractions, the function's name, the table (read once per process), the split sizes and, for
+    classification, a training row for every class (data.task itself: `check_task`). For
+    data=csv, data.path is resolved and data.sha256 recorded in cfg."""
     from activation_bench.data import classes, functions
 
     d = cfg.data
-    check_task(d, where)
     vf, tf = d.val_fraction, d.test_fraction
     if d.name in GENERATED and tf is not None:
         raise UsageError(f"data.test_fraction does not apply to data={d.name}: its canonical test set is the same "
