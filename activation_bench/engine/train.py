@@ -67,12 +67,6 @@ class RunResult:
     test_acc: list[float] | None = None
     train_eval_loss: list[float] | None = None  # log.train_eval: the training split's loss, dropout off
 
-    def columns(self) -> dict[str, list[float]]:
-        """The per-epoch columns of losses.csv, in their fixed order (those this run has)."""
-        cols = {"train_loss": self.train_loss, "train_eval_loss": self.train_eval_loss, "val_loss": self.val_loss,
-                "test_loss": self.test_loss, "val_acc": self.val_acc, "test_acc": self.test_acc}
-        return {k: v for k, v in cols.items() if v is not None}
-
 
 def resolve_device(name: str) -> str:
     if name == "auto":
@@ -312,9 +306,10 @@ class _Losses:
                    nan(stack.train_eval))
 
     def per_member(self, done: int) -> dict[str, list[list[float]] | None]:
-        """Each column's values as [member][epoch], up to epoch `done` (None: not logged)."""
-        cols = {"train": self.train, "val": self.val, "test": self.test, "val_acc": self.val_acc,
-                "test_acc": self.test_acc, "train_eval": self.train_eval}
+        """Each column's values as [member][epoch], up to epoch `done` (None: not logged), by the
+        name of its RunResult field (and losses.csv column)."""
+        cols = {"train_loss": self.train, "val_loss": self.val, "test_loss": self.test, "val_acc": self.val_acc,
+                "test_acc": self.test_acc, "train_eval_loss": self.train_eval}
         return {k: (t[:done].T.cpu().tolist() if t is not None else None) for k, t in cols.items()}
 
 
@@ -396,7 +391,6 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
     m = len(stack.ordered)
     cols = losses.per_member(done)
-    tl, vl, sl = cols["train"], cols["val"], cols["test"]
     n_params = param_counts(stack.model, m)
     stack.model.eval()
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
@@ -407,8 +401,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     for pos, original in enumerate(stack.order):
         stop = stops[pos]
         results[original] = RunResult(
-            train_loss=tl[pos][:stop],
-            val_loss=vl[pos][:stop] if vl is not None else None,
+            **{name: values[pos][:stop] if values is not None else None for name, values in cols.items()},
             status="diverged" if diverged_at[pos] else "complete",
             diverged_epoch=diverged_at[pos],
             n_params=n_params[pos],
@@ -418,11 +411,8 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
             grads=grads[pos] if grads is not None else None,
             dead_units=dead[pos],
             saturated_units=saturated[pos],
-            test_loss=sl[pos][:stop] if sl is not None else None,
             data_info=stack.data[pos].info,
             learned=learned[pos],
-            **{field: values[pos][:stop] for field, values in (("val_acc", cols["val_acc"]),
-               ("test_acc", cols["test_acc"]), ("train_eval_loss", cols["train_eval"])) if values is not None},
         )
     return results[:n_real]  # type: ignore[return-value]
 

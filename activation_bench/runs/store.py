@@ -136,7 +136,8 @@ def ensure_root(root: Path) -> Path:
 
 
 # every per-epoch column a losses.csv may have, in the order written (a run has train_loss and
-# those its task logs: held-out losses for real data, accuracies for classification)
+# those its task logs: held-out losses for real data, accuracies for classification); each is the
+# RunResult field of the same name
 COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")
 
 
@@ -218,8 +219,9 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
 
 def held_out(result: RunResult) -> dict[str, Any]:
     """summary.json's entries for real and function tasks: the final test loss and RMSE (in the
-    target's own units), the epoch of the lowest validation loss (earliest on ties) and the test
-    loss and RMSE there, and the data's split sizes, source and scaling."""
+    target's own units; a classifier: its test accuracy), the epoch of the lowest validation loss
+    (earliest on ties) and the test loss and RMSE (accuracy) there, and the data's split sizes,
+    source and scaling."""
     import math
 
     test, info = result.test_loss, result.data_info
@@ -234,23 +236,15 @@ def held_out(result: RunResult) -> dict[str, Any]:
     finite = [(v, i) for i, v in enumerate(val) if math.isfinite(v)]
     best = min(finite)[1] if finite else None  # min over (loss, index): earliest on ties
     acc = getattr(result, "test_acc", None)
-    if acc:  # a classifier: cross-entropy has no RMSE; its accuracy instead
-        return {
-            "final_test_loss": test[-1],
-            "final_test_acc": acc[-1],
-            "early_stop_epoch": best + 1 if best is not None else None,
-            "early_stop_val_loss": val[best] if best is not None else None,
-            "early_stop_test_loss": test[best] if best is not None else None,
-            "early_stop_test_acc": acc[best] if best is not None else None,
-            "data": dict(info),
-        }
+    # a classifier's cross-entropy has no RMSE: its accuracy stands in that place
+    kind, at = ("acc", acc.__getitem__) if acc else ("rmse", lambda i: rmse(test[i]))
     return {
         "final_test_loss": test[-1],
-        "final_test_rmse": rmse(test[-1]),
+        f"final_test_{kind}": at(-1),
         "early_stop_epoch": best + 1 if best is not None else None,
         "early_stop_val_loss": val[best] if best is not None else None,
         "early_stop_test_loss": test[best] if best is not None else None,
-        "early_stop_test_rmse": rmse(test[best]) if best is not None else None,
+        f"early_stop_test_{kind}": at(best) if best is not None else None,
         "data": dict(info),
     }
 
@@ -258,18 +252,19 @@ def held_out(result: RunResult) -> dict[str, Any]:
 def saved_yaml(cfg: Cfg) -> str:
     """config.yaml's text: the resolved config, its data subtree with its own source's keys only
     (data/keys.py: the keys left out hold their defaults, which re-composing restores)."""
+    from activation_bench.data.keys import saved_data
+
+    return type(cfg)({**cfg, "data": saved_data(cfg["data"], _data_defaults())}).to_yaml()
+
+
+@functools.cache
+def _data_defaults() -> dict[str, Any]:
+    """The schema's data.* defaults (once per process)."""
     from dataclasses import asdict
 
     from activation_bench.config.schema import DataConfig
-    from activation_bench.data.keys import saved_data
 
-    global _DATA_DEFAULTS
-    if _DATA_DEFAULTS is None:
-        _DATA_DEFAULTS = asdict(DataConfig())
-    return type(cfg)({**cfg, "data": saved_data(cfg["data"], _DATA_DEFAULTS)}).to_yaml()
-
-
-_DATA_DEFAULTS: dict[str, Any] | None = None
+    return asdict(DataConfig())
 
 
 def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,
@@ -325,7 +320,7 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
     # the hidden directory is the unit of atomicity: its files need no temporary names
     files = [
         ("config.yaml", saved_yaml(cfg)),
-        ("losses.csv", losses_csv(result.columns())),
+        ("losses.csv", losses_csv({c: v for c in COLUMNS if (v := getattr(result, c, None)) is not None})),
         ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
     ]
     if getattr(result, "grads", None) is not None:
