@@ -26,6 +26,7 @@ from activation_bench.analysis.metrics import ACCURACY, EPOCHS, LOG10, run_value
 from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
 from activation_bench.render import rank_tables, tables
+from tests.test_compare import row
 
 SEEDS = range(6)
 # each run's last-epoch test accuracy [activation][seed]; gelu is better than relu on every seed
@@ -73,15 +74,6 @@ def cls_csv(tmp_path: Path) -> Path:
 
 def invoke(*args: str):
     return CliRunner().invoke(app, [*args])
-
-
-def row(res: cmp.CompareResult, **labels: str) -> pd.Series:
-    t = res.table
-    mask = np.ones(len(t), bool)
-    for k, v in labels.items():
-        mask &= (t[k] == v).to_numpy()
-    assert mask.sum() == 1, labels
-    return t[mask].iloc[0]
 
 
 def final_acc(act: str, shift: float = 0.0) -> np.ndarray:

@@ -19,7 +19,7 @@ from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.data import classes, generated, tables
 from activation_bench.engine import train
-from tests.conftest import files_under
+from tests.conftest import assert_refused_by_run_and_sweep
 
 SMALL = ["model.hidden_dim=8", "epochs=2"]
 PARTS = ("y", "y_val", "y_test")
@@ -336,12 +336,4 @@ def bad_cases(tmp_path_factory) -> list[tuple[list[str], str]]:
 @pytest.mark.parametrize("case", range(14))
 def test_bad_classification_data_exits_2_with_one_line_and_writes_nothing(runner, bad_cases, case, tmp_path):
     overrides, message = bad_cases[case]
-    runs_dir = tmp_path / "runs"
-    for command in ("run", "sweep"):
-        extra = ["seed=0,1"] if command == "sweep" else []
-        result = runner.invoke(app, [command, "--runs-dir", str(runs_dir), "-q", *overrides, *extra, *SMALL])
-        assert result.exit_code == 2, result.output
-        err = result.stderr.strip()
-        assert err.startswith("error: ") and "\n" not in err, err
-        assert message in err, err
-        assert files_under(runs_dir) == []
+    assert_refused_by_run_and_sweep(runner, tmp_path / "runs", [*overrides, *SMALL], message)
