@@ -58,12 +58,15 @@ def resolve_groups(loaded: Loaded, by: Sequence[str] | None) -> list[str]:
 
 
 def parse_baseline(text: str | None, group_cols: Sequence[str], values: pd.DataFrame) -> tuple[str, str] | None:
-    """KEY=VALUE, checked against the groups; default: the first value of the first group column."""
+    """KEY=VALUE, checked against the groups. Default: activation=relu where `activation` is a
+    group column with relu among its values, else the first value of the first group column."""
     if not group_cols:
         if text:
             raise UsageError(f"--baseline {text}: nothing varies between the runs, so there are no groups")
         return None
     if not text:
+        if "activation" in group_cols and (values["activation"] == "relu").any():
+            return "activation", "relu"
         first = values[group_cols[0]].dropna()
         return (group_cols[0], str(first.iloc[0])) if len(first) else None
     key, sep, raw = text.partition("=")

@@ -75,8 +75,9 @@ def compare(
         "each run's epoch of lowest val_loss, earliest on ties: held-out test loss after early stopping).")] = "final",
     by: ByOpt = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="KEY=VALUE of the group the others are compared "
-                                                 "to, paired by seed. Default: the first value of the first group "
-                                                 "column.", show_default=False)] = None,
+                                                 "to, paired by seed. Default: activation=relu where the runs have "
+                                                 "it, else the first value of the first group column.",
+                                                 show_default=False)] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
                                                 show_default=False)] = None,
