@@ -22,6 +22,9 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"data.task": "regression"},  # classification (#29)
     {"model.dropout": 0.0},  # dropout (#29)
     {"log.train_eval": False},  # the training loss with dropout off (#29)
+    {"model.norm": "none"},  # normalization (#31)
+    {"model.residual": False},  # residual connections (#31)
+    {"log.preact_stats": 0},  # the pre-activation log (#31)
 )
 
 

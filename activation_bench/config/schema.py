@@ -12,6 +12,7 @@ DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
+NORMS = ("none", "batch", "layer")  # the engine's norm.NORMS (config/ does not import torch)
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
 # activation=expr an fn, data=csv a file)
@@ -50,6 +51,8 @@ class ModelConfig:
     init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (the activation's recommendation)
     init_resolved: str | None = None  # the scheme that ran (model.init with auto resolved); set by validate
     dropout: float = 0.0  # dropout after every hidden activation (0 <= p < 1); off for validation and test
+    norm: str = "none"  # none | batch | layer: normalization between each hidden Linear and its activation
+    residual: bool = False  # each hidden layer after the first adds its input to its output
 
 
 @dataclass
@@ -57,6 +60,7 @@ class LogConfig:
     grad_norms: bool = False  # write grads.csv: per layer, the weight-gradient and activation-output norms
     every: int = 10  # ... every this many epochs (and at epochs 1 and the last)
     train_eval: bool = False  # also log train_eval_loss: the training split's loss with dropout off (one more pass)
+    preact_stats: int = 0  # K > 0: write preact.csv, how normal each layer's pre-activations are, every K epochs
 
 
 @dataclass

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from activation_bench.cfg import Cfg
-from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, OPTIMIZERS, TARGETS
+from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, NORMS, OPTIMIZERS, TARGETS
 from activation_bench.errors import UsageError
 
 
@@ -33,6 +33,9 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
            where)
     _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
+    k = cfg.log.preact_stats
+    _check(k >= 0, f"log.preact_stats must be >= 0 (0: off; K: every K epochs), got {k}", where)
+    _check(cfg.model.norm in NORMS, f"unknown model.norm '{cfg.model.norm}'; valid: {', '.join(NORMS)}", where)
     p = cfg.model.dropout
     _check(_finite(p) and 0 <= p < 1, f"model.dropout must be in [0, 1) (the probability of dropping a unit), got {p}",
            where)
@@ -56,6 +59,10 @@ def validate(cfg: Cfg, where: str = "") -> None:
 
     activations.check_config(cfg.activation, where, cfg.dtype)
     _resolve_init(cfg, where)
+    if cfg.model.norm == "batch":
+        _check_batch_rows(cfg, where)
+    if cfg.model.residual and cfg.model.depth >= 2:
+        _check_residual_widths(cfg, where)
     if d.name in DISTRIBUTIONS and d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
 
@@ -106,3 +113,37 @@ def _resolve_init(cfg: Cfg, where: str) -> None:
            f"model.init_resolved is derived from model.init ({resolved} here), got '{m.get('init_resolved')}'",
            where)
     m["init_resolved"] = resolved
+
+
+def _check_batch_rows(cfg: Cfg, where: str) -> None:
+    """model.norm=batch standardises each unit over a batch's rows: every training batch needs two."""
+    from activation_bench.data import tables
+
+    n = tables.shapes(cfg)[0] if tables.is_real(cfg.data) else cfg.data.n_samples
+    bs = cfg.batch_size or n
+    what = ("the training split has 1 row" if n == 1 else f"batch_size={bs} gives batches of 1 row" if bs == 1
+            else f"batch_size={bs} over {n} training rows leaves a last batch of 1 row")
+    _check(min(bs, n % bs or bs) >= 2, "model.norm=batch needs at least 2 rows in every training batch (a unit's "
+           f"batch statistics over one row are undefined), but {what}", where)
+
+
+def _check_residual_widths(cfg: Cfg, where: str) -> None:
+    """model.residual adds a hidden layer's input to its activation's output: the widths must match.
+    A registered or expression activation returns the width the engine plans (a gated one halves
+    its 2h inputs to the h its layer takes); a user's module (activation._target_) is tried."""
+    from activation_bench.engine import activations
+
+    if not activations.has_target(cfg.activation):
+        return
+    import torch
+
+    h1, h2 = activations.hidden_width(dict(cfg.activation), cfg.model.hidden_dim)
+    try:
+        width = activations.create_from_config(dict(cfg.activation))(torch.zeros(1, 2, h1)).shape[-1]
+    except Exception as exc:  # noqa: BLE001 - user code; report, don't crash
+        raise UsageError(f"activation._target_ '{cfg.activation['_target_']}' failed on a [1, 2, {h1}] input: "
+                         f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+                         + (f" (in: {where})" if where else "")) from None
+    _check(width == h2, f"model.residual=true adds each hidden layer's input ({h2} wide) to its output, but "
+           f"activation._target_ '{cfg.activation['_target_']}' turns {h1} values into {width}; "
+           "use model.residual=false", where)

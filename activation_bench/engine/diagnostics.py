@@ -55,12 +55,15 @@ def unit_shares(model: StackedMLP, x: torch.Tensor) -> tuple[torch.Tensor, torch
     dead: the unit outputs exactly 0 for every sample (a dead ReLU). saturated: the activation's
     slope |f'(h)| is below SATURATED_SLOPE for every sample, so no gradient passes through the
     unit (dead ReLUs count here too; tanh and sigmoid far from 0). For gated units, whose output
-    is not an elementwise function of one pre-activation, the saturated share is NaN.
+    is not an elementwise function of one pre-activation, the saturated share is NaN. The layers are
+    those of the forward pass: normalized (batch norm with its running statistics in eval mode) and
+    with residual skips where the model has them.
     """
     dead, saturated = [], []
     a = x.detach()
-    for layer, (w, b) in enumerate(zip(model.ws, model.bs)):
-        h = torch.baddbmm(b.detach(), a, w.detach()).requires_grad_(True)
+    for layer in range(model.depth):
+        with torch.no_grad():
+            h = model.pre_activation(layer, a).requires_grad_(True)
         with torch.enable_grad():
             out = model.activate(layer, h)
         dead.append((out.detach() == 0).all(dim=1).to(x.dtype).mean(dim=-1))
@@ -69,5 +72,5 @@ def unit_shares(model: StackedMLP, x: torch.Tensor) -> tuple[torch.Tensor, torch
             saturated.append((slope.abs() < SATURATED_SLOPE).all(dim=1).to(x.dtype).mean(dim=-1))
         else:
             saturated.append(torch.full_like(dead[-1], float("nan")))
-        a = out.detach()
+        a = model.layer_output(layer, a, out.detach())
     return torch.stack(dead), torch.stack(saturated)

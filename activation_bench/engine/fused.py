@@ -189,9 +189,9 @@ LAYERS = {"w1", "b1", "w2", "b2_padded"}  # the parameters the hand-written grad
 
 def hand_gradient(model: nn.Module) -> HandGradient | None:
     """The hand-written gradient for this stack, or None (then autograd) where the model is not
-    exactly the two-layer StackedMLP it is written for (one output, no dropout): any other layer's
-    parameters would get no gradient here."""
-    if type(model) is not StackedMLP or model.n_out != 1 or model.dropout is not None:
+    exactly the two-layer StackedMLP it is written for (one output, no dropout, no normalization):
+    any other layer's parameters would get no gradient here."""
+    if type(model) is not StackedMLP or model.n_out != 1 or model.dropout is not None or model.norms is not None:
         return None
     if {n for n, _ in model.named_parameters() if not n.startswith("acts.")} != LAYERS:
         return None

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,
                 n_out: int = 1) -> StackedMLP:
     """The stacked model of these members (sharing one stack key), each initialised from its own
-    seed's "init" stream under its model.init_resolved scheme, with n_out outputs (K classes), and
-    dropout drawn from each member's "dropout" stream where model.dropout > 0."""
+    seed's "init" stream under its model.init_resolved scheme, with n_out outputs (K classes),
+    dropout drawn from each member's "dropout" stream where model.dropout > 0, and model.norm's
+    normalization (scale 1, shift 0: no draws) and model.residual's skips."""
     first = ordered[0]
     h1, h2 = activations.hidden_width(dict(first.activation), first.model.hidden_dim)
     depth = first.model.depth
@@ -35,7 +36,8 @@ def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, 
     p = float(first.model.get("dropout") or 0.0)
     seeds = [c.seed for c in ordered]
     dropout = MemberDropout(p, seeds, {s: generator(s, "dropout") for s in dict.fromkeys(seeds)}, device) if p else None
-    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype), dropout)
+    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype), dropout,
+                      norm=first.model.get("norm") or "none", residual=bool(first.model.get("residual")))
 
 
 def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
@@ -71,7 +73,8 @@ def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dt
 
 def param_counts(model: StackedMLP, m: int) -> list[int]:
     h2 = model.w2.shape[-1] if model.n_out == 1 else model.w2.shape[1]
-    per = sum(p[0].numel() for p in (*model.ws, *model.bs)) + (h2 + 1) * model.n_out  # + the output layer
+    norms = [p for n in model.norms for p in n.parameters()] if model.norms is not None else []
+    per = sum(p[0].numel() for p in (*model.ws, *model.bs, *norms)) + (h2 + 1) * model.n_out  # + the output layer
     counts = [per] * m
     for s in model.slices:
         extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())

@@ -1,10 +1,13 @@
 """The MLP, as a stack of independent members trained at once.
 
 Member m computes, for hidden layers k = 1..depth (depth 1: the two-layer MLP),
-    a_0 = x_m,   a_k = drop_k(act_m(a_{k-1} @ W_k[m] + b_k[m])),   y = a_depth @ W_out[m] + b_out[m]
+    a_0 = x_m,   a_k = drop_k(act_m(norm_k(a_{k-1} @ W_k[m] + b_k[m]))),   y = a_depth @ W_out[m] + b_out[m]
 with one output per sample for a regressor (the output layer, a single row, is evaluated as a
 multiply and a sum) or K outputs (logits) for a classifier. drop_k is dropout in training mode
-(model.dropout > 0), the identity otherwise.
+(model.dropout > 0), the identity otherwise; norm_k is model.norm's batch or layer normalization
+(norm.py), the identity for none. With model.residual each hidden layer after the first adds its
+input to that: a_k = a_{k-1} + drop_k(act_m(norm_k(...))) for k >= 2 (its input and output are
+both the activation's output width, so they always match).
 A single run is a stack of one. Weights are stored [members, in, out] so one `baddbmm` per layer
 evaluates every member; activations are applied per contiguous slice of members that share one.
 Initial weights come from one of the schemes in INITS, drawn per member from its own generator.
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from activation_bench.engine.norm import MemberNorm
 
 
 def linear_init(
@@ -123,10 +128,13 @@ class StackedMLP(nn.Module):
         b2: torch.Tensor,  # [M, 1, n_out]; stored padded to [M, 1, a multiple of 16], see below
         slices: list[Slice],
         dropout: MemberDropout | None = None,
+        norm: str = "none",
+        residual: bool = False,
     ) -> None:
         super().__init__()
         self.n_out = b2.shape[-1]
         self.dropout = dropout
+        self.norm, self.residual = norm, residual
         ws, bs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (ws, bs))
         for s in slices:  # a slice given one module uses it in every layer
             if len(s.modules) == 1:
@@ -151,6 +159,9 @@ class StackedMLP(nn.Module):
         self.slices = slices
         # registers PReLU weights etc. (a module shared by several layers once)
         self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
+        # per hidden layer, each member's normalization parameters (and batch norm's running statistics)
+        self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
+                      if norm != "none" else None)
 
     @property
     def ws(self) -> list[torch.Tensor]:
@@ -173,16 +184,32 @@ class StackedMLP(nn.Module):
         parts = h.split([s.stop - s.start for s in self.slices], dim=0)
         return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
 
-    def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+    def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
+        """The activation's input in this hidden layer, [M, N, h1]: the Linear's output, normalized
+        where model.norm is set (batch_stats: see MemberNorm.forward)."""
+        h = torch.baddbmm(self.bs[layer], a, self.ws[layer])
+        return h if self.norms is None else self.norms[layer](h, batch_stats)
+
+    def layer_output(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The hidden layer's output from its input a and its (dropped-out) activation output."""
+        return a + out if self.residual and layer > 0 else out
+
+    def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
+                preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
         """x: [M, N, in] -> [M, N, n_out]. With `record`, each hidden layer's activation output
-        (before dropout) is appended to it (for the gradient-norm log)."""
+        (before dropout) is appended to it (for the gradient-norm log); with `preacts`, each hidden
+        layer's activation input (after the norm)."""
         a = x
-        for layer, (w, b) in enumerate(zip(self.ws, self.bs)):
-            a = self.activate(layer, torch.baddbmm(b, a, w))
+        for layer in range(self.depth):
+            h = self.pre_activation(layer, a, batch_stats)
+            if preacts is not None:
+                preacts.append(h)
+            out = self.activate(layer, h)
             if record is not None:
-                record.append(a)
+                record.append(out)
             if self.dropout is not None and self.training:
-                a = self.dropout(a)
+                out = self.dropout(out)
+            a = self.layer_output(layer, a, out)
         if self.n_out > 1:
             return torch.baddbmm(self.b2_padded, a, self.w2)[..., : self.n_out]
         # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs

@@ -29,6 +29,7 @@ from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import StackedMLP, member_accuracy, member_cross_entropy, member_mse
 from activation_bench.engine.optim import StackedOptimizer
+from activation_bench.engine.preact import PROBE_ROWS, STATS, PreactLog
 from activation_bench.engine.teacher import make_dataset
 from activation_bench.engine.vml import resolve_vml_kernels
 
@@ -66,6 +67,8 @@ class RunResult:
     val_acc: list[float] | None = None
     test_acc: list[float] | None = None
     train_eval_loss: list[float] | None = None  # log.train_eval: the training split's loss, dropout off
+    # log.preact_stats: (epoch, layer, stat, value) rows, how normal each layer's pre-activations are
+    preact: list[tuple[int, int, str, float]] | None = None
 
 
 def resolve_device(name: str) -> str:
@@ -103,7 +106,12 @@ def stack_key(cfg: Cfg) -> tuple:
     return (n, n_val, n_test, dim, h1, h2, cfg.model.depth, cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
             _grad_every(cfg), n_outputs(cfg), float(cfg.model.get("dropout") or 0.0),
-            bool(cfg.log.get("train_eval")))
+            bool(cfg.log.get("train_eval")), _norm(cfg), bool(cfg.model.get("residual")),
+            int(cfg.log.get("preact_stats") or 0))
+
+
+def _norm(cfg: Cfg) -> str:
+    return cfg.model.get("norm") or "none"
 
 
 def _grad_every(cfg: Cfg) -> int | None:
@@ -117,14 +125,19 @@ def _shuffles(cfg: Cfg) -> bool:
 
 def member_bytes(cfg: Cfg) -> int:
     """A generous estimate of one member's memory in a stack (params, grads, optimiser, activations,
-    per-epoch losses and the gradient-norm log), for every hidden layer of a deep member."""
+    per-epoch losses, the gradient-norm and pre-activation logs), for every hidden layer of a deep
+    member; normalization adds its scale and shift, running statistics and saved values."""
     n, n_val, n_test, dim = data_shapes(cfg)
     h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
     depth, k = cfg.model.depth, n_outputs(cfg)
-    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + (h2 + 1) * k
+    normed = _norm(cfg) != "none"
+    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + (h2 + 1) * k + (depth * 2 * h1 if normed else 0)
     n_data = (n + n_val + n_test) * (dim + 1)
-    n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2) + 4)
+    n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2 + (3 * h1 if normed else 0)) + 4)
     n_log = 2 * depth * (cfg.epochs // cfg.log.every + 2) if cfg.log.grad_norms else 0
+    preact = int(cfg.log.get("preact_stats") or 0)
+    if preact:  # float64 values, and the probe pass's sorted copies
+        n_log += 2 * depth * len(STATS) * (cfg.epochs // preact + 2) + 4 * min(n, PROBE_ROWS) * h1
     itemsize = 8 if cfg.dtype == "float64" else 4
     return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 3 * cfg.epochs
 
@@ -183,12 +196,18 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None) -> 
     losses = _Losses.empty(epochs, m, stack)
     every = _grad_every(first)
     grad_log = GradLog(every, epochs, stack.model.depth, m, stack.x.dtype, stack.device) if every else None
+    probe = int(first.log.get("preact_stats") or 0)
+    preact = PreactLog(probe, epochs, stack.model.depth, m) if probe else None
+    if preact is not None:
+        preact.add(0, stack.model, stack.x)  # at initialisation
     divergence = _Divergence.none(m, stack.device)
     done = 0
     for epoch in range(epochs):
         losses.train[epoch] = _epoch(stack, epoch, grad_log)
         _evaluate(stack, losses, epoch)
         done = epoch + 1
+        if preact is not None and preact.due(done):
+            preact.add(done, stack.model, stack.x)
         if done % CHECK_EVERY == 0 or done == epochs:
             stop = divergence.check(losses.train, done)
             if stop is not None:
@@ -197,7 +216,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None) -> 
         if on_progress is not None:
             on_progress(done, epochs, losses.train[epoch])
     wall = time.perf_counter() - start
-    return _results(stack, losses, divergence.at, done, grad_log, wall, n_real)
+    return _results(stack, losses, divergence.at, done, grad_log, wall, n_real, preact)
 
 
 @dataclass
@@ -387,7 +406,7 @@ class _Divergence:
 
 
 def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
-             wall: float, n_real: int) -> list[RunResult]:
+             wall: float, n_real: int, preact: PreactLog | None = None) -> list[RunResult]:
     """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
     m = len(stack.ordered)
     cols = losses.per_member(done)
@@ -396,6 +415,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
+    preacts = preact.per_member(stops) if preact is not None else None
     learned = _learned(stack.model, m)
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(stack.order):
@@ -413,6 +433,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
             saturated_units=saturated[pos],
             data_info=stack.data[pos].info,
             learned=learned[pos],
+            preact=preacts[pos] if preacts is not None else None,
         )
     return results[:n_real]  # type: ignore[return-value]
 

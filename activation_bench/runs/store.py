@@ -168,6 +168,11 @@ def grads_csv(rows: Sequence[tuple[int, int, float, float]]) -> str:
     return "epoch,layer,weight_grad_norm,act_norm\n" + "".join(f"{e},{k},{g!r},{a!r}\n" for e, k, g, a in rows)
 
 
+def preact_csv(rows: Sequence[tuple[int, int, str, float]]) -> str:
+    """preact.csv: long format, one row per logged epoch (0: initialisation), hidden layer and statistic."""
+    return "epoch,layer,stat,value\n" + "".join(f"{e},{k},{s},{v!r}\n" for e, k, s, v in rows)
+
+
 def _shares(values: Sequence[float] | None) -> list[float | None] | None:
     return None if values is None else [v if v == v else None for v in values]  # NaN (undefined) -> null
 
@@ -325,6 +330,8 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
     ]
     if getattr(result, "grads", None) is not None:
         files.insert(2, ("grads.csv", grads_csv(result.grads)))
+    if getattr(result, "preact", None) is not None:
+        files.insert(2, ("preact.csv", preact_csv(result.preact)))
     for name, text in files:
         try:
             with open(tmp / name, "w", encoding="utf-8", newline="") as fh:
