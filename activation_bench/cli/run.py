@@ -195,7 +195,7 @@ def _print_grid(p: SweepPlan, todo: list[int]) -> None:
         table.add_column(header, no_wrap=True)
     todo_set = set(todo)
     for i, lab in enumerate(p.labels[:20]):
-        table.add_row(str(i), *[lab[k] for k in p.keys], "to run" if i in todo_set else "done")
+        table.add_row(str(i), *[lab.get(k, "") for k in p.keys], "to run" if i in todo_set else "done")
     terminal.print_table(table)
     if len(p.members) > 20:
         typer.echo(f"... and {len(p.members) - 20} more")

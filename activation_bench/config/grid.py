@@ -101,17 +101,21 @@ class Grid:
 
 
 def expand(overrides: Sequence[str]) -> Grid:
-    """Expand sweep overrides (comma lists, range(), choice(), glob()) to the cartesian product."""
+    """Expand sweep overrides (comma lists, range(), choice(), glob()) to the cartesian product.
+
+    Where `activation` is swept, each `activation.*` override goes to the members whose activation
+    takes that key (see `takes`): 'activation=relu,expr' with 'activation.fn="a","b"' gives relu once
+    and expr once per expression, not relu once per expression. Those members' labels lack the key."""
     refuse_hydra_settings(overrides)
     parsed = parse_overrides(overrides)
     group_names = set(groups())
-    common: list[str] = []
+    common: list[tuple[str, Any]] = []
     keys: list[str] = []
     axes: list[list[str]] = []
     for text, ov in zip(overrides, parsed):
         key = ov.get_key_element()
         if not ov.is_sweep_override():
-            common.append(text)
+            common.append((text, ov))
             continue
         vt = ov.value_type.name
         if vt == "INTERVAL_SWEEP":
@@ -129,11 +133,81 @@ def expand(overrides: Sequence[str]) -> Grid:
             raise UsageError(f"'{text}': key '{key}' is swept twice")
         keys.append(key)
         axes.append([f"{key}={v}" for v in values])
+    plain = [text for text, _ in common]
+    entries = [[([c], {k: c.split("=", 1)[1]}) for c in axis] for k, axis in zip(keys, axes)]
+    if "activation" in keys:
+        plain, entries = _route_activation_keys(overrides, parsed, keys, entries)
     members, labels = [], []
-    for combo in itertools.product(*axes):
-        members.append(common + list(combo))
-        labels.append({k: c.split("=", 1)[1] for k, c in zip(keys, combo)})
-    return Grid(common=common, keys=keys, members=members, labels=labels)
+    for combo in itertools.product(*entries):
+        members.append(plain + [text for texts, _ in combo for text in texts])
+        lab = {k: v for _, part in combo for k, v in part.items()}
+        labels.append({k: lab[k] for k in keys if k in lab})
+    return Grid(common=plain, keys=keys, members=members, labels=labels)
+
+
+Entry = tuple[list[str], dict[str, str]]  # one value of an axis: its override texts and labels
+
+
+def _route_activation_keys(overrides: Sequence[str], parsed: Sequence[Any], keys: list[str],
+                           entries: list[list[Entry]]) -> tuple[list[str], list[list[Entry]]]:
+    """The `activation` axis with the `activation.*` overrides folded in: per swept activation, the
+    overrides it takes (common ones added, swept ones multiplied out); the other overrides as they are."""
+    a = keys.index("activation")
+    choices = [texts[0].split("=", 1)[1] for texts, _ in entries[a]]
+    plain: list[str] = []
+    routed: list[tuple[str, Any, int | None]] = []  # (text, parsed, axis index or None)
+    for text, ov in zip(overrides, parsed):
+        if not ov.key_or_group.startswith("activation."):
+            if not ov.is_sweep_override():
+                plain.append(text)
+            continue
+        axis = keys.index(ov.get_key_element()) if ov.is_sweep_override() else None
+        if not any(takes(c, ov) for c in choices):
+            sub = ov.key_or_group.split(".", 1)[1]
+            hint = " (activation.fn is for activation=expr: add expr to the list)" if sub == "fn" else ""
+            raise UsageError(f"'{text}': none of the swept activations ({', '.join(choices)}) takes "
+                             f"activation.{sub}{hint}")
+        routed.append((text, ov, axis))
+    folded: list[Entry] = []
+    for choice, (texts, lab) in zip(choices, entries[a]):
+        mine = [r for r in routed if takes(choice, r[1])]
+        fixed = [text for text, _, axis in mine if axis is None]
+        sub_axes = [entries[axis] for _, _, axis in mine if axis is not None]
+        for combo in itertools.product(*sub_axes):
+            folded.append((texts + fixed + [t for ts, _ in combo for t in ts],
+                           {**lab, **{k: v for _, part in combo for k, v in part.items()}}))
+    swept = {axis for _, _, axis in routed if axis is not None}
+    kept = [folded if i == a else axis for i, axis in enumerate(entries) if i not in swept]
+    return plain, kept
+
+
+def takes(choice: str, ov: Any) -> bool:
+    """Whether `activation=<choice>` takes the override `activation.<key>`: a key its config file
+    sets (fn and learnable for expr, negative_slope for leaky_relu); and for the options a user
+    completes (expr, custom) also activation.name (their label) and +additions (parameters, or
+    constructor arguments). An unknown option takes everything: composing it names the problem."""
+    keys = _option_keys(choice)
+    if keys is None:
+        return True
+    sub = ov.key_or_group.split(".", 1)[1]
+    open_option = "fn" in keys or "_target_" in keys
+    if sub == "name":
+        return open_option
+    return sub in keys or (open_option and ov.type.name == "ADD")
+
+
+@functools.cache
+def _option_keys(choice: str) -> frozenset[str] | None:
+    import yaml
+
+    from activation_bench.config.files import config_dir
+
+    path = config_dir() / "activation" / f"{choice}.yaml"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    return frozenset(doc) if isinstance(doc, dict) else None
 
 
 def describe(labels: Iterable[tuple[str, str]]) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from activation_bench.errors import UsageError
 from activation_bench.runs import store
+from activation_bench.runs.labels import sweep_labels
 from activation_bench.runs.memory import check_memory, stack_budget_mb
 
 if TYPE_CHECKING:
@@ -121,28 +122,10 @@ def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPla
     grid = expand(overrides)
     cfgs = compose_members(grid.members, grid.labels)
     directory = runs_dir / (store.check_name(name) if name else sweep_name(overrides))
-    keys, labels = expression_labels(grid.keys, grid.labels, cfgs)
+    keys, labels = sweep_labels(grid.keys, grid.labels, cfgs)
     names = [member_name(i, lab) for i, lab in enumerate(labels)]
     return SweepPlan(directory, list(overrides), keys, grid.members, labels, names,
                      cfgs, [config_hash(c) for c in cfgs])
-
-
-def expression_labels(keys: list[str], labels: list[dict[str, str]], cfgs: Sequence[Cfg]
-                      ) -> tuple[list[str], list[dict[str, str]]]:
-    """A sweep over activation.fn (activation=expr) labels its members by `activation`, as a sweep
-    over registered activations does: the expression's text (unquoted), or activation.name where
-    that is swept too. Other sweeps are returned as they are."""
-    if "activation.fn" not in keys or "activation" in keys:
-        return keys, labels
-    from activation_bench.cfg import activation_label
-
-    named = "activation.name" in keys
-    out = []
-    for lab, cfg in zip(labels, cfgs):
-        text = activation_label(cfg.activation) if named else str(cfg.activation["fn"]).strip()
-        out.append({("activation" if k == "activation.fn" else k): (text if k == "activation.fn" else v)
-                    for k, v in lab.items()})
-    return ["activation" if k == "activation.fn" else k for k in keys], out
 
 
 def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str, str]]) -> list[Cfg]:
@@ -285,7 +268,7 @@ def _results_rows(keys: list[str], loss_cols: list[str], members: list[tuple]) -
     yield buf.getvalue()
     for run_name, n_params, lab, header, body in members:
         prefix_buf = io.StringIO()
-        csv.writer(prefix_buf, lineterminator="").writerow([lab[k] for k in keys] + [run_name, n_params, ""])
+        csv.writer(prefix_buf, lineterminator="").writerow([lab.get(k, "") for k in keys] + [run_name, n_params, ""])
         prefix = prefix_buf.getvalue()  # the trailing empty field leaves the separator before epoch
         if header == ["epoch", *loss_cols] and body.endswith("\n") and "\r" not in body:
             # the member's rows are already epoch,losses: prefix each line (fast path)
