@@ -36,6 +36,19 @@ def test_split_seeds_numeric_order_and_default_third():
     assert tune.split_seeds(["5", "6", "7"], 1) == (["5"], ["6", "7"])
 
 
+def test_grid_seeds_find_the_tuning_seeds_of_a_search_judgement():
+    # seeds 7 and 9 hold the grid; seeds 3, 4 and 12 one value per group (each group's chosen lr)
+    rows = [(act, lr, seed, -1.0) for act in ("relu", "gelu") for lr in GRID for seed in (7, 9)]
+    rows += [("relu", "0.01", seed, -1.0) for seed in (3, 4, 12)] + [("gelu", "0.1", seed, -1.0) for seed in (3, 4, 12)]
+    values = table(rows)
+    assert tune.grid_seeds(values, ["activation"], ["lr"]) == ["7", "9"]
+    assert tune.split_seeds(["7", "9", "3", "12", "4"], 2, smallest=False) == (["7", "9"], ["3", "4", "12"])
+    full = table([(act, lr, seed, -1.0) for act in ("relu", "gelu") for lr in GRID for seed in range(6)])
+    assert tune.grid_seeds(full, ["activation"], ["lr"]) is None  # every seed has the grid: the default third
+    one = table([("relu", "0.01", seed, -1.0) for seed in range(4)])
+    assert tune.grid_seeds(one, ["activation"], ["lr"]) is None
+
+
 @pytest.mark.parametrize(("n", "k"), [(3, 2), (4, 3), (2, None), (5, 5)])
 def test_split_seeds_refuses_fewer_than_two_to_evaluate(n, k):
     with pytest.raises(UsageError, match="at least 2"):

@@ -103,19 +103,34 @@ def sort_values(values: Sequence[object]) -> list[object]:
     return sorted(dict.fromkeys(values), key=key)
 
 
-def split_seeds(seeds: Sequence[object], k: int | None) -> tuple[list[str], list[str]]:
-    """The k smallest seed values tune, the rest evaluate; k None: ceil(n/3), at least 2."""
+def grid_seeds(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str]) -> list[str] | None:
+    """The seeds that hold a grid where the other seeds hold one value per group, as in a search's
+    judgement (the grid on the tuning seeds, each group's chosen value on the judging seeds); None
+    where the seeds are not split that way (every seed has the grid, or none has)."""
+    cols = [*group_cols, *keys]
+    runs = _spelled(values, cols).assign(seed=values["seed"].astype(object).to_numpy())
+    runs = runs[values["seed"].notna().to_numpy()]
+    combos = runs.drop_duplicates().groupby(["seed", *group_cols], sort=False, dropna=False).size()
+    widest = combos.groupby(level="seed", sort=False).max()
+    with_grid = [str(s) for s, n in widest.items() if n > 1]
+    return with_grid if 0 < len(with_grid) < len(widest) else None
+
+
+def split_seeds(seeds: Sequence[object], k: int | None, smallest: bool = True) -> tuple[list[str], list[str]]:
+    """The k smallest seed values tune, the rest evaluate; k None: ceil(n/3), at least 2. With
+    smallest=False the first k seeds as given tune instead. Each part comes sorted."""
     present = [str(s) for s in dict.fromkeys(seeds) if s is not None]
     bad = [s for s in present if math.isnan(_num(s))]
     if bad:
         raise UsageError(f"--tune: seed '{bad[0]}' is not a number")
-    ordered = sorted(present, key=_num)
-    n = len(ordered)
+    if smallest:
+        present = sorted(present, key=_num)
+    n = len(present)
     k = max(2, math.ceil(n / 3)) if k is None else k
     if n - k < 2:
         raise UsageError(f"--tune-seeds {k}: {n} seeds leave {max(n - k, 0)} to evaluate on; at least 2 are needed "
                          f"(give fewer tuning seeds, or run more seeds)")
-    return ordered[:k], ordered[k:]
+    return sorted(present[:k], key=_num), sorted(present[k:], key=_num)
 
 
 def _spelled(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
@@ -322,7 +337,13 @@ def tuned_values(loaded: Loaded, values: pd.DataFrame, metric: Metric, group_col
     """The evaluation runs of `values` (run_values of the compared loss) at each group's tuned values,
     and the Selection. Notes go to `notes`."""
     notes.extend(check_keys(spec, loaded.config_cols, loaded.runs))
-    tune_s, eval_s = split_seeds(values["seed"].dropna().unique(), spec.tune_seeds)
+    seeds = values["seed"].dropna().unique()
+    with_grid = grid_seeds(values, group_cols, spec.keys) if spec.tune_seeds is None else None
+    if with_grid is not None:  # the seeds with the grid tune; the others, at one value each, are judged
+        tune_s, eval_s = split_seeds(with_grid + [str(s) for s in seeds if str(s) not in with_grid],
+                                     len(with_grid), smallest=False)
+    else:
+        tune_s, eval_s = split_seeds(seeds, spec.tune_seeds)
     sel_values, source, why = selection_values(loaded, metric, floor, spec.on)
     notes.extend(why)
     higher = scale(metric, spec.on) == ACCURACY

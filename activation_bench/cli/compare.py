@@ -32,8 +32,9 @@ TuneOpt = Annotated[
 ]
 TuneSeedsOpt = Annotated[
     int | None,
-    typer.Option("--tune-seeds", help="With --tune: the K smallest seeds tune, the rest are judged. Default: a "
-                 "third of the seeds, rounded up, at least 2.", show_default=False),
+    typer.Option("--tune-seeds", help="With --tune: the K smallest seeds tune, the rest are judged. Default: where "
+                 "some seeds hold the grid and the others one value per group (a search's judgement), the seeds with "
+                 "the grid; else a third of the seeds, rounded up, at least 2.", show_default=False),
 ]
 TuneOnOpt = Annotated[
     str | None,

@@ -2,18 +2,24 @@
 
 Rung r (1-based) of R trains its candidates for epochs * 2^(r-1) on seeds * 2^(r-1) seeds
 (0, 1, ...) and keeps the best fraction `keep` for the next rung, so each rung costs about as much
-as the first at keep = 1/4. The last rung is the judgement: the survivors of rung R-1 and the
-baselines relu, gelu, silu and tanh, trained like rung R-1 but on `final_seeds` fresh seeds that
-no selection used (they start after the largest selection seed). Select on some seeds, judge on
-others: a screen's winner is optimistic until re-judged.
+as the first at keep = 1/4. Rung 1 trains every candidate at each of a few screening learning
+rates and keeps, per candidate, the best of them; later screening rungs train each candidate at the
+learning rate it chose in rung 1. The last rung is the judgement (search/judge.py): the survivors
+of rung R-1 (at most a cap) and the baselines relu, gelu, silu and tanh, trained like rung R-1,
+first at every value of a learning-rate grid on `tune_seeds` tuning seeds, then at each function's
+chosen value on `final_seeds` judging seeds. Both sets are fresh: they start after the largest
+screening seed. Select on some seeds, judge on others: a screen's winner is optimistic until
+re-judged.
 
-The selection score of a candidate in a rung (`--select-on`, SELECT_ON) is, by default (val_loss),
-the geometric mean over its seeds of the final validation loss (the training loss where the task has
-no validation split); a diverged or missing member scores infinity and lower is better. With val_acc
-(classification tasks) it is the arithmetic mean over its seeds of the final validation accuracy (a
-fraction in [0, 1]); a diverged or missing member scores -infinity and higher is better. Which way
-is better comes from the analysis layer (`loading.higher_is_better`). Ties go to the candidate
-drawn first.
+The selection score of a candidate at one learning rate in a screening rung (`--select-on`,
+SELECT_ON) is, by default (val_loss), the geometric mean over its seeds of the early-stopped
+validation loss (each run's lowest val_loss; the final training loss where the task has no
+validation split); a diverged or missing member scores infinity and lower is better. With val_acc
+(classification tasks) it is the arithmetic mean over its seeds of the validation accuracy at the
+epoch of the lowest val_loss (a fraction in [0, 1]); a diverged or missing member scores -infinity
+and higher is better. These are the numbers `compare --metric early_stop --tune lr` selects on.
+Which way is better comes from the analysis layer (`loading.higher_is_better`). Ties go to the
+candidate drawn first, and within a candidate to the smaller learning rate.
 """
 
 from __future__ import annotations
@@ -38,15 +44,19 @@ SCORE_COLUMN = {"val_loss": "score", "val_acc": "mean_val_acc"}
 class Rung:
     number: int  # 1-based
     epochs: int
-    seeds: tuple[int, ...]
+    seeds: tuple[int, ...]  # the final rung's: its judging seeds
     final: bool
+    tune_seeds: tuple[int, ...] = ()  # the final rung's tuning seeds (the learning-rate grid)
 
 
-def schedule(epochs: int, seeds: int, rungs: int, final_seeds: int) -> list[Rung]:
-    """The rungs of a search: R-1 selection rungs, then the fresh-seed judgement."""
+def schedule(epochs: int, seeds: int, rungs: int, final_seeds: int, tune_seeds: int = 4) -> list[Rung]:
+    """The rungs of a search: R-1 selection rungs, then the judgement on fresh seeds (tuning seeds,
+    then judging seeds)."""
     out = [Rung(r, epochs * 2 ** (r - 1), tuple(range(seeds * 2 ** (r - 1))), False) for r in range(1, rungs)]
-    first_fresh = max(out[-1].seeds) + 1
-    out.append(Rung(rungs, out[-1].epochs, tuple(range(first_fresh, first_fresh + final_seeds)), True))
+    fresh = max(out[-1].seeds) + 1
+    tune = tuple(range(fresh, fresh + tune_seeds))
+    judge = tuple(range(fresh + tune_seeds, fresh + tune_seeds + final_seeds))
+    out.append(Rung(rungs, out[-1].epochs, judge, True, tune))
     return out
 
 
@@ -58,20 +68,6 @@ def survivors(n: int, keep: float) -> int:
 def worst(on: str = "val_loss") -> float:
     """The score of a diverged or missing member or candidate: the far end of the better direction."""
     return -math.inf if higher_is_better(on) else math.inf
-
-
-def member_score(summary: Mapping | None, on: str = "val_loss") -> float:
-    """One member's number for selection: the final validation loss (else the final training loss;
-    on="val_acc": the final validation accuracy); `worst(on)` when diverged, missing or not finite."""
-    if not summary or summary.get("status") != "complete":
-        return worst(on)
-    if on == "val_acc":
-        acc = summary.get("final_val_acc")
-        return float(acc) if acc is not None and math.isfinite(acc) else worst(on)
-    v = summary.get("final_val_loss")
-    if v is None:
-        v = summary.get("final_loss")
-    return float(v) if v is not None and math.isfinite(v) and v > 0 else (0.0 if v == 0 else math.inf)
 
 
 def score(values: Sequence[float], on: str = "val_loss") -> float:
