@@ -16,6 +16,7 @@ import pandas as pd
 
 from activation_bench.analysis.loading import flatten_config, read_yaml
 from activation_bench.errors import UsageError
+from activation_bench.render import labels as fit
 from activation_bench.render.plots import _colors, check_output, save_figure
 from activation_bench.runs.store import finished_summary
 
@@ -101,7 +102,7 @@ def _draw(med: pd.DataFrame, n_runs: Any, names: list[str], panels: Sequence[str
             d = sub[sub["layer"] == layer].sort_values("epoch")
             ax.plot(d["epoch"], d[value].clip(lower=1e-30), color=colors[layer], lw=1.3, label=f"layer {layer}")
         ax.set_yscale("log")
-        ax.set_title(f"{name}  (n={n_runs[name]})" if panels else f"n={n_runs[name]}", fontsize=8)
+        fit.panel_title(ax, f"{name}  (n={n_runs[name]})" if panels else f"n={n_runs[name]}", fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[-1, :]:
         ax.set_xlabel("epoch")
@@ -110,10 +111,9 @@ def _draw(med: pd.DataFrame, n_runs: Any, names: list[str], panels: Sequence[str
     for ax in list(axes.flat)[len(names):]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 8), frameon=False,
-               title="hidden layer (1 = next to the input)")
+    fit.figure_legend(fig, handles, labels, "hidden layer (1 = next to the input)", max_cols=8)
     what = "weight-gradient norm" if value == "weight_grad_norm" else "activation-output norm"
-    fig.suptitle(f"{what} per hidden layer: median over seeds")
+    fit.suptitle(fig, f"{what} per hidden layer: median over seeds")
     return save_figure(fig, output)
 
 

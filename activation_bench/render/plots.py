@@ -18,6 +18,8 @@ from activation_bench.analysis.compare import resolve_groups
 from activation_bench.analysis.loading import Loaded, is_accuracy  # accuracies: in %, on a linear axis
 from activation_bench.analysis.metrics import FLOOR, Metric, run_values
 from activation_bench.errors import UsageError
+from activation_bench.render import labels as fit
+from activation_bench.render.labels import group_labels as _labels
 from activation_bench.runs.store import atomic_file, check_folder
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -79,18 +81,21 @@ def companion_accuracy(loaded: Loaded, loss: str) -> str | None:
 
 
 def curve_stats(loaded: Loaded, panels: Sequence[str], lines: Sequence[str], loss: str,
-                floor: float = FLOOR) -> tuple[Any, int]:
+                floor: float = FLOOR, drawn: np.ndarray | None = None) -> tuple[Any, int]:
     """Median and quartiles of the loss over runs per (panel, line, epoch), diverged runs left out.
     An accuracy column is in percent (not clipped); a run is diverged by its train_loss then.
+    `drawn`: per run, whether it counts (default: every run).
     Returns (DataFrame with columns panel, line, epoch, q25, q50, q75, n), number of diverged runs."""
     acc = is_accuracy(loss)
     status = run_values(loaded, Metric("final"), "train_loss" if acc else loss, floor)["status"].to_numpy()
+    if drawn is not None:
+        status = np.where(drawn, status, "left out")
     runs = loaded.runs
     panel = _labels(runs, panels)
     line = _labels(runs, lines)
     idx = loaded.run_index()
     y = loaded.losses[loss]
-    keep = status[idx] != "diverged"
+    keep = (status[idx] != "diverged") & (status[idx] != "left out")
     if acc:
         keep &= np.isfinite(y)  # regression runs mixed in have no accuracy
     import pandas as pd
@@ -106,51 +111,50 @@ def curve_stats(loaded: Loaded, panels: Sequence[str], lines: Sequence[str], los
     return out.reset_index(), int((status == "diverged").sum())
 
 
-def _labels(runs: Any, cols: Sequence[str]) -> np.ndarray:
-    if not cols:
-        return np.full(len(runs), "all", dtype=object)
-    parts = [runs[c].fillna("(none)").astype(str) for c in cols]
-    if len(cols) == 1:
-        return parts[0].to_numpy(object)
-    text = parts[0].radd(f"{cols[0]}=")
-    for c, p in zip(cols[1:], parts[1:]):
-        text = text + f", {c}=" + p
-    return text.to_numpy(object)
-
-
 def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, loss: str = "train_loss",
                 floor: float = FLOOR, with_accuracy: bool = True) -> Path:
     """One panel per data distribution (or --by value), median loss per group over epochs on a log
     y-axis, with the interquartile range over seeds as a band. For classification runs (and
     `with_accuracy`), each panel has the accuracy (`companion_accuracy`) below it (beside it for
-    one task)."""
+    one task). More than labels.MAX_CURVES groups: the baseline's and the best (labels.few_lines)."""
     check_output(output)
     accuracy = companion_accuracy(loaded, loss) if with_accuracy else None
     return save_figure(curves_figure(loaded, by, loss, floor, accuracy), output)
 
 
 def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "train_loss",
-                  floor: float = FLOOR, accuracy: str | None = None) -> Any:
+                  floor: float = FLOOR, accuracy: str | None = None, lines: Sequence[str] | None = None,
+                  drawn: np.ndarray | None = None, baseline: tuple[str, str] | None = None) -> Any:
     """The figure of `plot_curves` (a matplotlib Figure, not saved). `accuracy`: an accuracy column
     drawn in a panel below each loss panel (to its right for one task; in %, linear axis). `loss`
-    may itself be an accuracy column (val_acc, test_acc): then drawn alone, in %, on a linear axis."""
+    may itself be an accuracy column (val_acc, test_acc): then drawn alone, in %, on a linear axis.
+    `lines`: the columns a curve stands for (default: every group column that is not a panel's);
+    `drawn`: per run, whether it is drawn (a tuned report: the evaluated runs at the chosen values);
+    `baseline`: the group kept when a panel would hold too many curves (default: compare's rule)."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
     if is_accuracy(loss) and not has_values(loaded, loss):
         raise UsageError(f"no run has {loss} values: accuracy needs classification runs (data.task=classification)")
     if accuracy is not None and not has_values(loaded, accuracy):
         raise UsageError(f"no run has {accuracy} values: accuracy needs classification runs")
-    panels, lines = curve_layout(loaded, by)
-    stats_df, n_div = curve_stats(loaded, panels, lines, loss, floor)
+    panels, default_lines = curve_layout(loaded, by)
+    lines = default_lines if lines is None else list(lines)
+    stats_df, n_div = curve_stats(loaded, panels, lines, loss, floor, drawn)
     if not len(stats_df):
         raise UsageError("nothing to plot: every run diverged")
-    acc_df = curve_stats(loaded, panels, lines, accuracy, floor)[0] if accuracy else None
+    acc_df = curve_stats(loaded, panels, lines, accuracy, floor, drawn)[0] if accuracy else None
     from matplotlib.figure import Figure
 
-    panel_names = list(dict.fromkeys(_labels(loaded.runs, panels)))  # panels whose runs all diverged stay
+    panel_labels = _labels(loaded.runs, panels)  # panels whose runs all diverged stay
+    panel_names = list(dict.fromkeys(panel_labels if drawn is None else panel_labels[drawn]))
     line_names = list(dict.fromkeys(stats_df["line"]))
     if acc_df is not None:
         line_names += [n for n in dict.fromkeys(acc_df["line"]) if n not in line_names]
+    last = stats_df.sort_values("epoch").groupby(["panel", "line"], sort=False).tail(1)
+    line_names, few = fit.few_lines(loaded.runs, last.rename(columns={"q50": "score"}), line_names, lines,
+                                    is_accuracy(loss), baseline, f"median {loss} at the last epoch")
+    stats_df = stats_df[stats_df["line"].isin(line_names)]
+    acc_df = None if acc_df is None else acc_df[acc_df["line"].isin(line_names)]
     colors = dict(zip(line_names, _colors(len(line_names))))
     fig, loss_axes, acc_axes = _curve_axes(Figure, len(panel_names), accuracy is not None)
     beside = len(panel_names) == 1  # one task: the accuracy to the right, else below each loss panel
@@ -171,12 +175,11 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
     labels = [lab for lab in line_names if lab in seen]
     handles = [seen[lab] for lab in labels]
     legend_title = ", ".join(lines) if len(lines) == 1 else ("group" if lines else None)
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 5) or 1, title=legend_title,
-               frameon=False)
+    fit.figure_legend(fig, handles, labels, legend_title)
     note = f"\n({n_div} diverged runs left out)" if n_div else ""
     where = "(left) and {} in % (right)" if beside else "(top) and {} in % (below each)"
     what = _column_label(loss) if accuracy is None else f"{loss} {where.format(accuracy)}"
-    fig.suptitle(f"{what}: median over seeds, band = interquartile range{note}")
+    fit.suptitle(fig, f"{what}: median over seeds, band = interquartile range{note}" + (f"\n{few}" if few else ""))
     return fig
 
 
@@ -226,7 +229,7 @@ def _draw_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floor
     if not len(df):
         ax.text(0.5, 0.5, empty, transform=ax.transAxes, ha="center", va="center", color="0.4")
     if title:
-        ax.set_title(title)
+        fit.panel_title(ax, title)
     if xlabel:
         ax.set_xlabel("epoch")
     if ylabel:
@@ -350,7 +353,8 @@ def activations_figure(names: Sequence[str], x_range: tuple[float, float] = (-4.
         ax.grid(True, alpha=0.3)
     _clip_y(ax_f, curves, 0, x_range)
     _clip_y(ax_d, curves, 1, x_range)
-    ax_f.legend(loc="upper left", fontsize=9, framealpha=0.9)
+    handles, names = ax_f.get_legend_handles_labels()
+    fit.figure_legend(fig, handles, names, max_cols=6, reserve_in=0.0)  # long expressions: wrapped, below
     return fig
 
 

@@ -278,18 +278,27 @@ def svg(fig: Any, prefix: str, tight: bool = False) -> str:
 PAIRED = {"val_loss": "val_acc", "test_loss": "test_acc"}  # the accuracy drawn beside a split's loss
 
 
-def curves(loaded: Loaded, task_cols: Sequence[str]) -> list[dict[str, Any]]:
-    """Loss curves (median, IQR band over seeds), a panel per task; val_loss too when recorded.
-    For classification runs, val_acc beside val_loss and test_acc beside test_loss (in %)."""
+def curves(loaded: Loaded, task_cols: Sequence[str], res: cmp.CompareResult) -> list[dict[str, Any]]:
+    """Loss curves (median, IQR band over seeds), a panel per task, a curve per group of `res`
+    (its baseline kept where a panel would hold too many); val_loss too when recorded. For
+    classification runs, val_acc beside val_loss and test_acc beside test_loss (in %). Tuned
+    (`res.tuning`): each group's evaluation runs at its chosen values only, as in the tables."""
+    from activation_bench.analysis.tune import eval_mask
     from activation_bench.render import plots
 
+    sel = res.tuning
+    drawn = None if sel is None else eval_mask(loaded.runs, sel)
+    lines = None if sel is None else [c for c in res.group_cols if c not in task_cols]
+    tuned = "" if sel is None else (f"each group at its chosen {', '.join(sel.keys)} ({res.metric.label}), on the "
+                                    f"evaluation seeds ({', '.join(sel.eval_seeds)})")
     out = []
     for loss in LOSSES:
         if plots.has_values(loaded, loss):
             acc = PAIRED.get(loss)
             acc = acc if acc is not None and plots.has_values(loaded, acc) else None
-            fig = plots.curves_figure(loaded, list(task_cols) or None, loss, accuracy=acc)
-            out.append({"loss": loss, "accuracy": acc, "svg": svg(fig, f"curves-{loss}"),
+            fig = plots.curves_figure(loaded, list(task_cols) or None, loss, accuracy=acc, lines=lines, drawn=drawn,
+                                      baseline=res.baseline)
+            out.append({"loss": loss, "accuracy": acc, "svg": svg(fig, f"curves-{loss}"), "tuned": tuned,
                         "accuracy_where": "right" if len(fig.axes) == 2 else "below"})
     return out
 
@@ -427,7 +436,7 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         # ranked by early_stop (held-out loss) when it is shown, else by the first metric
         "ranking": ranking(loaded, held_out, tune),
         "tuning": tuning_section(loaded, held_out, svg),
-        "curves": curves(loaded, about["task_cols"]),
+        "curves": curves(loaded, about["task_cols"], held_out),
         "shapes": shapes(loaded, first.group_cols) if draw_shapes else None,
         "shapes_off": not draw_shapes,
         "problems": problems(loaded, statuses, first.group_cols),

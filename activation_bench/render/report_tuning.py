@@ -31,7 +31,7 @@ def _unit(sel: Any, res: Any) -> str:
 
 def _stars(sel: Any, loaded: Any, key: str) -> pd.DataFrame:
     """The chosen (panel, line, x) of every kept group, labelled as the sensitivity figure labels them."""
-    from activation_bench.render.plots import _labels
+    from activation_bench.render.labels import group_labels as _labels
     from activation_bench.render.sensitivity import layout
 
     panels, lines = layout(loaded, key)
@@ -53,7 +53,7 @@ def tuning_section(loaded: Any, res: Any, svg: Any) -> dict[str, Any] | None:
     for key in sel.keys:
         try:
             stars = _stars(sel, loaded, key) if len(sel.keys) == 1 else None
-            fig = sensitivity_figure(loaded, key, res.metric, res.loss, chosen=stars)
+            fig = sensitivity_figure(loaded, key, res.metric, res.loss, chosen=stars, baseline=res.baseline)
             figures.append({"key": key, "svg": svg(fig, f"sensitivity-{key.replace('.', '-')}")})
         except UsageError as exc:
             notes.append(f"no sensitivity figure for {key}: {exc}")

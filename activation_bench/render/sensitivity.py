@@ -19,7 +19,9 @@ import pandas as pd
 from activation_bench.analysis.loading import Loaded, varying_columns
 from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, run_values, scale
 from activation_bench.errors import UsageError
-from activation_bench.render.plots import _colors, _labels, check_output, save_figure
+from activation_bench.render import labels as fit
+from activation_bench.render.labels import group_labels as _labels
+from activation_bench.render.plots import _colors, check_output, save_figure
 
 
 def layout(loaded: Loaded, x: str, by: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
@@ -91,15 +93,22 @@ def y_label(metric: Metric, column: str) -> str:
 
 
 def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Sequence[str] | None = None,
-                       floor: float = FLOOR, chosen: pd.DataFrame | None = None) -> Any:
-    """The figure (not saved). `chosen`: optional rows (panel, line, x) marked as the tuned choice."""
+                       floor: float = FLOOR, chosen: pd.DataFrame | None = None,
+                       baseline: tuple[str, str] | None = None) -> Any:
+    """The figure (not saved). `chosen`: optional rows (panel, line, x) marked as the tuned choice.
+    More than labels.MAX_CURVES lines: the baseline's (default: compare's rule) and those with the
+    best median at their best x."""
     stats_df, panels, lines, n_div = sensitivity_stats(loaded, x, metric, loss, by, floor)
     if not len(stats_df):
         raise UsageError("nothing to plot: no run has a value of the metric")
     from matplotlib.figure import Figure
 
     panel_names = list(dict.fromkeys(stats_df["panel"]))
-    line_names = sorted(dict.fromkeys(stats_df["line"]))
+    higher = _percent(metric, loss)
+    best = stats_df.groupby(["panel", "line"], sort=False)["q50"].agg("max" if higher else "min")
+    line_names, few = fit.few_lines(loaded.runs, best.rename("score").reset_index(),
+                                    sorted(dict.fromkeys(stats_df["line"])), lines, higher, baseline,
+                                    f"median at its best {x}")
     colors = dict(zip(line_names, _colors(len(line_names))))
     ncols = 2 if len(panel_names) == 4 else min(len(panel_names), 3)
     nrows = math.ceil(len(panel_names) / ncols)
@@ -122,8 +131,8 @@ def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Se
             ax.set_yscale("log")
         if logx:
             ax.set_xscale("log")
-        ax.set_title(f"{panels[0]}={name}" if len(panels) == 1 else ("all runs" if not panels else str(name)),
-                     fontsize=10)
+        fit.panel_title(ax, f"{panels[0]}={name}" if len(panels) == 1 else ("all runs" if not panels else str(name)),
+                        fontsize=10)
         ax.set_xlabel(x)
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[:, 0]:
@@ -131,13 +140,12 @@ def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Se
     for ax in list(axes.flat)[len(panel_names):]:
         ax.set_visible(False)
     handles = {lab: h for ax in axes.flat for h, lab in zip(*ax.get_legend_handles_labels())}
-    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncols=min(len(handles), 6) or 1,
-               title=", ".join(lines) or None, frameon=False)
+    fit.figure_legend(fig, list(handles.values()), list(handles), ", ".join(lines) or None, max_cols=6)
     star = "; * = tuned choice" if chosen is not None else ""
     note = f"; {n_div} diverged runs left out" if n_div else ""
     pct = " (%)" if _percent(metric, loss) else ""
-    fig.suptitle(f"{metric.label} of {loss}{pct} against {x}: median over seeds, band = interquartile range"
-                 f"{star}{note}")
+    fit.suptitle(fig, f"{metric.label} of {loss}{pct} against {x}: median over seeds, band = interquartile range"
+                 f"{star}{note}" + (f"\n{few}" if few else ""))
     return fig
 
 
