@@ -137,6 +137,7 @@ SWEEP_HELP = (
     "Examples:\n\n"
     "  actbench sweep 'activation=gelu,relu' 'data=normal,uniform' 'seed=range(30)' epochs=1000\n\n"
     "  actbench sweep 'activation=glob(*)' 'lr=1e-3,1e-2' 'seed=range(10)'\n\n"
+    "  actbench sweep 'activation=relu,gelu,expr' 'activation.fn=\"x*sigmoid(x)\",\"sin(x)*x\"' 'seed=range(5)'\n\n"
     "  actbench sweep 'activation=gelu,relu' 'seed=range(30)' --launcher joblib --jobs 2\n\n"
     "  actbench sweep ... --launcher submitit_slurm hydra.launcher.partition=gpu\n"
     + KEYS_HELP
