@@ -112,6 +112,8 @@ def test_paired_comparison_matches_scipy_and_holm(table_csv):
         assert r["n_pairs"] == 5
         assert r["mean_diff"] == pytest.approx(d.mean())
         assert r["ratio"] == pytest.approx(10 ** d.mean())
+        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+        assert (r["ratio_lo"], r["ratio_hi"]) == pytest.approx((10 ** (d.mean() - half), 10 ** (d.mean() + half)))
         assert r["win_rate"] == pytest.approx(np.mean(d < 0))
         assert r["d_z"] == pytest.approx(d.mean() / d.std(ddof=1))
         assert r["p_t"] == pytest.approx(stats.ttest_rel(c, base).pvalue)

@@ -81,6 +81,16 @@ def test_compare_tune_by_hand(tmp_path):
     assert any("first value in grid order" in m for m in doc["methods"])
 
 
+def test_the_table_marks_a_chosen_value_at_the_grids_edge(tmp_path):
+    csv = write_table(tmp_path / "r.csv", leak=True)
+    result = invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr", "--baseline", "activation=relu")
+    assert result.exit_code == 0, result.output
+    lines = {ln.split()[0]: ln for ln in result.stdout.splitlines() if ln.strip().startswith(("relu", "gelu"))}
+    assert "0.1 (grid max)" in lines["gelu"]  # BEST: gelu chose the largest lr
+    assert f"{BEST['relu']} " in lines["relu"] and "(grid" not in lines["relu"]
+    assert "ratio 95% CI" in result.stdout
+
+
 def test_compare_tune_csv_has_a_column_per_tuned_key(tmp_path):
     csv = write_table(tmp_path / "r.csv", tasks=("a", "b"))
     result = invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr", "--tune-seeds", "3", "-f", "csv")

@@ -119,7 +119,8 @@ def _dedupe(df: pd.DataFrame, cols: Sequence[str], notes: list[str], label: str)
 def compare_one(pairs: pd.DataFrame, metric: Metric, column: str = "train_loss") -> dict[str, Any]:
     """Paired statistics for one candidate group against its baseline.
 
-    Loss metrics: differences of log10 loss, ratio = 10**mean_diff (geometric-mean ratio).
+    Loss metrics: differences of log10 loss, ratio = 10**mean_diff (geometric-mean ratio), its 95%
+    interval ratio_lo..ratio_hi = 10**(the t interval of mean_diff).
     Accuracies: differences in percentage points (diff_pp, its 95% t interval diff_lo_pp..diff_hi_pp,
     sd_diff_pp); a win is a higher accuracy; d_z = diff_pp / sd_diff_pp (positive: candidate better).
     to=EPS: differences of epochs over pairs where both reached EPS, ratio = mean epochs ratio;
@@ -133,6 +134,8 @@ def compare_one(pairs: pd.DataFrame, metric: Metric, column: str = "train_loss")
         d = (pairs["log10_c"].to_numpy(float) - pairs["log10_b"].to_numpy(float))[both_ok]
         out = paired_test(d)
         out["ratio"] = 10 ** out["mean_diff"] if out["n_pairs"] else float("nan")
+        lo, hi = t_interval(d)
+        out["ratio_lo"], out["ratio_hi"] = 10**lo, 10**hi  # the 95% t interval of the mean log10 difference
         if out["n_pairs"] >= 2 and out["n_ties"] == out["n_pairs"]:
             vc, vb = pairs["value_c"].to_numpy(float), pairs["value_b"].to_numpy(float)
             out["note"] = tie_note(vc[both_ok], vb[both_ok])
@@ -160,8 +163,8 @@ def _compare_accuracy(pairs: pd.DataFrame, both_ok: np.ndarray) -> dict[str, Any
     return res
 
 
-COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "mean_diff", "sd_diff", "ratio", "win_rate", "p_t", "p_wilcoxon",
-                "p_t_holm", "p_wilcoxon_holm", "d_z", "significant", "note"]
+COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "mean_diff", "sd_diff", "ratio", "ratio_lo", "ratio_hi", "win_rate",
+                "p_t", "p_wilcoxon", "p_t_holm", "p_wilcoxon_holm", "d_z", "significant", "note"]
 # on accuracies: differences in percentage points with their 95% interval, no ratio
 ACCURACY_COMPARE_COLS = ["baseline", "n_pairs", "n_ties", "diff_pp", "diff_lo_pp", "diff_hi_pp", "sd_diff_pp",
                          "win_rate", "p_t", "p_wilcoxon", "p_t_holm", "p_wilcoxon_holm", "d_z", "significant", "note"]
