@@ -89,6 +89,8 @@ def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
         cols.append(("ratio", lambda r: _cmp(r, fmt_num(r["ratio"])), True))
     else:
         cols.append(("ratio", lambda r: "baseline" if _is_base(r) else fmt_num(r["ratio"]), True))
+    if is_loss:
+        cols.append(("ratio 95% CI", lambda r: _cmp(r, _ratio_ci(r)), True))
     power = [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
              ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)] if res.power else []
     return cols + _paired_tail(res, compact, power)
@@ -113,7 +115,7 @@ def _paired_tail(res: CompareResult, compact: bool, power: list[tuple[str, Any, 
 def _head_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
     """The group, tuned-key and count columns every table starts with."""
     cols: list[tuple[str, Any, bool]] = [(c, (lambda r, c=c: str(r[c])), False) for c in res.group_cols]
-    cols += [(f"{k} (tuned)", (lambda r, k=k: str(r[k])), True) for k in res.tuned_keys]
+    cols += [(f"{k} (tuned)", (lambda r, k=k: _tuned_cell(res, r, k)), True) for k in res.tuned_keys]
     cols.append(("n", lambda r: fmt_int(r["n"]), True))
     if res.tuning is not None and not compact:
         cols.append(("tune n", lambda r: fmt_int(r["tune_n"]), True))
@@ -146,6 +148,20 @@ def _accuracy_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any,
 
 def _ci_cell(row: pd.Series) -> str:
     return "-" if _missing(row["ci_low"]) else f"{fmt_num(row['ci_low'])}–{fmt_num(row['ci_high'])}"
+
+
+def _ratio_ci(row: pd.Series) -> str:
+    lo, hi = row.get("ratio_lo"), row.get("ratio_hi")
+    return "" if _missing(lo) or _missing(hi) else f"[{fmt_num(lo)}, {fmt_num(hi)}]"
+
+
+def _tuned_cell(res: CompareResult, row: pd.Series, key: str) -> str:
+    """A tuned value, marked where it is the grid's smallest or largest (a note says: widen the grid)."""
+    value = str(row[key])
+    grid = res.tuning.grid.get(key, []) if res.tuning is not None else []
+    if len(grid) > 1 and value in (grid[0], grid[-1]):
+        return f"{value} (grid {'min' if value == grid[0] else 'max'})"
+    return value
 
 
 def _is_base(row: pd.Series) -> bool:
