@@ -1,10 +1,11 @@
 """The tables and figures of docs/activation-search.md from finished searches (run.sh, known.sh).
 
-For each search directory: counts from candidates.csv; the screen (rung 1) ranking; where the
-known functions (trained like rung 1 by known.sh) would have ranked in it; the judgement (last
-rung) with `actbench compare` against relu, gelu and silu on the fresh seeds' test loss; the
-optimism of selection (the survivors' last-screen scores against their fresh-seed scores); and a
-figure of the five best. Usage:
+For each search directory: counts from candidates.csv; the screen (rung 1) ranking, each
+candidate at the better of its two learning rates; what the second screening learning rate
+changed; where the known functions (trained like rung 1 by known.sh) would have ranked; the
+judgement (the last rung) exactly as the search printed it (`actbench compare RUNG --metric
+early_stop --loss test_loss --tune lr`) against relu and against the best tuned baseline; the
+agreement the search recorded in search.yaml; and a figure of the five best. Usage:
     python docs/studies/activation-search/tables.py RUNS_DIR [TASK ...] > tables.md
 """
 
@@ -17,93 +18,117 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
+
+from activation_bench.search import halving, scores
 
 HERE = Path(__file__).resolve().parent
-BASELINES = ("relu", "gelu", "silu")
+BASELINES = halving.BASELINES
+SCREEN_LRS = ("0.003", "0.03")
 
 
-def screen_scores(sweep: Path) -> pd.Series:
-    """Per activation: the geometric mean over seeds of the final validation loss (the selection score)."""
-    df = pd.read_csv(sweep / "results.csv")
-    last = df.sort_values("epoch").groupby(["activation", "seed"]).tail(1)
-    col = "val_loss" if "val_loss" in last else "train_loss"
-    return last.groupby("activation")[col].apply(lambda v: float(np.exp(np.log(v).mean())))
+def screen(sweep: Path) -> pd.DataFrame:
+    """Per activation and screening lr: the geometric mean over seeds 0-1 of the early-stopped
+    validation loss (the search's selection score), as columns."""
+    t = scores.run_table(sweep, "val_loss")
+    t = t[t["seed"].isin(["0", "1"])]
+    g = t.groupby(["activation", "lr"])["value"].apply(lambda v: halving.score(list(v)))
+    return g.unstack("lr")
 
 
-def compare(sweep: Path, baseline: str) -> dict[str, dict]:
-    out = subprocess.run([sys.executable, "-m", "activation_bench.cli", "compare", str(sweep), "--metric", "final",
-                          "--loss", "test_loss", "--baseline", f"activation={baseline}", "--format", "json"],
+def compare(sweep: Path, baseline: str) -> dict:
+    out = subprocess.run(["actbench", "compare", str(sweep), "--metric", "early_stop", "--loss", "test_loss",
+                          "--tune", "lr", "--baseline", f"activation={baseline}", "--format", "json"],
                          capture_output=True, text=True, check=True).stdout
-    return {row["activation"]: row for row in json.loads(out)["rows"]}
+    return json.loads(out)
 
 
 def fmt(row: dict) -> str:
     if row.get("is_baseline"):
         return "baseline"
     star = "*" if row.get("significant") else ""
-    return f"{row['ratio']:.2f} ({row['win_rate']:.0%}, p={row['p_t_holm']:.2g}){star}"
+    return f"{row['ratio']:.2f} [{row['ratio_lo']:.2f}, {row['ratio_hi']:.2f}] p={row['p_t_holm']:.2g}{star}"
+
+
+def lr_cell(row: dict, grid: list[str]) -> str:
+    lr = row["lr"]
+    return f"{lr} (edge)" if lr in (grid[0], grid[-1]) else lr
 
 
 def task_tables(root: Path, task: str) -> str:
     d = root / f"search_{task}"
-    cands = pd.read_csv(d / "candidates.csv")
+    cands = pd.read_csv(d / "candidates.csv", dtype=str)
+    doc = yaml.safe_load((d / "search.yaml").read_text())
     rungs = sorted((p for p in d.iterdir() if p.name.startswith("rung")), key=lambda p: int(p.name[4:]))
-    final, last_screen = rungs[-1], rungs[-2]
+    final = rungs[-1]
     counts = cands["status"].value_counts()
     lines = [f"### {task}", "",
              f"{len(cands)} candidates drawn: {counts.get('trained', 0)} distinct, {counts.get('duplicate', 0)} "
              f"duplicates, {counts.get('rejected', 0)} rejected by the probe.", ""]
-    screen = screen_scores(rungs[0]).sort_values()
-    rank1 = {fn: i + 1 for i, fn in enumerate(screen.index)}
-    judged = {b: compare(final, b) for b in BASELINES}
-    rows = judged["relu"]
-    fresh_val = screen_scores(final)
-    cand_rows = sorted((r for a, r in rows.items() if a not in ("relu", "gelu", "silu", "tanh")),
-                       key=lambda r: r["geo_mean"])
-    lines += [f"Judgement: {len(cand_rows)} survivors and the baselines on {rows['relu']['n']} fresh seeds "
-              "(final test MSE; ratio = geometric-mean ratio to the baseline, paired by seed, < 1 better; "
-              "win rate; Holm-corrected paired t-test p; * = t and Wilcoxon both < 0.05).", "",
-              "| # | activation | screen rank | test MSE (geo mean) | vs relu | vs gelu | vs silu |",
+    first = screen(rungs[0])
+    best = first.min(axis=1).sort_values(kind="stable")
+    rank1 = {fn: i + 1 for i, fn in enumerate(best.index)}
+    lines += screen_lrs(first, cands)
+    vs_relu = compare(final, "relu")
+    grid = vs_relu["tuning"]["grid"]["lr"]
+    rows = {r["activation"]: r for r in vs_relu["rows"]}
+    base = min(BASELINES, key=lambda b: rows[b]["geo_mean"])
+    vs_best = {r["activation"]: r for r in compare(final, base)["rows"]}
+    survivors = sorted((r for a, r in rows.items() if a not in BASELINES), key=lambda r: r["geo_mean"])
+    lines += [f"Judgement: {len(survivors)} survivors and the 4 baselines, each at its own learning rate "
+              f"(chosen on seeds {vs_relu['tuning']['tune_seeds'][0]}-{vs_relu['tuning']['tune_seeds'][-1]} "
+              f"from {', '.join(grid)}), judged on {rows['relu']['n']} other fresh seeds: early-stopped test MSE "
+              "(geometric mean); ratio = geometric-mean ratio to the baseline at its own chosen lr, paired by seed, "
+              "with its 95% interval, < 1 better; Holm-corrected paired t-test p; * = t and Wilcoxon both < 0.05.",
+              "", f"| # | activation | screen rank | lr | test MSE | vs relu | vs {base} (best tuned baseline) |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
-    for i, r in enumerate(cand_rows[:10], 1):
+    for i, r in enumerate(survivors, 1):
         a = r["activation"]
-        lines.append(f"| {i} | `{a}` | {rank1.get(a, '-')} of {len(screen)} | {r['geo_mean']:.3g} | "
-                     + " | ".join(fmt(judged[b][a]) for b in BASELINES) + " |")
-    for b in ("relu", "gelu", "silu", "tanh"):
+        lines.append(f"| {i} | `{a}` | {rank1.get(a, '-')} of {len(best)} | {lr_cell(r, grid)} | "
+                     f"{r['geo_mean']:.3g} | {fmt(r)} | {fmt(vs_best[a])} |")
+    for b in BASELINES:
         r = rows[b]
-        lines.append(f"| | {b} | | {r['geo_mean']:.3g} | " + " | ".join(fmt(judged[x][b]) for x in BASELINES) + " |")
-    better = {b: sum(1 for r in cand_rows if judged[b][r["activation"]].get("significant")
-                     and judged[b][r["activation"]]["ratio"] < 1) for b in BASELINES}
-    lines += ["", "Survivors significantly better than " + ", ".join(f"{b}: {n}" for b, n in better.items()) + ".", ""]
-    lines += optimism(last_screen, final, fresh_val, cand_rows)
-    lines += known(root, task, screen)
-    plot(task, [r["activation"] for r in cand_rows[:5]])
+        lines.append(f"| | {b} | | {lr_cell(r, grid)} | {r['geo_mean']:.3g} | {fmt(r)} | {fmt(vs_best[b])} |")
+    n_relu = sum(1 for r in survivors if r.get("significant") and r["ratio"] < 1)
+    n_best = sum(1 for r in survivors if vs_best[r["activation"]].get("significant")
+                 and vs_best[r["activation"]]["ratio"] < 1)
+    edge = sum(1 for r in rows.values() if r["lr"] in (grid[0], grid[-1]))
+    lines += ["", f"Survivors significantly better than relu: {n_relu} of {len(survivors)}; than {base}, the best "
+              f"tuned baseline: {n_best}. Functions whose chosen lr is at the grid's edge: {edge} of {len(rows)}.", ""]
+    a = doc.get("agreement") or {}
+    lines += [f"Agreement (search.yaml): Spearman correlation of the last screen's score and the judged test MSE "
+              f"over the {a.get('judged')} survivors: {a.get('spearman_screen_vs_judged')}; selection optimism: the "
+              f"survivors' validation MSE on the fresh tuning seeds at their screening lr is "
+              f"{a.get('optimism')}x their last-screen score ({a.get('optimism_n')} survivors).", ""]
+    lines += known(root, task, best)
+    plot(task, [r["activation"] for r in survivors[:5]])
     lines += [f"![the five best on {task}](studies/activation-search/winners_{task}.svg)", ""]
     return "\n".join(lines)
 
 
-def optimism(last_screen: Path, final: Path, fresh_val: pd.Series, cand_rows: list[dict]) -> list[str]:
-    before = screen_scores(last_screen)
-    fns = [r["activation"] for r in cand_rows]
-    ratio = np.array([fresh_val[f] / before[f] for f in fns])
-    best = min(fns, key=lambda f: before[f])
-    order = sorted(fns, key=lambda f: fresh_val[f])
-    corr = pd.Series([before[f] for f in fns]).rank().corr(pd.Series([fresh_val[f] for f in fns]).rank())
-    return [f"Selection: the survivors' validation MSE on the fresh seeds is {np.exp(np.log(ratio).mean()):.2f}x "
-            f"their score in the last screen (geometric mean; {int((ratio > 1).sum())} of {len(fns)} got worse); "
-            f"the last screen's best (`{best}`) ranks {order.index(best) + 1} of {len(fns)} on the fresh seeds; "
-            f"rank correlation between screen and judgement {corr:.2f}.", ""]
+def screen_lrs(first: pd.DataFrame, cands: pd.DataFrame) -> list[str]:
+    """What the second screening learning rate changed: how many candidates chose each, and how
+    many of those that went on would have been cut at either learning rate alone."""
+    went_on = set(cands.loc[cands["rung"].isin(["2", "3"]), "fn"])
+    n = len(went_on)
+    chose = first.idxmin(axis=1).value_counts()
+    alone = {lr: set(first[lr].sort_values(kind="stable").index[:n]) for lr in SCREEN_LRS}
+    judged = set(cands.loc[cands["rung"] == "3", "fn"])
+    return [f"Screen: {chose.get(SCREEN_LRS[0], 0)} candidates did better at lr {SCREEN_LRS[0]}, "
+            f"{chose.get(SCREEN_LRS[1], 0)} at {SCREEN_LRS[1]}. Of the {n} that went on to rung 2, "
+            f"{len(went_on - alone[SCREEN_LRS[0]])} would have been cut by a screen at {SCREEN_LRS[0]} alone and "
+            f"{len(went_on - alone[SCREEN_LRS[1]])} by one at {SCREEN_LRS[1]} alone; of the {len(judged)} judged, "
+            f"{len(judged - alone[SCREEN_LRS[0]])} and {len(judged - alone[SCREEN_LRS[1]])}.", ""]
 
 
-def known(root: Path, task: str, screen: pd.Series) -> list[str]:
+def known(root: Path, task: str, best: pd.Series) -> list[str]:
     k = root / f"known_{task}"
     if not (k / "results.csv").exists():
         return []
-    scores = screen_scores(k)
-    values = np.sort(screen.values)
-    parts = [f"`{fn}` {int(np.searchsorted(values, s)) + 1} of {len(values) + 1}"
-             for fn, s in scores.sort_values().items()]
-    return ["Known functions, trained like the screen (seeds 0, 1) and placed in its ranking: "
+    got = screen(k).min(axis=1)
+    values = np.sort(best.values)
+    parts = [f"`{fn}` {int(np.searchsorted(values, s)) + 1} of {len(values) + 1}" for fn, s in got.sort_values().items()]
+    return ["Known functions, trained like the screen (seeds 0, 1; lr 0.003 and 0.03) and placed in its ranking: "
             + "; ".join(parts) + ".", ""]
 
 
@@ -125,7 +150,7 @@ def plot(task: str, fns: list[str]) -> None:
     ax.set_ylim(-3, 5)
     ax.set_xlabel("x")
     ax.legend(fontsize=7)
-    ax.set_title(f"the five best on {task} (fresh seeds)")
+    ax.set_title(f"the five best on {task} (tuned, fresh seeds)")
     fig.tight_layout()
     fig.savefig(HERE / f"winners_{task}.svg", metadata={"Date": None})
     plt.close(fig)
