@@ -141,9 +141,14 @@ class StackedMLP(nn.Module):
                 s.modules = s.modules * len(ws)
         # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
         # hand-written gradient is written for); layers 2..depth follow in lists
-        self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0])
+        # Batch norm subtracts each unit's batch mean, which removes a hidden Linear's bias: its
+        # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps
+        # (moving the running mean the evaluation uses). So with batch norm the hidden Linears have
+        # no bias (as nn.Linear(bias=False) before nn.BatchNorm1d); the drawn one is not used.
+        hidden_bias = norm != "batch"
+        self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0]) if hidden_bias else None
         self.w_deep = nn.ParameterList(nn.Parameter(w) for w in ws[1:])
-        self.b_deep = nn.ParameterList(nn.Parameter(b) for b in bs[1:])
+        self.b_deep = nn.ParameterList(nn.Parameter(b) for b in bs[1:] if hidden_bias)
         # The output bias is one number per member. Stored alone it is an M-element tensor, and
         # vectorised optimiser kernels treat its elements by scalar or SIMD code depending on M,
         # which rounds differently. Padding each member's bias to 16 elements (one AVX-512
@@ -170,7 +175,8 @@ class StackedMLP(nn.Module):
 
     @property
     def bs(self) -> list[torch.Tensor]:
-        return [self.b1, *self.b_deep]
+        """Every hidden layer's bias [M, 1, h1] (none with batch norm)."""
+        return [self.b1, *self.b_deep] if self.b1 is not None else []
 
     @property
     def depth(self) -> int:
@@ -187,6 +193,8 @@ class StackedMLP(nn.Module):
     def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
         """The activation's input in this hidden layer, [M, N, h1]: the Linear's output, normalized
         where model.norm is set (batch_stats: see MemberNorm.forward)."""
+        if self.b1 is None:
+            return self.norms[layer](torch.bmm(a, self.ws[layer]), batch_stats)  # type: ignore[index]
         h = torch.baddbmm(self.bs[layer], a, self.ws[layer])
         return h if self.norms is None else self.norms[layer](h, batch_stats)
 
