@@ -105,11 +105,22 @@ def test_compare_pairs_every_group_with_relu(runner, mixed):
     assert len({rows[g]["geo_mean"] for g in GROUPS}) == 4
 
 
+def test_rank_across_tasks_ranks_each_function(runner, runs_dir):
+    args = ["--name", "r", "activation=relu,expr", FNS, "data=normal,uniform", "seed=0,1", *TINY]
+    assert _sweep(runner, runs_dir, *args).exit_code == 0
+    out = runner.invoke(app, ["rank", str(runs_dir / "r"), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    table = json.loads(out.stdout)
+    assert table["by"] == "activation" and table["tasks"] == ["data=normal", "data=uniform"]
+    assert sorted(row["activation"] for row in table["rows"]) == sorted(["relu", *GROUPS[2:]])
+    assert all(row["n_tasks"] == 2 for row in table["rows"])
+
+
 def test_a_key_only_some_activations_take_joins_their_label(runner, runs_dir, tmp_path):
     p = orchestrate.plan(["activation=relu,leaky_relu", "activation.negative_slope=0.01,0.1", *TINY], tmp_path, "l")
     assert p.keys == ["activation"]
-    assert [lab["activation"] for lab in p.labels] == ["relu", "leaky_relu negative_slope=0.01",
-                                                       "leaky_relu negative_slope=0.1"]
+    assert [lab["activation"] for lab in p.labels] == ["relu", "leaky_relu:negative_slope=0.01",
+                                                       "leaky_relu:negative_slope=0.1"]
     assert [c.activation.get("negative_slope") for c in p.cfgs] == [None, 0.01, 0.1]
     args = ["--name", "b", "activation=relu,expr", 'activation.fn="x*sigmoid(beta*x)"', "+activation.beta=1.5",
             "activation.learnable=false,true", "seed=0,1", *TINY]
@@ -117,7 +128,7 @@ def test_a_key_only_some_activations_take_joins_their_label(runner, runs_dir, tm
     out = runner.invoke(app, ["compare", str(runs_dir / "b"), "--baseline", "activation=relu", "--format", "json"])
     assert out.exit_code == 0, out.output
     rows = {row["activation"]: row for row in json.loads(out.stdout)["rows"]}
-    assert set(rows) == {"relu", "x*sigmoid(beta*x) learnable=false", "x*sigmoid(beta*x) learnable=true"}
+    assert set(rows) == {"relu", "x*sigmoid(beta*x):learnable=false", "x*sigmoid(beta*x):learnable=true"}
     assert [rows[k]["n_pairs"] for k in sorted(rows) if k != "relu"] == [2, 2]
     learned = [yaml.safe_load((d / "config.yaml").read_text())["activation"]
                for d in sorted((runs_dir / "b").glob("0*"))]

@@ -38,9 +38,9 @@ def _fold_partial_keys(keys: list[str], labels: list[dict[str, str]], cfgs: Sequ
                        ) -> tuple[list[str], list[dict[str, str]]]:
     """A swept activation.* key that only some members take (config.grid.takes: 'activation=relu,leaky_relu'
     with 'activation.negative_slope=0.01,0.1') joins the `activation` label of the members that take it,
-    'leaky_relu negative_slope=0.1', instead of a column blank for the others: every activation is then a
-    group of the one `activation` column, and compare pairs relu with each by seed. activation.name is
-    the label already."""
+    in `actbench plot-activations`'s spelling ('leaky_relu:negative_slope=0.1'), instead of a column blank
+    for the others: every activation is then a group of the one `activation` column, and compare pairs
+    relu with each by seed. activation.name is the label already."""
     partial = [k for k in keys if any(k not in lab for lab in labels)]
     if not partial:
         return keys, labels
@@ -50,7 +50,7 @@ def _fold_partial_keys(keys: list[str], labels: list[dict[str, str]], cfgs: Sequ
         extra = [f"{sub}={_text(cfg.activation[sub])}" for sub in subs if sub != "name"]
         kept = {k: v for k, v in lab.items() if k not in partial}
         if extra:
-            kept["activation"] = " ".join([kept["activation"], *extra])
+            kept["activation"] = kept["activation"] + ":" + ",".join(extra)
         out.append(kept)
     return [k for k in keys if k not in partial], out
 
