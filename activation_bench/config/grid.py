@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from activation_bench.config.files import group_options, groups
+from activation_bench.config.files import config_dir, group_options, groups
 from activation_bench.config.schema import NOT_GLOBBED
 from activation_bench.errors import UsageError
 
@@ -97,7 +97,8 @@ class Grid:
     common: list[str]
     keys: list[str]  # the varying override keys, in command order
     members: list[list[str]]  # full override list of each member
-    labels: list[dict[str, str]]  # varying key -> value string, per member
+    labels: list[dict[str, str]]  # varying key -> value string, per member (less the activation.* keys
+    # its activation does not take, see `takes`)
 
 
 def expand(overrides: Sequence[str]) -> Grid:
@@ -109,13 +110,13 @@ def expand(overrides: Sequence[str]) -> Grid:
     refuse_hydra_settings(overrides)
     parsed = parse_overrides(overrides)
     group_names = set(groups())
-    common: list[tuple[str, Any]] = []
+    common: list[str] = []
     keys: list[str] = []
     axes: list[list[str]] = []
     for text, ov in zip(overrides, parsed):
         key = ov.get_key_element()
         if not ov.is_sweep_override():
-            common.append((text, ov))
+            common.append(text)
             continue
         vt = ov.value_type.name
         if vt == "INTERVAL_SWEEP":
@@ -133,7 +134,7 @@ def expand(overrides: Sequence[str]) -> Grid:
             raise UsageError(f"'{text}': key '{key}' is swept twice")
         keys.append(key)
         axes.append([f"{key}={v}" for v in values])
-    plain = [text for text, _ in common]
+    plain = common
     entries = [[([c], {k: c.split("=", 1)[1]}) for c in axis] for k, axis in zip(keys, axes)]
     if "activation" in keys:
         plain, entries = _route_activation_keys(overrides, parsed, keys, entries)
@@ -200,8 +201,8 @@ def takes(choice: str, ov: Any) -> bool:
 def _option_keys(choice: str) -> frozenset[str] | None:
     import yaml
 
-    from activation_bench.config.files import config_dir
-
+    if choice not in group_options("activation"):
+        return None
     path = config_dir() / "activation" / f"{choice}.yaml"
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
