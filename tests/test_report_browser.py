@@ -36,8 +36,18 @@ document.addEventListener("securitypolicyviolation",
                           e => window.__blocked.push(e.blockedURI + " " + e.violatedDirective));
 window.addEventListener("load", () => {
   const size = el => { const b = el.getBoundingClientRect(); return [Math.round(b.width), Math.round(b.height)]; };
+  const clipped = [];  // text drawn (partly) outside its figure: [figure, text, left room, right room]
+  document.querySelectorAll("figure svg").forEach((svg, i) => {
+    const b = svg.getBoundingClientRect();
+    svg.querySelectorAll("text").forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < b.left - 1 || r.right > b.right + 1 || r.top < b.top - 1 || r.bottom > b.bottom + 1))
+        clipped.push([i, t.textContent.slice(0, 60), Math.round(r.left - b.left), Math.round(b.right - r.right)]);
+    });
+  });
   const r = {blocked: window.__blocked, fetched: performance.getEntriesByType("resource").map(e => e.name),
-             svgs: [...document.querySelectorAll("figure svg")].map(size),
+             svgs: [...document.querySelectorAll("figure svg")].map(size), clipped: clipped,
+             texts: document.querySelectorAll("figure svg text").length,
              images: [...document.images].map(i => [i.src.slice(0, 60), i.naturalWidth])};
   const pre = document.createElement("pre"); pre.id = "probe"; pre.textContent = JSON.stringify(r);
   document.body.appendChild(pre);
@@ -125,7 +135,7 @@ def test_rendered_dom_has_sections_tables_and_figures(report, tmp_path):
 def test_nothing_fetched_or_blocked_and_figures_rendered(report, tmp_path):
     found = probe(tmp_path, report.read_text(encoding="utf-8"))
     assert found["blocked"] == [] and found["fetched"] == [] and found["images"] == []
-    assert len(found["svgs"]) == 4
+    assert len(found["svgs"]) == 4 and found["clipped"] == [] and found["texts"] > 50
     assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
 
 
@@ -162,3 +172,50 @@ def test_classification_report_renders_accuracy_tables_and_curves(tmp_path):
     assert found["blocked"] == [] and found["fetched"] == []
     assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
     assert found["svgs"][2][1] > 1.3 * found["svgs"][1][1]  # the accuracy row below the loss row
+
+
+def test_the_probe_sees_clipped_text(tmp_path):
+    """The clipping check below can fail: a figure whose title starts left of its edge."""
+    html = ('<!DOCTYPE html><html><head></head><body><figure><svg viewBox="0 0 200 50" width="400" height="100">'
+            '<text x="-40" y="20" font-size="12">a title cut on the left</text>'
+            '<text x="10" y="40" font-size="12">inside</text></svg></figure></body></html>')
+    found = probe(tmp_path, html)
+    assert [c[1] for c in found["clipped"]] == ["a title cut on the left"] and found["texts"] == 2
+
+
+LONG = "exp(-abs(sinh(x) - x)) * max(x, 0)"
+LONGER = "x*sigmoid(1.702*x) + 0.25*tanh(softplus(x))*exp(-abs(x)) - 0.125*sin(x)*cos(x)"
+
+
+@pytest.fixture(scope="module")
+def expressions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sweep of relu, gelu and three expressions (two of them long) at two learning rates."""
+    root = tmp_path_factory.mktemp("expressions")
+    fns = ",".join(f'"{fn}"' for fn in ("x*sigmoid(x)", LONG, LONGER))
+    result = CliRunner().invoke(app, ["sweep", "activation=relu,gelu,expr", f"activation.fn={fns}", "lr=1e-3,1e-2",
+                                      "seed=range(3)", "data.target=teacher", "data.n_val=5", *TINY,
+                                      "--name", "exprs", "--runs-dir", str(root / "runs")])
+    assert result.exit_code == 0, result.output
+    return root / "runs" / "exprs"
+
+
+@pytest.mark.parametrize("tuned", [False, True])
+def test_long_expression_labels_are_never_clipped(expressions, tmp_path, tuned):
+    """Every title, legend and label of every figure lies inside its figure in the browser: the
+    curves' legends (`activation=<expression>, lr=...` untuned), the tuning section's sensitivity
+    figure and the activations' shapes; the tuned curves name each function once."""
+    out = tmp_path / "report.html"
+    args = ["report", str(expressions), "-o", str(out), *(["--tune", "lr", "--tune-seeds", "1"] if tuned else
+                                                           ["--no-shapes"])]  # the shapes: drawn once is enough
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    found = probe(tmp_path, html)
+    assert found["blocked"] == [] and found["fetched"] == []
+    # tuned: sensitivity, curves x2, shapes; untuned: the ranking over the two lrs (tasks), curves x2
+    assert len(found["svgs"]) == (4 if tuned else 3), found["svgs"]
+    assert all(w > 400 and h > 60 for w, h in found["svgs"]), found["svgs"]
+    assert found["clipped"] == [] and found["texts"] > 60, (found["clipped"], found["texts"])
+    assert "activation=relu" in html  # the default baseline
+    curves = html[html.index('<section id="curves">'):html.index('<section id="shapes">')]
+    assert ("lr=0.01" in curves) != tuned  # tuned: one curve per function, at its chosen lr
