@@ -141,6 +141,16 @@ def test_classifier_with_batch_norm_matches_plain_torch():
     assert res.val_loss == pytest.approx(ref_val, rel=1e-4)
 
 
+@pytest.mark.parametrize("dim", [1, -1])
+def test_the_written_out_normalization_gradient_is_exact(dim):
+    from activation_bench.engine.norm import _Normalize
+
+    g = torch.Generator().manual_seed(0)
+    h, gamma, beta = (torch.randn(shape, generator=g, dtype=torch.float64, requires_grad=True)
+                      for shape in ((3, 7, 5), (3, 1, 5), (3, 1, 5)))
+    assert torch.autograd.gradcheck(lambda h, gm, bt: _Normalize.apply(h, gm, bt, dim)[0], (h, gamma, beta))
+
+
 def test_norm_parameters_are_counted_and_start_at_one_and_zero():
     cfg = compose(["model.norm=batch", "model.depth=2", *SMALL])
     stack = train._build([cfg, cfg])

@@ -193,8 +193,13 @@ class StackedMLP(nn.Module):
     def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
         """The activation's input in this hidden layer, [M, N, h1]: the Linear's output, normalized
         where model.norm is set (batch_stats: see MemberNorm.forward)."""
-        if self.b1 is None:
-            return self.norms[layer](torch.bmm(a, self.ws[layer]), batch_stats)  # type: ignore[index]
+        if self.b1 is None:  # batch norm
+            norm = self.norms[layer]  # type: ignore[index]
+            if not (self.training if batch_stats is None else batch_stats):
+                # evaluation: the running statistics and affine folded into the Linear (one product)
+                scale, shift = norm.folded()
+                return torch.baddbmm(shift, a, self.ws[layer] * scale)
+            return norm(torch.bmm(a, self.ws[layer]), batch_stats)
         h = torch.baddbmm(self.bs[layer], a, self.ws[layer])
         return h if self.norms is None else self.norms[layer](h, batch_stats)
 

@@ -29,8 +29,13 @@ MOMENTUM = 0.1
 
 
 class _Normalize(torch.autograd.Function):
-    """gamma * (h - mean) / sqrt(var + eps) + beta, mean and biased var over `dim`; returns the
-    output and (no gradient) the mean and var used."""
+    """gamma * (h - mean) / sqrt(var + eps) + beta, mean and biased var over `dim` (1: the rows,
+    batch norm; -1: the units, layer norm), gamma and beta [M, 1, units]; returns the output and
+    (no gradient) the mean and var used. With xhat = (h - mean) rstd and g the output's gradient:
+        dh = rstd (gamma g - mean(gamma g) - xhat mean(gamma g xhat)),   means over dim,
+        dgamma = sum over rows of g xhat,   dbeta = sum over rows of g.
+    Along the rows gamma is constant, so batch norm's dh is k g + c1 + c2 (h - mean) with per-unit
+    k = gamma rstd, c1 = -k mean(g), c2 = -k rstd^2 mean(g (h - mean)): two fused passes."""
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, dim: int):  # type: ignore[override]
@@ -38,20 +43,26 @@ class _Normalize(torch.autograd.Function):
         d = h - mean
         var = d.square().mean(dim, keepdim=True)
         rstd = (var + EPS).rsqrt_()
-        xhat = d.mul_(rstd)
-        ctx.save_for_backward(xhat, rstd, gamma)
+        ctx.save_for_backward(d, rstd, gamma)
         ctx.dim = dim
         ctx.mark_non_differentiable(mean, var)
-        return torch.addcmul(beta, xhat, gamma), mean, var
+        return torch.addcmul(beta, d, rstd * gamma), mean, var
 
     @staticmethod
     def backward(ctx, go: torch.Tensor, _mean: torch.Tensor, _var: torch.Tensor):  # type: ignore[override]
-        xhat, rstd, gamma = ctx.saved_tensors
-        dim = ctx.dim
+        d, rstd, gamma = ctx.saved_tensors
+        g_beta = go.sum(1, keepdim=True)
+        if ctx.dim == 1:  # rstd [M, 1, units]: constant along the rows
+            n = d.shape[1]
+            g_d = (go * d).sum(1, keepdim=True)
+            k = gamma * rstd
+            c1, c2 = k * g_beta / -n, k * rstd.square() * g_d / -n
+            return torch.addcmul(c1, go, k).addcmul_(d, c2), g_d * rstd, g_beta, None
+        xhat = d * rstd  # rstd [M, N, 1]: one per row
         g_xhat = go * gamma
-        proj = (g_xhat * xhat).mean(dim, keepdim=True)
-        g_h = (g_xhat - g_xhat.mean(dim, keepdim=True)).sub_(xhat * proj).mul_(rstd)
-        return g_h, (go * xhat).sum(1, keepdim=True), go.sum(1, keepdim=True), None
+        proj = (g_xhat * xhat).mean(-1, keepdim=True)
+        g_h = (g_xhat - g_xhat.mean(-1, keepdim=True)).sub_(xhat * proj).mul_(rstd)
+        return g_h, (go * xhat).sum(1, keepdim=True), g_beta, None
 
 
 class MemberNorm(nn.Module):
@@ -78,8 +89,8 @@ class MemberNorm(nn.Module):
             return _Normalize.apply(h, self.weight, self.bias, -1)[0]
         use_batch = self.training if batch_stats is None else batch_stats
         if not use_batch:
-            scale = (self.running_var + EPS).rsqrt_().mul_(self.weight)
-            return torch.addcmul(self.bias, h - self.running_mean, scale)
+            scale, shift = self.folded()
+            return torch.addcmul(shift, h, scale)
         out, mean, var = _Normalize.apply(h, self.weight, self.bias, 1)
         if self.training and batch_stats is None:
             n = h.shape[1]
@@ -87,3 +98,8 @@ class MemberNorm(nn.Module):
                 self.running_mean.lerp_(mean, MOMENTUM)
                 self.running_var.lerp_(var * (n / (n - 1)), MOMENTUM)
         return out
+
+    def folded(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch norm in evaluation, h -> scale h + shift, per member and unit [M, 1, units]."""
+        scale = (self.running_var + EPS).rsqrt_().mul_(self.weight)
+        return scale, self.bias - self.running_mean * scale
