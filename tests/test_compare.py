@@ -430,3 +430,22 @@ def test_missing_config_values_group_and_pair(tmp_path):
     assert res.group_cols == ["activation"]  # defined for one activation only: it does not vary
     assert list(res.table["n"]) == [5, 5, 5]
     assert row(res, activation="gelu")["n_pairs"] == 5
+
+
+def test_canon_keeps_the_value_none_apart_from_null():
+    from activation_bench.analysis.loading import canon
+
+    assert canon("none") == "none" and canon("batch") == "batch"  # model.norm=none is a choice, not a missing value
+    assert canon("None") is None and canon("null") is None and canon("") is None and canon(None) is None
+    assert canon("1e-3") == canon(0.001) == "0.001"
+
+
+def test_runs_at_norm_none_are_a_group_of_their_own(tmp_path):
+    rows = ["model.norm,seed,epoch,train_loss"]
+    rows += [f"{norm},{seed},1,{(1.0 if norm == 'none' else 2.0) * (1 + seed / 10)}"
+             for norm in ("none", "batch") for seed in range(3)]
+    f = tmp_path / "r.csv"
+    f.write_text("\n".join(rows) + "\n")
+    res = cmp.run_compare([f], "final", baseline="model.norm=none")
+    assert res.group_cols == ["model.norm"] and res.pair_cols == ["seed"]
+    assert row(res, **{"model.norm": "batch"})["ratio"] == pytest.approx(2.0)

@@ -258,7 +258,7 @@ def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_NULLS = {"", "none", "null", "nan"}
+_NULLS = {"", "null", "nan"}
 
 
 def canon(value: Any) -> str | None:
@@ -267,7 +267,7 @@ def canon(value: Any) -> str | None:
         return None
     text = str(value).strip()
     low = text.lower()
-    if low in _NULLS:
+    if low in _NULLS or text == "None":  # Python's None; lowercase none is a value (model.norm=none)
         return None
     if low in ("true", "false"):
         return low
