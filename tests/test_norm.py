@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import math
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 import torch
@@ -290,3 +293,38 @@ def test_batch_norm_on_real_data_checks_the_training_split(runner, runs_dir):
     assert_refused_by_run_and_sweep(runner, runs_dir, ["data=iris", "model.norm=batch", f"batch_size={bs}", "epochs=1"],
                                     f"batch_size={bs} over {n} training rows leaves a last batch of 1 row")
     assert files_under(runs_dir) == []
+
+
+# --------------------------------------------------------------------------------------------
+# docs/configuration.md's examples
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+def _doc_section() -> str:
+    return DOC.read_text(encoding="utf-8").split("## Normalization, residual connections", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_docs_sweep_example_runs_shortened(runner, runs_dir):
+    block = re.search(r"```bash\n(.*?)```", _doc_section(), re.S).group(1)  # type: ignore[union-attr]
+    argv = shlex.split(block.replace("\\\n", " "))
+    assert argv[:2] == ["actbench", "sweep"]
+    args = [{"seed=range(4)": "seed=range(1)", "epochs=200": "epochs=3", "data.n_samples=64": "data.n_samples=8"}
+            .get(a, a) for a in argv[2:]]
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", *args])
+    assert result.exit_code == 0, result.output
+    assert len(list((runs_dir / "premise").glob("*/preact.csv"))) == 6
+
+
+def test_the_docs_preact_csv_lines_are_what_the_command_writes(runner, runs_dir):
+    section = _doc_section()
+    command = re.search(r"first rows of\s+`actbench run ([^`]*)`", section).group(1)  # type: ignore[union-attr]
+    shown = section.split("```\nepoch,layer,stat,value\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *command.split()])
+    assert result.exit_code == 0, result.output
+    (run,) = list(runs_dir.iterdir())
+    written = (run / "preact.csv").read_text().splitlines()[1 : 1 + len(shown)]
+    # the same rows; the values to float rounding (another CPU's vector width may round differently)
+    for got, want in zip(written, shown, strict=True):
+        assert got.rsplit(",", 1)[0] == want.rsplit(",", 1)[0]
+        assert float(got.rsplit(",", 1)[1]) == pytest.approx(float(want.rsplit(",", 1)[1]), rel=1e-5, abs=1e-7)

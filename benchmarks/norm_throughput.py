@@ -1,0 +1,136 @@
+"""Batch-norm throughput: a depth-8 `model.norm=batch` sweep against the plain PyTorch loop a user
+would write, both as whole processes, side by side in one run.
+
+Grid (defaults): the depth study's six activations (gelu, relu, tanh, sigmoid, selu, silu) x 8
+seeds, 8 hidden layers of 32 with batch norm (Linear without bias -> BatchNorm1d -> activation), on
+the depth study's data (64 training rows of 16 features, teacher targets with noise 0.1, 256
+validation rows), full batch, 300 epochs, Adam at lr 1e-3, the validation loss after every epoch:
+48 runs, 14,400 model steps.
+
+- actbench: the real command, `actbench sweep ... model.depth=8 model.norm=batch` in a fresh
+  process, timed whole (start-up, imports, composing, training the 48 members as one stack,
+  writing the run directories and results.csv).
+- plain: a fresh Python process that trains one model at a time as a user would: nn.Sequential of
+  8 x (nn.Linear(bias=False), nn.BatchNorm1d, activation) and an output nn.Linear,
+  torch.optim.Adam, a DataLoader, zero_grad/backward/step, and the validation loss in eval mode
+  after every epoch. It runs a sample of the grid (--plain-seeds seeds of every activation), which
+  gives its model steps per second, start-up included.
+
+The two run in interleaved rounds (--repeat); the ratio reported is the median of the rounds'
+ratios of model steps per second. Usage:
+    python benchmarks/norm_throughput.py [--epochs 300] [--seeds 8] [--repeat 3]
+    python benchmarks/norm_throughput.py --quick      # a smoke run: 2 seeds, 20 epochs, 1 round
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ACTS = ["gelu", "relu", "tanh", "sigmoid", "selu", "silu"]
+DEPTH, HIDDEN, INPUT, ROWS, VAL = 8, 32, 16, 64, 256
+DATA = ["data.target=teacher", f"data.input_dim={INPUT}", f"data.n_samples={ROWS}", f"data.n_val={VAL}",
+        "data.noise=0.1"]
+ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+
+
+def plain(seeds: int, epochs: int) -> int:
+    """The loop a user would write, one model at a time; returns the model steps taken."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from activation_bench.engine.activations import create
+
+    steps = 0
+    for seed in range(seeds):
+        for a in ACTS:
+            torch.manual_seed(seed)
+            x, y = torch.randn(ROWS, INPUT), torch.randn(ROWS, 1)
+            xv, yv = torch.randn(VAL, INPUT), torch.randn(VAL, 1)
+            layers: list[nn.Module] = []
+            for k in range(DEPTH):
+                layers += [nn.Linear(INPUT if k == 0 else HIDDEN, HIDDEN, bias=False), nn.BatchNorm1d(HIDDEN),
+                           create(a)]
+            model = nn.Sequential(*layers, nn.Linear(HIDDEN, 1))
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            loader = DataLoader(TensorDataset(x, y), batch_size=ROWS)
+            crit = nn.MSELoss()
+            history = []
+            for _ in range(epochs):
+                model.train()
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    loss = crit(model(xb), yb)
+                    loss.backward()
+                    opt.step()
+                    steps += 1
+                model.eval()
+                with torch.no_grad():
+                    history.append((loss.item(), crit(model(xv), yv).item()))
+    return steps
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return time.perf_counter() - start, done.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=300)
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--plain-seeds", type=int, default=2, help="seeds of every activation the plain loop runs")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 20 epochs, 1 round")
+    ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.plain_worker:
+        print(plain(args.plain_seeds, args.epochs))
+        return
+    if args.quick:
+        args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 20, 1, 1
+    import torch
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+
+    print(header())
+    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, depth {DEPTH} x {HIDDEN}, batch norm, "
+          f"{ROWS} rows of {INPUT} features (full batch), {VAL} validation rows")
+    print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
+    sweep_steps = len(ACTS) * args.seeds * args.epochs
+    worker = [sys.executable, __file__, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
+              "--epochs", str(args.epochs)]
+    ratios = []
+    keep = tempfile.mkdtemp(prefix="actbench-norm-bench-")  # kept until the end (see sweep_throughput.py)
+    try:
+        for r in range(1, args.repeat + 1):
+            cmd = [*ACTBENCH, "sweep", "--runs-dir", os.path.join(keep, f"round{r}"), "-q",
+                   f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={DEPTH}",
+                   "model.norm=batch", f"model.hidden_dim={HIDDEN}", *DATA, f"epochs={args.epochs}", "lr=0.001"]
+            wall, _ = timed(cmd)
+            p_wall, out = timed(worker)
+            p_steps = int(out.split()[-1])
+            rate, base = sweep_steps / wall, p_steps / p_wall
+            ratios.append(rate / base)
+            print(f"{r:<6d} {'actbench sweep (whole process)':36s} {sweep_steps:12d} {wall:9.2f} {rate:10.0f} "
+                  f"{rate / base:8.1f}")
+            print(f"{r:<6d} {'plain loop, one model at a time':36s} {p_steps:12d} {p_wall:9.2f} {base:10.0f} "
+                  f"{1.0:8.1f}")
+    finally:
+        shutil.rmtree(keep)
+    rounds = ", ".join(f"{x:.1f}" for x in ratios)
+    print(f"actbench / plain = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds}); "
+          f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
