@@ -39,6 +39,9 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   model.dropout=0       dropout after every hidden activation (training only); log.train_eval=false\n
                         also logs train_eval_loss, the training loss with dropout off\n
   model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
+  model.norm=none       none | batch | layer, between each hidden Linear and its activation;\n
+                        model.residual=false  true: h + f(h) from the second hidden layer\n
+  log.preact_stats=0    K: write preact.csv (how normal each layer's pre-activations are) every K epochs\n
   log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
   device=cpu|cuda|auto  dtype=float32|float64\n
