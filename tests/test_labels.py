@@ -162,7 +162,8 @@ def test_thirty_groups_draw_the_baseline_and_the_best_nine(tmp_path):
     fig = plots.curves_figure(cmp.load([csv]))
     drawn = [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
     assert drawn == [f"act{i:02d}" for i in range(9)] + ["relu"]
-    assert "10 of 30 groups drawn: the baseline (activation=relu)" in fig._suptitle.get_text().replace("\n", " ")
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert "10 of 30 groups drawn: the baseline (activation=relu) and the lowest by median" in title
     assert_inside(fig)
     # the sensitivity figure the same way (best median at the best lr), with two lrs
     csv = write_runs(tmp_path / "s.csv", acts, seeds=3)

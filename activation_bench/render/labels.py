@@ -155,8 +155,7 @@ def few_lines(runs: Any, scores: Any, names: list[str], lines: Sequence[str], hi
     kept, left = keep_lines(names, mean_ranks(scores, "score", higher_is_better), always)
     who = f"the baseline ({base[0]}={base[1]}) and " if base is not None and always & set(kept) else ""
     best = "highest" if higher_is_better else "lowest"
-    return kept, (f"{len(kept)} of {len(names)} groups drawn: {who}those with the {best} {what} "
-                  f"({left} left out; compare tables every group)")
+    return kept, f"{len(kept)} of {len(names)} groups drawn: {who}the {best} by {what} ({left} left out)"
 
 
 def keep_lines(names: Sequence[str], ranks: dict[str, float], always: Iterable[str],
