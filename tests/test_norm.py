@@ -262,6 +262,17 @@ def test_run_config_reruns_a_norm_run_bit_for_bit(runner, runs_dir):
         assert (run / name).read_bytes() == (other / name).read_bytes()
 
 
+def test_mlflow_export_carries_the_new_keys_as_params(runner, runs_dir):
+    from activation_bench.export import mlflow as ex
+
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--name", "n", "model.norm=batch,layer",
+                                 "model.residual=true", "model.depth=2", "log.preact_stats=2", *TINY])
+    assert result.exit_code == 0, result.output
+    plan = ex.collect([runs_dir / "n"])
+    got = {(m.params["model.norm"], m.params["model.residual"], m.params["log.preact_stats"]) for m in plan.members}
+    assert got == {("batch", "true", "2"), ("layer", "true", "2")} and not plan.skipped
+
+
 def test_memory_estimate_counts_norm():
     plain, normed = (train.member_bytes(compose(["model.depth=4", *o])) for o in ([], ["model.norm=batch"]))
     assert normed > plain
