@@ -1,24 +1,26 @@
 """Batch-norm throughput: a depth-8 `model.norm=batch` sweep against the plain PyTorch loop a user
 would write, both as whole processes, side by side in one run.
 
-Grid (defaults): the depth study's six activations (gelu, relu, tanh, sigmoid, selu, silu) x 8
-seeds, 8 hidden layers of 32 with batch norm (Linear without bias -> BatchNorm1d -> activation), on
-the depth study's data (64 training rows of 16 features, teacher targets with noise 0.1, 256
-validation rows), full batch, 300 epochs, Adam at lr 1e-3, the validation loss after every epoch:
-48 runs, 14,400 model steps.
+Grid: the depth study's six activations (gelu, relu, tanh, sigmoid, selu, silu) x 8 seeds, 8 hidden
+layers with batch norm (Linear without bias -> BatchNorm1d -> activation), full batch, Adam at lr
+1e-3, 500 epochs by default: 48 runs, 24,000 model steps. Two shapes (--shape):
+- default: depth_throughput.py's, the default data (10 training rows of 64 features, random
+  targets) and 64 hidden units, no validation set;
+- study: the depth study's (docs/depth.md), 64 training rows of 16 features with teacher targets
+  (noise 0.1), 32 hidden units, and the validation loss on 256 rows after every epoch.
 
 - actbench: the real command, `actbench sweep ... model.depth=8 model.norm=batch` in a fresh
   process, timed whole (start-up, imports, composing, training the 48 members as one stack,
   writing the run directories and results.csv).
 - plain: a fresh Python process that trains one model at a time as a user would: nn.Sequential of
   8 x (nn.Linear(bias=False), nn.BatchNorm1d, activation) and an output nn.Linear,
-  torch.optim.Adam, a DataLoader, zero_grad/backward/step, and the validation loss in eval mode
-  after every epoch. It runs a sample of the grid (--plain-seeds seeds of every activation), which
-  gives its model steps per second, start-up included.
+  torch.optim.Adam, a DataLoader, zero_grad/backward/step (and with a validation set its loss in
+  eval mode after every epoch). It runs a sample of the grid (--plain-seeds seeds of every
+  activation), which gives its model steps per second, start-up included.
 
 The two run in interleaved rounds (--repeat); the ratio reported is the median of the rounds'
 ratios of model steps per second. Usage:
-    python benchmarks/norm_throughput.py [--epochs 300] [--seeds 8] [--repeat 3]
+    python benchmarks/norm_throughput.py [--shape default|study] [--epochs 500] [--seeds 8] [--repeat 3]
     python benchmarks/norm_throughput.py --quick      # a smoke run: 2 seeds, 20 epochs, 1 round
 """
 
@@ -34,14 +36,19 @@ import tempfile
 import time
 
 ACTS = ["gelu", "relu", "tanh", "sigmoid", "selu", "silu"]
-DEPTH, HIDDEN, INPUT, ROWS, VAL = 8, 32, 16, 64, 256
-DATA = ["data.target=teacher", f"data.input_dim={INPUT}", f"data.n_samples={ROWS}", f"data.n_val={VAL}",
-        "data.noise=0.1"]
+DEPTH = 8
+# (training rows, input features, hidden width, validation rows, actbench's data overrides)
+SHAPES = {
+    "default": (10, 64, 64, 0, []),  # depth_throughput.py's: the default data, 64 hidden units
+    "study": (64, 16, 32, 256, ["data.target=teacher", "data.input_dim=16", "data.n_samples=64", "data.n_val=256",
+                                "data.noise=0.1", "model.hidden_dim=32"]),  # the depth study's
+}
 ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
 
-def plain(seeds: int, epochs: int) -> int:
+def plain(shape: str, seeds: int, epochs: int) -> int:
     """The loop a user would write, one model at a time; returns the model steps taken."""
+    rows, inputs, hidden, val, _ = SHAPES[shape]
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -52,15 +59,15 @@ def plain(seeds: int, epochs: int) -> int:
     for seed in range(seeds):
         for a in ACTS:
             torch.manual_seed(seed)
-            x, y = torch.randn(ROWS, INPUT), torch.randn(ROWS, 1)
-            xv, yv = torch.randn(VAL, INPUT), torch.randn(VAL, 1)
+            x, y = torch.randn(rows, inputs), torch.randn(rows, 1)
+            xv, yv = torch.randn(val, inputs), torch.randn(val, 1)
             layers: list[nn.Module] = []
             for k in range(DEPTH):
-                layers += [nn.Linear(INPUT if k == 0 else HIDDEN, HIDDEN, bias=False), nn.BatchNorm1d(HIDDEN),
+                layers += [nn.Linear(inputs if k == 0 else hidden, hidden, bias=False), nn.BatchNorm1d(hidden),
                            create(a)]
-            model = nn.Sequential(*layers, nn.Linear(HIDDEN, 1))
+            model = nn.Sequential(*layers, nn.Linear(hidden, 1))
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-            loader = DataLoader(TensorDataset(x, y), batch_size=ROWS)
+            loader = DataLoader(TensorDataset(x, y), batch_size=rows)
             crit = nn.MSELoss()
             history = []
             for _ in range(epochs):
@@ -71,6 +78,9 @@ def plain(seeds: int, epochs: int) -> int:
                     loss.backward()
                     opt.step()
                     steps += 1
+                if not val:
+                    history.append(loss.item())
+                    continue
                 model.eval()
                 with torch.no_grad():
                     history.append((loss.item(), crit(model(xv), yv).item()))
@@ -85,7 +95,9 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=300)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="default",
+                    help="default: depth_throughput.py's data and widths; study: the depth study's")
+    ap.add_argument("--epochs", type=int, default=500)
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--plain-seeds", type=int, default=2, help="seeds of every activation the plain loop runs")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
@@ -93,29 +105,30 @@ def main() -> None:
     ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_worker:
-        print(plain(args.plain_seeds, args.epochs))
+        print(plain(args.shape, args.plain_seeds, args.epochs))
         return
     if args.quick:
         args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 20, 1, 1
     import torch
     from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
+    rows, inputs, hidden, val, data = SHAPES[args.shape]
     print(header())
     print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
-          f"activations x {args.seeds} seeds x {args.epochs} epochs, depth {DEPTH} x {HIDDEN}, batch norm, "
-          f"{ROWS} rows of {INPUT} features (full batch), {VAL} validation rows")
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, depth {DEPTH} x {hidden}, batch norm, "
+          f"{rows} rows of {inputs} features (full batch), {val} validation rows ({args.shape})")
     print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
     sweep_steps = len(ACTS) * args.seeds * args.epochs
-    worker = [sys.executable, __file__, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
-              "--epochs", str(args.epochs)]
+    worker = [sys.executable, __file__, "--plain-worker", "--shape", args.shape, "--plain-seeds",
+              str(args.plain_seeds), "--epochs", str(args.epochs)]
     ratios = []
     keep = tempfile.mkdtemp(prefix="actbench-norm-bench-")  # kept until the end (see sweep_throughput.py)
     try:
         for r in range(1, args.repeat + 1):
             cmd = [*ACTBENCH, "sweep", "--runs-dir", os.path.join(keep, f"round{r}"), "-q",
                    f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={DEPTH}",
-                   "model.norm=batch", f"model.hidden_dim={HIDDEN}", *DATA, f"epochs={args.epochs}", "lr=0.001"]
+                   "model.norm=batch", *data, f"epochs={args.epochs}", "lr=0.001"]
             wall, _ = timed(cmd)
             p_wall, out = timed(worker)
             p_steps = int(out.split()[-1])
