@@ -127,7 +127,8 @@ def known(root: Path, task: str, best: pd.Series) -> list[str]:
         return []
     got = screen(k).min(axis=1)
     values = np.sort(best.values)
-    parts = [f"`{fn}` {int(np.searchsorted(values, s)) + 1} of {len(values) + 1}" for fn, s in got.sort_values().items()]
+    parts = [f"`{fn}` {int(np.searchsorted(values, s)) + 1} of {len(values) + 1}"
+             for fn, s in got.sort_values().items()]
     return ["Known functions, trained like the screen (seeds 0, 1; lr 0.003 and 0.03) and placed in its ranking: "
             + "; ".join(parts) + ".", ""]
 
