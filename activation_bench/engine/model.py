@@ -134,18 +134,18 @@ class StackedMLP(nn.Module):
         super().__init__()
         self.n_out = b2.shape[-1]
         self.dropout = dropout
-        self.norm, self.residual = norm, residual
+        self.residual = residual
         ws, bs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (ws, bs))
         for s in slices:  # a slice given one module uses it in every layer
             if len(s.modules) == 1:
                 s.modules = s.modules * len(ws)
-        # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
-        # hand-written gradient is written for); layers 2..depth follow in lists
         # Batch norm subtracts each unit's batch mean, which removes a hidden Linear's bias: its
         # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps
         # (moving the running mean the evaluation uses). So with batch norm the hidden Linears have
         # no bias (as nn.Linear(bias=False) before nn.BatchNorm1d); the drawn one is not used.
         hidden_bias = norm != "batch"
+        # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
+        # hand-written gradient is written for); layers 2..depth follow in lists
         self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0]) if hidden_bias else None
         self.w_deep = nn.ParameterList(nn.Parameter(w) for w in ws[1:])
         self.b_deep = nn.ParameterList(nn.Parameter(b) for b in bs[1:] if hidden_bias)
@@ -192,16 +192,18 @@ class StackedMLP(nn.Module):
 
     def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
         """The activation's input in this hidden layer, [M, N, h1]: the Linear's output, normalized
-        where model.norm is set (batch_stats: see MemberNorm.forward)."""
+        where model.norm is set. Batch norm uses the batch's statistics in training mode (and
+        updates the running ones) and the running ones in evaluation mode; batch_stats=True in
+        evaluation mode uses the batch's without updating anything (the pre-activation probe)."""
         if self.b1 is None:  # batch norm
             norm = self.norms[layer]  # type: ignore[index]
             if not (self.training if batch_stats is None else batch_stats):
-                # evaluation: the running statistics and affine folded into the Linear (one product)
+                # the running statistics and the affine folded into the Linear: one product
                 scale, shift = norm.folded()
                 return torch.baddbmm(shift, a, self.ws[layer] * scale)
-            return norm(torch.bmm(a, self.ws[layer]), batch_stats)
+            return norm(torch.bmm(a, self.ws[layer]))
         h = torch.baddbmm(self.bs[layer], a, self.ws[layer])
-        return h if self.norms is None else self.norms[layer](h, batch_stats)
+        return h if self.norms is None else self.norms[layer](h)
 
     def layer_output(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """The hidden layer's output from its input a and its (dropped-out) activation output."""

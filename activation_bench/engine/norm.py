@@ -81,18 +81,14 @@ class MemberNorm(nn.Module):
             self.register_buffer("running_mean", torch.zeros(shape, dtype=dtype, device=device))
             self.register_buffer("running_var", torch.ones(shape, dtype=dtype, device=device))
 
-    def forward(self, h: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
-        """h [M, N, units]. Batch norm uses the batch's statistics in training mode (and updates
-        the running ones), the running ones in evaluation mode; batch_stats=True forces the batch's
-        statistics without updating anything (the pre-activation probe)."""
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """h [M, N, units], normalized with its own statistics: batch norm's over the rows (in
+        training mode also updating the running statistics), layer norm's over the units. Batch
+        norm in evaluation is `folded`, applied by the model to the Linear."""
         if self.kind == "layer":
             return _Normalize.apply(h, self.weight, self.bias, -1)[0]
-        use_batch = self.training if batch_stats is None else batch_stats
-        if not use_batch:
-            scale, shift = self.folded()
-            return torch.addcmul(shift, h, scale)
         out, mean, var = _Normalize.apply(h, self.weight, self.bias, 1)
-        if self.training and batch_stats is None:
+        if self.training:
             n = h.shape[1]
             with torch.no_grad():
                 self.running_mean.lerp_(mean, MOMENTUM)
@@ -100,6 +96,7 @@ class MemberNorm(nn.Module):
         return out
 
     def folded(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch norm in evaluation, h -> scale h + shift, per member and unit [M, 1, units]."""
+        """Batch norm in evaluation (the running statistics), h -> scale h + shift, per member and
+        unit [M, 1, units]."""
         scale = (self.running_var + EPS).rsqrt_().mul_(self.weight)
         return scale, self.bias - self.running_mean * scale
