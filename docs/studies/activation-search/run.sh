@@ -11,3 +11,12 @@ common=(--candidates 400 --runs-dir "$RUNS" -q)
 actbench search data=function data.fn=exp_sin epochs=30 batch_size=64 --name search_exp_sin "${common[@]}"
 actbench search data=function data.fn=bessel_j0 epochs=30 batch_size=64 --name search_bessel_j0 "${common[@]}"
 actbench search data=diabetes epochs=100 batch_size=64 --name search_diabetes "${common[@]}"
+# The function tasks chose lr 1e-1, the grid's top, for most functions: the judgement again with the
+# grid widened to 3e-1 and 1. The screen is the same, so its rungs are copied and found finished by
+# their config hashes (nothing of them retrains); only the judgement trains.
+for task in exp_sin bessel_j0; do
+  mkdir -p "$RUNS/search_${task}_wide"
+  cp -rn "$RUNS/search_$task/rung1" "$RUNS/search_$task/rung2" "$RUNS/search_${task}_wide/"
+  actbench search data=function data.fn=$task epochs=30 batch_size=64 --name search_${task}_wide \
+    --lrs 1e-3,3e-3,1e-2,3e-2,1e-1,3e-1,1 "${common[@]}"
+done

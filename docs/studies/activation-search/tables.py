@@ -47,7 +47,7 @@ def fmt(row: dict) -> str:
     if row.get("is_baseline"):
         return "baseline"
     star = "*" if row.get("significant") else ""
-    return f"{row['ratio']:.2f} [{row['ratio_lo']:.2f}, {row['ratio_hi']:.2f}] p={row['p_t_holm']:.2g}{star}"
+    return f"{row['ratio']:.3g} [{row['ratio_lo']:.3g}, {row['ratio_hi']:.3g}] p={row['p_t_holm']:.2g}{star}"
 
 
 def lr_cell(row: dict, grid: list[str]) -> str:
