@@ -1,5 +1,5 @@
 """Every `actbench ...` example runs: those of each command's --help text and of every ```bash and
-```console block of README.md and docs/*.md (continuation lines joined, the block's shell variables
+```console block of README.md and docs/**/*.md (continuation lines joined, the block's shell variables
 expanded, comments dropped, in console blocks the `$ ` lines), each run once in a fresh working
 directory as a user would type it, with these mechanical changes and nothing else:
 
@@ -37,7 +37,7 @@ from typer.testing import CliRunner
 from activation_bench.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 # --- collecting the examples -------------------------------------------------------------------
@@ -208,6 +208,10 @@ PATHS = {
     "runs/a": "real-data-tuned/functions-lo",
     "runs/b": "syn",
     "runs/real-data-tuned": "real-data-tuned",
+    "runs/real-data-study/tables": "real-data-tuned/tables",
+    "runs/real-data-study/randhie": "real-data-tuned/tables",
+    "runs/real-data-study/functions": "real-data-tuned/functions-lo",
+    "runs/real-data-study/longer": "real-data-tuned/functions-lo",
     "runs/gelu_vs_relu": "syn",
     "runs/digits": "classes",
     "runs/my-digits-sweep": "classes",
