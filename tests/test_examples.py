@@ -22,6 +22,7 @@ fails test_every_example_is_covered; a table entry that no example uses fails it
 from __future__ import annotations
 
 import glob
+import os
 import re
 import shlex
 import subprocess
@@ -336,7 +337,9 @@ def test_every_example_is_covered():
 def invoke(argv: list[str], ok: bool = True, process: bool = False) -> tuple[int, str, str]:
     """actbench argv in this process (or a new one): exit code, stdout and stdout + stderr."""
     if process:  # MLflow keeps a store per URI in its process: sqlite:///mlflow.db is the first cwd's
-        done = subprocess.run([sys.executable, "-m", "activation_bench.cli", *argv], capture_output=True, text=True)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-m", "activation_bench.cli", *argv], capture_output=True, text=True,
+                              env=env)
         code, stdout, output = done.returncode, done.stdout, done.stdout + done.stderr
     else:
         result = CliRunner().invoke(app, argv)
