@@ -50,11 +50,6 @@ def validate(cfg: Cfg, where: str = "") -> None:
         tables.validate(cfg, where)
     else:
         _validate_synthetic(cfg, where)
-    if cfg.device in ("cuda", "auto"):
-        import torch
-
-        _check(cfg.device == "auto" or torch.cuda.is_available(),
-               "device=cuda but torch sees no GPU (use device=cpu or device=auto)", where)
     from activation_bench.engine import activations
 
     activations.check_config(cfg.activation, where, cfg.dtype)

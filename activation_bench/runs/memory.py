@@ -40,12 +40,19 @@ def stack_budget_mb(memory_mb: float | None, device: str = "cpu") -> float:
 
 def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = True) -> None:
     """Raise UsageError (one line: estimate and budget) if a member cannot fit in the budget of one
-    stack, --memory-mb (None: no limit) and, when it trains on this machine, the memory available
-    now. Plan-level arithmetic on configs (train.member_bytes): nothing is allocated."""
+    stack, --memory-mb (None: no limit) and, when it trains on this machine (`local`), the memory
+    available now; and, when it trains here, if a member asks for device=cuda and torch sees no GPU
+    (a sweep sent to SLURM's GPU nodes is planned on a login node that has none). Plan-level
+    arithmetic on configs (train.member_bytes): nothing is allocated."""
     from activation_bench.engine import train
 
     if not cfgs:
         return
+    if local and any(c.device == "cuda" for c in cfgs):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("device=cuda but torch sees no GPU (use device=cpu or device=auto)")
     sizes = [train.member_bytes(c) / 2**20 for c in cfgs]
     worst = max(range(len(cfgs)), key=sizes.__getitem__)
     device = train.resolve_device(cfgs[worst].device)
