@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tuned depth study of docs/depth.md (run from the repository root): every cell at its own
 # learning rate. Grid: depth 1, 2, 4, 8 x model.norm none, batch x gelu, relu, tanh, sigmoid, selu,
-# silu x lr 3e-4, 1e-3, 3e-3, 1e-2, 3e-2 x 20 seeds = 4,800 runs on the synthetic teacher task of
+# silu x lr 1e-4 to 1e-1 (7 half-decades) x 20 seeds = 6,720 runs on the synthetic teacher task of
 # the first study (PyTorch's default init); seeds 0-4 choose each cell's lr, seeds 5-19 judge it.
 # log.preact_stats=100 records how normal each layer's pre-activations are (preact.csv).
 set -euo pipefail
@@ -14,7 +14,7 @@ TASK=(data.target=teacher data.input_dim=16 data.n_samples=64 data.n_val=256 dat
 
 actbench sweep --runs-dir "$RUNS" --name depth-tuned -q \
     'model.depth=1,2,4,8' 'model.norm=none,batch' 'activation=gelu,relu,tanh,sigmoid,selu,silu' \
-    'lr=3e-4,1e-3,3e-3,1e-2,3e-2' 'seed=range(20)' "${TASK[@]}"
+    'lr=1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,1e-1' 'seed=range(20)' "${TASK[@]}"
 
 for metric in final best; do
   actbench compare "$RUNS/depth-tuned" --loss val_loss --metric "$metric" --tune lr --tune-seeds 5 \

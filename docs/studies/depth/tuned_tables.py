@@ -57,7 +57,7 @@ def cells(sweep: Path, metric: str) -> list[str]:
                 edge = "!" if lr in (grid[0], grid[-1]) else ""
                 row.append(f"{geo.loc[a, (n, d)]:.3g} ({int(ranks.loc[a, (n, d)])}; {lr}{edge})")
         out.append(f"| {a} | " + " | ".join(row) + " |")
-    out += ["", "`!`: the chosen lr is at the grid's edge (" + ", ".join(grid) + ").", ""]
+    out += ["", f"`!`: the chosen lr is at the grid's edge ({grid[0]} or {grid[-1]}; grid: {', '.join(grid)}).", ""]
     out += ["#### against relu at the same depth and norm (ratio [95% CI], Holm p; * = t and Wilcoxon < 0.05)", "",
             "| activation | " + " | ".join(f"{n} d={d}" for n in NORMS for d in DEPTHS) + " |",
             "|:---|" + "---:|" * (len(NORMS) * len(DEPTHS))]
@@ -74,6 +74,20 @@ def cells(sweep: Path, metric: str) -> list[str]:
     out.append("")
     out += rank_moves(geo)
     return out
+
+
+def train_fit(sweep: Path) -> list[str]:
+    """The final training loss of the judged runs (each cell at the lr chosen on val_loss): does the
+    network fit its 64 training points?"""
+    res = run_compare([sweep], "final", ["activation", "model.depth", "model.norm"], None, "train_loss", tune=TUNE)
+    t = res.table.set_index(["activation", "model.depth", "model.norm"])
+    out = ["### final train_loss of the judged runs (geometric mean over seeds 5-19, at the lr chosen on val_loss)", "",
+           "| activation | " + " | ".join(f"{n} d={d}" for n in NORMS for d in DEPTHS) + " |",
+           "|:---|" + "---:|" * (len(NORMS) * len(DEPTHS))]
+    for a in ACTS:
+        cells = [f"{t.loc[(a, d, n), 'geo_mean']:.3g}" for n in NORMS for d in DEPTHS]
+        out.append(f"| {a} | " + " | ".join(cells) + " |")
+    return [*out, ""]
 
 
 def rank_moves(geo: pd.DataFrame) -> list[str]:
@@ -154,6 +168,7 @@ def main() -> None:
     lines: list[str] = []
     for metric in ("final", "best"):
         lines += cells(sweep, metric)
+    lines += train_fit(sweep)
     for metric in ("final", "best"):
         lines += norm_effect(sweep, metric)
     lines += premise(sweep)
