@@ -224,6 +224,7 @@ PATHS = {
     "runs/depth-study": "deep",
     "runs/my-deep-sweep": "deep",
     "runs/depth-real-diabetes": "deep",
+    "runs/depth-tuned": "real-data-tuned/functions-lo",
     "runs/<search>": "search",
     "runs/screen": "search",
     "runs/<run>": "one/0000_activation=gelu_seed=0",
