@@ -29,11 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
 ACTS = ["gelu", "relu", "tanh", "sigmoid", "selu", "silu"]
 DEPTH = 8
@@ -87,12 +83,6 @@ def plain(shape: str, seeds: int, epochs: int) -> int:
     return steps
 
 
-def timed(cmd: list[str]) -> tuple[float, str]:
-    start = time.perf_counter()
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return time.perf_counter() - start, done.stdout
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="default",
@@ -111,6 +101,7 @@ def main() -> None:
         args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 20, 1, 1
     import torch
     from provenance import header  # benchmarks/ is on sys.path when a script there runs
+    from rounds import sweep_vs_plain
 
     rows, inputs, hidden, val, data = SHAPES[args.shape]
     print(header())
@@ -118,31 +109,15 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
           f"activations x {args.seeds} seeds x {args.epochs} epochs, depth {DEPTH} x {hidden}, batch norm, "
           f"{rows} rows of {inputs} features (full batch), {val} validation rows ({args.shape})")
-    print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
     sweep_steps = len(ACTS) * args.seeds * args.epochs
     worker = [sys.executable, __file__, "--plain-worker", "--shape", args.shape, "--plain-seeds",
               str(args.plain_seeds), "--epochs", str(args.epochs)]
-    ratios = []
-    keep = tempfile.mkdtemp(prefix="actbench-norm-bench-")  # kept until the end (see sweep_throughput.py)
-    try:
-        for r in range(1, args.repeat + 1):
-            cmd = [*ACTBENCH, "sweep", "--runs-dir", os.path.join(keep, f"round{r}"), "-q",
-                   f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={DEPTH}",
-                   "model.norm=batch", *data, f"epochs={args.epochs}", "lr=0.001"]
-            wall, _ = timed(cmd)
-            p_wall, out = timed(worker)
-            p_steps = int(out.split()[-1])
-            rate, base = sweep_steps / wall, p_steps / p_wall
-            ratios.append(rate / base)
-            print(f"{r:<6d} {'actbench sweep (whole process)':36s} {sweep_steps:12d} {wall:9.2f} {rate:10.0f} "
-                  f"{rate / base:8.1f}")
-            print(f"{r:<6d} {'plain loop, one model at a time':36s} {p_steps:12d} {p_wall:9.2f} {base:10.0f} "
-                  f"{1.0:8.1f}")
-    finally:
-        shutil.rmtree(keep)
-    rounds = ", ".join(f"{x:.1f}" for x in ratios)
-    print(f"actbench / plain = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds}); "
-          f"load average at end {os.getloadavg()[0]:.2f}")
+    def sweep_cmd(runs: str) -> list[str]:
+        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(ACTS)}",
+                f"seed=range({args.seeds})", f"model.depth={DEPTH}", "model.norm=batch", *data,
+                f"epochs={args.epochs}", "lr=0.001"]
+
+    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, one model at a time")
 
 
 if __name__ == "__main__":
