@@ -36,3 +36,31 @@ def assert_refused_by_run_and_sweep(runner: CliRunner, runs_dir: Path, args: lis
         assert err.startswith("error: ") and "\n" not in err, err
         assert message in err, err
         assert files_under(runs_dir) == []
+
+
+def run_doc_block(runner: CliRunner, tmp_path: Path, doc: Path, section: str, shorten: dict[str, str]) -> str:
+    """Run the commands of the first bash block after `section` in `doc` (continuation lines joined),
+    each word in `shorten` replaced, sweeps into tmp_path/runs and runs/ paths read from there;
+    every command must exit 0. Returns the last command's output."""
+    import re
+    import shlex
+
+    from activation_bench.cli.main import app
+
+    block = re.search(r"```bash\n(.*?)```", doc.read_text(encoding="utf-8").split(section, 1)[1], re.S)
+    assert block is not None, f"{doc}: no bash block after {section}"
+    out = ""
+    for line in block.group(1).replace("\\\n", " ").splitlines():
+        if not line.strip():
+            continue
+        argv = shlex.split(line)
+        assert argv[0] == "actbench"
+        args = [shorten.get(a, a) for a in argv[1:]]
+        if args[0] == "sweep":
+            args[1:1] = ["--runs-dir", str(tmp_path / "runs"), "-q"]
+        else:
+            args = [str(tmp_path / a) if a.startswith("runs/") else a for a in args]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
+        out = result.output
+    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from activation_bench.cli.main import app
 from activation_bench.config.compose import compose_many
 from activation_bench.config.hashing import config_hash
 from activation_bench.runs import orchestrate
-from tests.conftest import TINY, files_under
+from tests.conftest import TINY, files_under, run_doc_block
 
 FNS = 'activation.fn="x*sigmoid(x)","sin(x)*x"'
 MIXED = ["activation=relu,gelu,expr", FNS, "seed=range(2)"]
@@ -173,27 +172,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "sweeps.md"
 SECTION = "## Registered activations and expressions in one sweep"
 
 
-def doc_commands() -> list[list[str]]:
-    section = DOC.read_text(encoding="utf-8").split(SECTION, 1)[1]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
-    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-
-
 def run_doc_example(runner, tmp_path: Path, shorten: bool) -> str:
-    out = ""
-    for argv in doc_commands():
-        assert argv[0] == "actbench"
-        args = argv[1:]
-        if shorten:
-            args = [{"seed=range(10)": "seed=range(3)", "epochs=150": "epochs=3"}.get(a, a) for a in args]
-        if args[0] == "sweep":
-            args[1:1] = ["--runs-dir", str(tmp_path / "runs"), "-q"]
-        else:
-            args = [str(tmp_path / a) if a.startswith("runs/") else a for a in args]
-        result = runner.invoke(app, args)
-        assert result.exit_code == 0, (args, result.output)
-        out = result.output
-    return out
+    short = {"seed=range(10)": "seed=range(3)", "epochs=150": "epochs=3"} if shorten else {}
+    return run_doc_block(runner, tmp_path, DOC, SECTION, short)
 
 
 def test_doc_example_runs_shortened(runner, tmp_path, monkeypatch):

@@ -3,38 +3,18 @@
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 
-from activation_bench.cli.main import app
+from tests.conftest import run_doc_block
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def classification_commands() -> list[list[str]]:
-    """The commands of the first bash block under '## Classifiers', continuation lines joined."""
-    section = README.read_text(encoding="utf-8").split("## Classifiers", 1)[1]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
-    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-
-
 def run_example(runner, tmp_path: Path, shorten: bool) -> str:
-    out = ""
-    for argv in classification_commands():
-        assert argv[0] == "actbench"
-        args = argv[1:]
-        if shorten:
-            args = [{"seed=range(12)": "seed=range(6)", "epochs=20": "epochs=2"}.get(a, a) for a in args]
-        if args[0] == "sweep":
-            args[1:1] = ["--runs-dir", str(tmp_path / "runs"), "-q"]
-        else:
-            args = [str(tmp_path / a) if a.startswith("runs/") else a for a in args]
-        result = runner.invoke(app, args)
-        assert result.exit_code == 0, (args, result.output)
-        out = result.output
-    return out
+    short = {"seed=range(12)": "seed=range(6)", "epochs=20": "epochs=2"} if shorten else {}
+    return run_doc_block(runner, tmp_path, README, "## Classifiers", short)
 
 
 def test_readme_classification_example_runs_shortened(runner, tmp_path, monkeypatch):
