@@ -6,6 +6,8 @@ whole, start-up and imports included:
 
 - actbench: `actbench sweep ...`; it also validates every member's config and writes 480 run
   directories and results.csv;
+- compiled: the same sweep with `engine=compiled`, its inductor cache warmed before the rounds by
+  one sweep of the same shapes into an empty cache (that cold run's time is printed too);
 - jax: benchmarks/peers/jax_peer.py (vmap over members, optax.adam, all epochs in one
   jax.jit-compiled lax.scan; compilation included; writes nothing);
 - torch.func: benchmarks/peers/torchfunc_peer.py (stack_module_state + vmap(functional_call) +
@@ -24,6 +26,7 @@ Usage:
     python benchmarks/peer_throughput.py [--seeds 30] [--epochs 1000 3000] [--repeat 1]
     python benchmarks/peer_throughput.py --small      # a smoke test: 2 seeds, 20 and 60 epochs
     python benchmarks/peer_throughput.py --paths actbench,jax --threads 1 --cpu-time   # on a busy machine
+    python benchmarks/peer_throughput.py --paths actbench,compiled,jax --epochs 1000 3000 --repeat 3
 """
 
 from __future__ import annotations
@@ -43,22 +46,27 @@ from pathlib import Path
 from sweep_throughput import ACTBENCH, ACTS, DATA, naive
 
 PEERS = Path(__file__).resolve().parent / "peers"
-PATHS = ("actbench", "jax", "torch.func", "naive")
+PATHS = ("actbench", "compiled", "jax", "torch.func", "naive")
+OURS = ("actbench", "compiled")  # actbench's engines; the other paths are peers
 
 
 def whole_process(path: str, root: str, seeds: int, epochs: int, cpu_time: bool = False) -> float:
     """The process's wall seconds, or with cpu_time its user + system CPU seconds (with one thread
     per path, what it would take on an idle core: a busy machine's scheduler does not inflate it,
     but time spent waiting for the disk is left out)."""
-    if path == "actbench":
+    if path in OURS:
         cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
-               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}"]
+               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}", f"engine={_engine(path)}"]
     else:
         script = "jax_peer.py" if path == "jax" else "torchfunc_peer.py"
         cmd = [sys.executable, str(PEERS / script), "--seeds", str(seeds), "--epochs", str(epochs)]
     start, used = time.perf_counter(), _children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return _children_cpu() - used if cpu_time else time.perf_counter() - start
+
+
+def _engine(path: str) -> str:
+    return "compiled" if path == "compiled" else "eager"
 
 
 def _children_cpu() -> float:
@@ -111,7 +119,14 @@ def main() -> None:
     # every round's run directories are kept until the end (see sweep_throughput.py: deleting
     # thousands of files slows the next round's file creation on this VM's ext4)
     keep = tempfile.mkdtemp(prefix="actbench-peers-")
+    # the compiled engine's inductor cache: its own folder, empty, filled by one cold sweep
+    os.environ["ACTBENCH_CACHE_DIR"] = os.path.join(keep, "cache")
+    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     try:
+        if "compiled" in paths:
+            cold = whole_process("compiled", os.path.join(keep, "cold"), args.seeds, args.epochs[0], args.cpu_time)
+            print(f"{'cold':6s} {'compiled':12s} {args.epochs[0]:7d} {cold:9.2f} "
+                  f"{members * args.epochs[0] / cold:14.0f}  (empty inductor cache: compiles every stack)", flush=True)
         for r in range(1, args.repeat + 1):
             for epochs in args.epochs:
                 for path in paths:
@@ -132,29 +147,30 @@ def main() -> None:
 def report(times: dict, rates: list[float], paths: list[str], epochs: list[int], members: int) -> None:
     first, last = epochs[0], epochs[-1]
     med = {k: statistics.median(v) for k, v in times.items()}
-    others = [p for p in paths if p not in ("actbench", "naive")]
-    if "actbench" not in paths:
-        return
-    for p in others:
-        rounds = [o / a for o, a in zip(times[(p, first)], times[("actbench", first)])]
-        print(f"whole process at {first} epochs: {p} / actbench = {statistics.median(rounds):.2f}x "
-              f"(rounds: {', '.join(f'{x:.2f}' for x in rounds)}; above 1: actbench faster)")
+    ours = [p for p in OURS if p in paths]
+    others = [p for p in paths if p not in (*OURS, "naive")]
+    for a in ours:
+        for p in others:
+            rounds = [o / t for o, t in zip(times[(p, first)], times[(a, first)])]
+            print(f"whole process at {first} epochs: {p} / {a} = {statistics.median(rounds):.2f}x "
+                  f"(rounds: {', '.join(f'{x:.2f}' for x in rounds)}; above 1: {a} faster)")
     if rates:
         naive_rate = statistics.median(rates)
-        print(f"whole process at {first} epochs: actbench / naive = "
-              f"{members * first / med[('actbench', first)] / naive_rate:.1f}x (naive {naive_rate:.0f} steps/s)")
-    if last == first:
+        for a in ours:
+            print(f"whole process at {first} epochs: {a} / naive = "
+                  f"{members * first / med[(a, first)] / naive_rate:.1f}x (naive {naive_rate:.0f} steps/s)")
+    if last == first or not ours:
         return
-    grew = {p: med[(p, last)] - med[(p, first)] for p in ["actbench", *others]}
+    grew = {p: med[(p, last)] - med[(p, first)] for p in [*ours, *others]}
     if min(grew.values()) <= 0:
         print(f"marginal training rate: n/a (a path took no longer at {last} epochs than at {first})")
         return
     marginal = {p: members * (last - first) / grew[p] for p in grew}
     for p in grew:
         print(f"marginal training rate {first}->{last} epochs: {p} {marginal[p]:.0f} model-steps/s")
-    for p in others:
-        print(f"marginal training rate: actbench / {p} = {marginal['actbench'] / marginal[p]:.2f}x")
-
+    for a in ours:
+        for p in others:
+            print(f"marginal training rate: {a} / {p} = {marginal[a] / marginal[p]:.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"model.norm": "none"},  # normalization (#31)
     {"model.residual": False},  # residual connections (#31)
     {"log.preact_stats": 0},  # the pre-activation log (#31)
+    {"engine": "eager"},  # the compiled engine (#30)
 )
 
 

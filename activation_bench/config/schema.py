@@ -13,6 +13,7 @@ DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
 NORMS = ("none", "batch", "layer")  # the engine's norm.NORMS (config/ does not import torch)
+ENGINES = ("eager", "compiled", "auto")  # the engine's compiled.ENGINES
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
 # activation=expr an fn, data=csv a file)
@@ -77,6 +78,7 @@ class Config:
     optimizer: str = "adam"
     device: str = "cpu"
     dtype: str = "float32"
+    engine: str = "eager"  # eager | compiled (torch.compile of the whole step) | auto (compiled for long stacks)
 
 
 _registered = False

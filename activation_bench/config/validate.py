@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from activation_bench.cfg import Cfg
-from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, INITS, NORMS, OPTIMIZERS, TARGETS
+from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, ENGINES, INITS, NORMS, OPTIMIZERS, TARGETS
 from activation_bench.errors import UsageError
 
 
@@ -29,6 +29,8 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.optimizer in OPTIMIZERS, f"unknown optimizer '{cfg.optimizer}'; valid: {', '.join(OPTIMIZERS)}", where)
     _check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
     _check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
+    engine = cfg.get("engine", "eager")
+    _check(engine in ENGINES, f"unknown engine '{engine}'; valid: {', '.join(ENGINES)}", where)
     _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
     _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
            where)

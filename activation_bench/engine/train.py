@@ -24,7 +24,7 @@ import torch
 
 from activation_bench.data import tables
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
-from activation_bench.engine import activations, fused, grouped
+from activation_bench.engine import activations, compiled, fused, grouped
 from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import StackedMLP, member_accuracy, member_cross_entropy, member_mse
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
 
 ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
+NoticeFn = Callable[[str], None]  # one line for the user (engine=compiled|auto: which engine a stack used)
 
 
 DIVERGENCE_FACTOR = 1e8
@@ -69,6 +70,7 @@ class RunResult:
     train_eval_loss: list[float] | None = None  # log.train_eval: the training split's loss, dropout off
     # log.preact_stats: (epoch, layer, stat, value) rows, how normal each layer's pre-activations are
     preact: list[tuple[int, int, str, float]] | None = None
+    engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled.py)
 
 
 def resolve_device(name: str) -> str:
@@ -107,7 +109,7 @@ def stack_key(cfg: Cfg) -> tuple:
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
             _grad_every(cfg), n_outputs(cfg), float(cfg.model.get("dropout") or 0.0),
             bool(cfg.log.get("train_eval")), _norm(cfg), bool(cfg.model.get("residual")),
-            int(cfg.log.get("preact_stats") or 0))
+            int(cfg.log.get("preact_stats") or 0), cfg.get("engine") or "eager")
 
 
 def _norm(cfg: Cfg) -> str:
@@ -161,15 +163,20 @@ def plan_stacks(cfgs: Sequence[Cfg], memory_mb: float = 1024.0, max_members: int
     return stacks
 
 
-def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None) -> list[RunResult]:
-    """Train members that all share one stack key, together. Returns results in input order."""
+def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
+          notice: NoticeFn | None = None) -> list[RunResult]:
+    """Train members that all share one stack key, together. Returns results in input order.
+    With engine=compiled|auto, `notice` gets one line saying which engine the stack used."""
     if not cfgs:
         return []
     key = stack_key(cfgs[0])
     if any(stack_key(c) != key for c in cfgs[1:]):
         raise ValueError("members of one stack must share shapes and optimiser settings")
     n_real = len(cfgs)
-    if n_real == 1:
+    engine, why = _plan_engine(cfgs)
+    if engine == "compiled":
+        cfgs = compiled.pad(cfgs, lambda c: json.dumps(_act_cfg(c), sort_keys=True))
+    elif n_real == 1:
         # A stack of one is padded with a copy of itself: with several threads, MKL's
         # single-matrix path rounds differently from its batched one, and padding makes a run
         # done alone bit-identical to the same member inside a sweep's stack.
@@ -180,18 +187,29 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None) -> list[Ru
     # dominates), and stacked and single runs flush alike.
     flush = torch.set_flush_denormal(True)
     try:
-        return _train(cfgs, n_real, on_progress)
+        return _train(cfgs, n_real, on_progress, notice, (engine, why))
     finally:
         if flush:
             torch.set_flush_denormal(False)
 
 
-def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None) -> list[RunResult]:
+def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
+    """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
+    first = cfgs[0]
+    n = data_shapes(first)[0]
+    rows = min(first.batch_size or n, n)
+    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, data_shapes(first)[3],
+                         first.model.hidden_dim, n_outputs(first))
+
+
+def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
+           notice: NoticeFn | None = None, engine: tuple[str, str] = ("eager", "requested")) -> list[RunResult]:
     """Build the stack, train it epoch by epoch (validation and test losses after each, the
     divergence check every CHECK_EVERY epochs), and return each member's result."""
     start = time.perf_counter()
     stack = _build(cfgs)
     first = stack.ordered[0]
+    stack.engine, stack.compiled_step = compiled.prepare(stack, *engine, n_real, notice)
     epochs, m = first.epochs, len(cfgs)
     losses = _Losses.empty(epochs, m, stack)
     every = _grad_every(first)
@@ -243,6 +261,8 @@ class _Stack:
     shufflers: dict[int, torch.Generator]
     classify: bool = False  # y holds class labels [M, N] (int64): cross-entropy and accuracy
     train_eval: bool = False  # log.train_eval: the training split's loss after each epoch, dropout off
+    engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled.py) where it is used
+    compiled_step: compiled.StepFn | None = None
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y."""
@@ -434,6 +454,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
             data_info=stack.data[pos].info,
             learned=learned[pos],
             preact=preacts[pos] if preacts is not None else None,
+            engine=stack.engine,
         )
     return results[:n_real]  # type: ignore[return-value]
 
@@ -451,6 +472,8 @@ def _learned(model: StackedMLP, m: int) -> list[dict[str, list[float]] | None]:
 def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
     """One optimiser step; returns the members' losses [M] before it. With `record`, each hidden
     layer's activation output is appended to it (the parameters' .grad stay set after the step)."""
+    if stack.compiled_step is not None:
+        return stack.compiled_step(xb, yb)
     stack.opt.zero_grad()
     if stack.hand is not None:
         loss = stack.hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)

@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 Notice = Callable[[str], None]
 
 
+def stderr_line(line: str) -> None:
+    """A notice where the caller gives none (a single run, a launcher's job): one line on stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
 @dataclass
 class SweepProgress:
     """Where a sweep stands; reported after every epoch of a stack (counts, no formatting)."""
@@ -81,7 +86,7 @@ def run_one(cfg: Cfg, final: Path,
     def progress(done: int, total: int, loss: Any) -> None:
         on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
 
-    result = train.train([cfg], progress if on_epoch else None)[0]
+    result = train.train([cfg], progress if on_epoch else None, stderr_line)[0]
     path = store.write_run(final, cfg, result, config_hash(cfg), labels={}, unique=True)
     return path, result
 
@@ -215,7 +220,7 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
                 on_progress(SweepProgress(base, base + size * done / total, base_steps + per_epoch * done,
                                           done, total, k, len(stacks)))
 
-        results = train.train([p.cfgs[i] for i in members], progress)
+        results = train.train([p.cfgs[i] for i in members], progress, notice or stderr_line)
         store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
                          for i, r in zip(members, results)], replace=force)
         for i, result in zip(members, results):

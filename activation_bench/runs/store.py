@@ -212,6 +212,7 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "wall_time_s": result.wall_time_s,
         "stack_size": result.stack_size,
         "device": result.device,
+        "engine": getattr(result, "engine", "eager"),  # the engine that ran (engine=auto resolved, or a fallback)
         "config_hash": cfg_hash,
         "labels": labels or {},
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -252,6 +253,16 @@ def held_out(result: RunResult) -> dict[str, Any]:
         f"early_stop_test_{kind}": at(best) if best is not None else None,
         "data": dict(info),
     }
+
+
+def ran_config(cfg: Cfg, result: RunResult) -> Cfg:
+    """The config as it ran: `engine` set to the engine the run's stack used (engine=auto resolved,
+    or eager where the compiled engine fell back), so re-running config.yaml uses the same one. Its
+    hash stays the one of the config as asked (summary.json's config_hash, what resume matches)."""
+    ran = getattr(result, "engine", None)
+    if ran is None or cfg.get("engine", "eager") == ran:
+        return cfg
+    return type(cfg)({**cfg, "engine": ran})
 
 
 def saved_yaml(cfg: Cfg) -> str:
@@ -324,7 +335,7 @@ def _stage(tmp: Path, final: Path, cfg: Cfg, result: RunResult, cfg_hash: str,
         raise UsageError(f"cannot create {tmp}: {exc.strerror or exc}") from None
     # the hidden directory is the unit of atomicity: its files need no temporary names
     files = [
-        ("config.yaml", saved_yaml(cfg)),
+        ("config.yaml", saved_yaml(ran_config(cfg, result))),
         ("losses.csv", losses_csv({c: v for c in COLUMNS if (v := getattr(result, c, None)) is not None})),
         ("summary.json", json.dumps(summary(cfg, result, cfg_hash, labels), indent=2) + "\n"),
     ]

@@ -1,0 +1,282 @@
+"""The compiled engine (engine=compiled|auto): the whole training step compiled by torch.compile.
+
+One function does a step of a whole stack: the forward, the loss (MSE for a regressor,
+cross-entropy for a classifier), the hand-written gradient (the closed forms of fused.py) and the
+optimiser's update (Adam written out, its per-step scalars passed in as a tensor, or SGD), and it is compiled
+with `fullgraph=True` by inductor, which fuses the elementwise work of all of them into a few C++
+loops. It is compiled once per stack shape (the members per activation, rows per batch, widths);
+inductor's FX-graph and AOTAutograd caches live in the user cache directory (`cache_dir()`), so the
+same shapes compile once per machine and later processes only re-trace.
+
+It covers the two-layer MLP (model.depth=1, no dropout, no normalization) whose activations all
+have a closed form in fused.py, full-batch and minibatch, regression and classification, with
+log.grad_norms off. Any other stack, a machine without a C++ compiler, or a compilation that fails
+trains with the eager engine instead, and says so in one line: the compiled function is compiled
+and run once on copies of the stack's tensors before training starts, so a failure never leaves a
+half-trained stack.
+
+Numbers: not bit-identical to the eager engine, nor a member to the same member alone (inductor's
+loops round differently with the shapes); equal to the eager engine to within the tolerance that
+docs/reproducibility.md states, and the same bits from process to process for the same command,
+machine, torch and thread count.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from activation_bench.engine import fused
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+
+ENGINES = ("eager", "compiled", "auto")
+Notice = Callable[[str], None]
+StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+# engine=auto: compile where the stack's estimated eager training time is AUTO_FACTOR times the
+# estimated compile cost. The eager rate is a reference model-step (64 inputs, 64 hidden, 1
+# output, 10 rows) at REF_STEPS_PER_S, scaled by rows x (inputs + outputs) x hidden.
+COMPILE_COST_S = 30.0  # a warm-cache compile with torch._dynamo's import, on a busy 2-core machine
+AUTO_FACTOR = 4.0
+REF_STEPS_PER_S = 65_000.0
+REF_WORK = 10 * (64 + 1) * 64
+
+
+def cache_dir() -> str:
+    """Where inductor's caches go: TORCHINDUCTOR_CACHE_DIR if set, else `inductor` in the user
+    cache directory ($ACTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/activation-bench, else
+    ~/.cache/activation-bench)."""
+    from activation_bench.data.generated import cache_dir as user_cache
+
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(user_cache() / "inductor")
+
+
+def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int) -> float:
+    """The eager engine's estimated training time of a stack: members x optimiser steps, each at the
+    reference rate scaled by its size (rows per batch x (inputs + outputs) x hidden)."""
+    work = max(rows, 1) * (inputs + outputs) * hidden / REF_WORK
+    return members * steps * max(work, 0.25) / REF_STEPS_PER_S
+
+
+def choose(requested: str, eager_s: float) -> tuple[str, str]:
+    """(engine to try, why) for a stack whose eager training is estimated at eager_s seconds."""
+    if requested != "auto":
+        return requested, "requested"
+    threshold = AUTO_FACTOR * COMPILE_COST_S
+    if eager_s >= threshold:
+        return "compiled", f"auto: estimated eager time {eager_s:.0f} s >= {threshold:.0f} s"
+    return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+
+
+def unsupported(stack: Any) -> str | None:
+    """Why this built stack's activations cannot take the compiled engine, or None."""
+    model = stack.model
+    names = [n for n, _ in model.named_parameters()]
+    if names != ["w1", "b1", "w2", "b2_padded"]:
+        return "activations with parameters are not compiled"
+    if any(fused._closed_form(s.module) is None for s in model.slices):
+        return "an activation without a closed-form derivative (fused.py) is not compiled"
+    return None
+
+
+def compiler_missing() -> str | None:
+    """Why inductor could not build C++ here, or None (it needs a C++ compiler at run time)."""
+    cxx = os.environ.get("CXX") or "c++"
+    if shutil.which(cxx) is None and shutil.which("g++") is None:
+        return f"no C++ compiler found ({cxx})"
+    return None
+
+
+def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: str,
+                   betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+    """The pure step: (params, exp_avgs, exp_avg_sqs, scale, x, y) -> per-member loss [M] before
+    the update, updating params and the optimiser's state in place. `scale` holds the step's
+    scalars (Adam: lr / (1 - beta1^t) and sqrt(1 - beta2^t); SGD: lr), computed per step outside
+    the graph: as a tensor it neither specialises the graph (one graph serves every lr and step)
+    nor is recomputed inside every iteration of the update loops (inductor inlines scalar
+    arithmetic such as beta^t into each consumer's loop, which made the update 3x slower)."""
+    beta1, beta2 = betas
+
+    def hidden(h: torch.Tensor) -> tuple[torch.Tensor, list[fused.Backward]]:
+        if len(rules) == 1:
+            a, back = rules[0](h)
+            return a, [back]
+        outs = [rule(part) for rule, part in zip(rules, h.split(sizes))]
+        return torch.cat([a for a, _ in outs]), [back for _, back in outs]
+
+    def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+             scale: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        w1, b1, w2, b2 = params
+        a, backs = hidden(torch.baddbmm(b1, x, w1))
+        rows = x.shape[1]
+        if n_out == 1:
+            r = (a * w2).sum(dim=-1, keepdim=True) + b2[..., :1] - y
+            loss = r.square().mean(dim=(1, 2))
+            g_out = r * (2.0 / rows)
+            g_w2 = (g_out * a).sum(dim=1, keepdim=True)
+            g_b2 = torch.nn.functional.pad(g_out.sum(dim=1, keepdim=True), (0, b2.shape[-1] - 1))
+            g_a = g_out * w2
+        else:
+            logp = torch.baddbmm(b2, a, w2)[..., :n_out].log_softmax(dim=-1)
+            loss = logp.gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
+            g_logits = (logp.exp() - torch.nn.functional.one_hot(y, n_out).to(logp.dtype)) / rows
+            g_logits = torch.nn.functional.pad(g_logits, (0, b2.shape[-1] - n_out))
+            g_w2 = torch.bmm(a.transpose(1, 2), g_logits)
+            g_b2 = g_logits.sum(dim=1, keepdim=True)
+            g_a = torch.bmm(g_logits, w2.transpose(1, 2))
+        if len(backs) == 1:
+            g_h = backs[0](g_a)
+        else:
+            g_h = torch.cat([back(part) for back, part in zip(backs, g_a.split(sizes))])
+        grads = [torch.bmm(x.transpose(1, 2), g_h), g_h.sum(dim=1, keepdim=True), g_w2, g_b2]
+        if kind == "sgd":
+            for p, g in zip(params, grads):
+                p.sub_(g * scale[0])
+            return loss
+        step_size, bias2_sqrt = scale[0], scale[1]
+        for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+            m.lerp_(g, 1.0 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+            p.sub_(m / (v.sqrt() / bias2_sqrt + eps) * step_size)
+        return loss
+
+    return step
+
+
+def _configure_dynamo() -> None:
+    """Inductor's caches in the user cache directory, and room for one graph per stack shape."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
+    import torch._dynamo
+
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 512))
+    if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):  # an error (so eager), not a silent eager run
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
+
+
+def _compile(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """torch.compile of the step, whole graph (a seam the tests replace to simulate a failure)."""
+    _configure_dynamo()
+    return torch.compile(fn, fullgraph=True)
+
+
+def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> StepFn:
+    """The compiled step of this stack, compiled and run once on copies of its tensors for every
+    distinct batch shape (raises on any failure, before the stack trains)."""
+    model, opt = stack.model, stack.opt
+    rules = [fused._closed_form(s.module) for s in model.slices]
+    fn = _compile(_step_function(rules, [s.stop - s.start for s in model.slices], model.n_out, opt.kind,  # type: ignore[arg-type]
+                                 (opt.beta1, opt.beta2), opt.eps))
+    params = [p.detach() for p in opt.params]
+    adam = opt.kind == "adam"
+    m = list(opt.exp_avgs) if adam else []
+    v = list(opt.exp_avg_sqs) if adam else []
+    scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
+    seen = set()
+    for xb, yb in batches:  # compile (and check) every shape before anything trains
+        if (xb.shape, yb.shape) in seen:
+            continue
+        seen.add((xb.shape, yb.shape))
+        copies = [[t.clone() for t in group] for group in (params, m, v)]
+        fn(*copies, _scale(opt, 1, scale.clone()), xb, yb)
+
+    def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        if adam:
+            opt.step_count += 1
+        return fn(params, m, v, _scale(opt, opt.step_count, scale), xb, yb)
+
+    return step
+
+
+def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
+    """The step's scalars into `out`, in float64 arithmetic as the eager foreach Adam: Adam's step
+    size lr / (1 - beta1^t) and sqrt(1 - beta2^t) at step t; SGD's lr."""
+    if opt.kind == "sgd":
+        out[0] = float(opt.lr)
+        return out
+    out[0] = float(opt.lr) / (1.0 - opt.beta1**t)
+    out[1] = math.sqrt(1.0 - opt.beta2**t)
+    return out
+
+
+def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int) -> tuple[str, str]:
+    """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
+    resolved by the estimate, and eager where the config alone rules the compiled engine out."""
+    requested = first.get("engine") or "eager"
+    if requested == "eager":
+        return "eager", "requested"
+    engine, why = choose(requested, estimated_eager_s(members, steps, rows, inputs, hidden, outputs))
+    if engine == "compiled" and (why_not := config_unsupported(first) or compiler_missing()) is not None:
+        return "eager", _fallback(why_not)
+    return engine, why
+
+
+def config_unsupported(first: Cfg) -> str | None:
+    """Why the config rules the compiled engine out, or None (the activations are checked on the
+    built stack: unsupported())."""
+    model = first.model
+    if model.depth != 1 or float(model.get("dropout") or 0.0) or (model.get("norm") or "none") != "none":
+        return "only model.depth=1 without dropout or normalization is compiled"
+    if first.log.grad_norms:
+        return "log.grad_norms is logged by the eager engine only"
+    if int(first.log.get("preact_stats") or 0):
+        return "log.preact_stats is logged by the eager engine only"
+    return None
+
+
+def padded_size(n: int) -> int:
+    """The members an activation's slice is padded to: the next of 2, 3, 4, 6, 8, 12, 16, 24, ...
+    (powers of two and 1.5 times them), so two shapes per doubling serve every sweep size (each
+    distinct shape is a compile), for less than 1.5 times the members' work (none where the count
+    is one of the sizes, as 2, 8, 16, 32 or 48 seeds are)."""
+    size = 2
+    while size < n:
+        size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
+    return size
+
+
+def pad(cfgs: Sequence[Cfg], key: Callable[[Cfg], str]) -> list[Cfg]:
+    """The members, then copies of each activation's first member (by `key`) up to padded_size:
+    the copies train along and are dropped from the results (train.py keeps the first len(cfgs))."""
+    groups: dict[str, list[Cfg]] = {}
+    for c in cfgs:
+        groups.setdefault(key(c), []).append(c)
+    extra = [g[0] for g in groups.values() for _ in range(padded_size(len(g)) - len(g))]
+    return [*cfgs, *extra]
+
+
+def _fallback(why_not: str) -> str:
+    return f"compiled engine not used: {why_not}; falling back to eager"
+
+
+def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | None) -> tuple[str, StepFn | None]:
+    """The engine this stack trains with ("eager" or "compiled", as plan() chose it) and, for
+    compiled, its step. With engine=compiled|auto one line says which engine the stack uses and
+    why (through `notice`); a compiled engine that cannot be used gives the eager one, never an
+    error."""
+    first = stack.ordered[0]
+    if (first.get("engine") or "eager") == "eager":
+        return "eager", None
+    step = None
+    if engine == "compiled":
+        why_not = unsupported(stack)
+        if why_not is None:
+            try:
+                step = build(stack, stack.fixed_batches)
+            except Exception as e:  # noqa: BLE001 - any failure of compilation falls back to eager
+                text = (str(e).strip().splitlines() or [""])[0][:160]
+                why_not = f"compilation failed ({type(e).__name__}: {text})"
+        if why_not is not None:
+            engine, why = "eager", _fallback(why_not)
+    if notice is not None:
+        notice(f"engine {engine} for a stack of {n_real} member{'s' if n_real != 1 else ''} ({why})")
+    return engine, step

@@ -1,0 +1,205 @@
+"""engine=compiled|auto: the key's validation and hash, the auto rule, the fallback to eager (one
+line, a complete run), and (slow: they compile) agreement with the eager engine within RTOL and
+the same bits in two fresh processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from activation_bench.cfg import Cfg
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose, compose_many
+from activation_bench.config.grid import expand
+from activation_bench.config.hashing import config_hash
+from activation_bench.engine import compiled, train
+from tests.conftest import TINY, assert_refused_by_run_and_sweep
+
+# the compiled engine against the eager one, every epoch's loss (docs/reproducibility.md)
+RTOL, ATOL = 1e-4, 1e-7
+ROOT = Path(__file__).resolve().parent.parent
+needs_compiler = pytest.mark.skipif(compiled.compiler_missing() is not None, reason="no C++ compiler")
+
+
+def _train(overrides: list[str]) -> list[train.RunResult]:
+    """Every member of the grid, trained in its sweep's stacks, in grid order."""
+    cfgs = compose_many(expand(overrides).members)
+    out: dict[int, train.RunResult] = {}
+    for stack in train.plan_stacks(cfgs):
+        out.update(zip(stack, train.train([cfgs[i] for i in stack])))
+    return [out[i] for i in range(len(cfgs))]
+
+
+def test_unknown_engine_is_refused(runner, runs_dir):
+    message = "unknown engine 'jit'; valid: eager, compiled, auto"
+    assert_refused_by_run_and_sweep(runner, runs_dir, ["engine=jit"], message)
+
+
+def test_eager_keeps_the_hash_of_configs_made_before_the_key():
+    cfg = compose([])
+    assert cfg.engine == "eager"
+    before = Cfg({k: v for k, v in cfg.items() if k != "engine"})
+    assert config_hash(cfg) == config_hash(before)
+    assert config_hash(compose(["engine=compiled"])) != config_hash(cfg)
+
+
+def test_auto_compiles_where_eager_time_is_several_times_the_compile_cost():
+    threshold = compiled.AUTO_FACTOR * compiled.COMPILE_COST_S
+    assert compiled.choose("auto", threshold * 0.9)[0] == "eager"
+    assert compiled.choose("auto", threshold)[0] == "compiled"
+    assert compiled.choose("compiled", 0.0) == ("compiled", "requested")
+    # 240 members of the reference model: eager at 65k model-steps/s, so compiled from ~33k epochs
+    ref = compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1)
+    assert ref == pytest.approx(240 * 1000 / compiled.REF_STEPS_PER_S)
+    assert compiled.estimated_eager_s(240, 1000, 20, 64, 64, 1) == pytest.approx(2 * ref)
+
+
+def test_a_tiny_run_with_auto_stays_eager_and_says_so(runner, runs_dir):
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", "engine=auto", *TINY])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("engine ")]
+    assert lines == [lines[0]] and lines[0].startswith("engine eager for a stack of 1 member (auto: estimated")
+    run = next(runs_dir.iterdir())
+    assert json.loads((run / "summary.json").read_text())["engine"] == "eager"
+    assert yaml.safe_load((run / "config.yaml").read_text())["engine"] == "eager"
+
+
+def test_the_default_engine_says_nothing(runner, runs_dir):
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY])
+    assert result.exit_code == 0, result.output
+    assert "engine" not in result.stderr
+    assert json.loads((next(runs_dir.iterdir()) / "summary.json").read_text())["engine"] == "eager"
+
+
+def test_a_failed_compilation_falls_back_to_eager_with_one_line_and_a_whole_run(runner, runs_dir, monkeypatch):
+    def fail(fn):
+        raise RuntimeError("simulated failure\nsecond line")
+
+    monkeypatch.setattr(compiled, "_compile", fail)
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--name", "s", "engine=compiled",
+                                 "activation=gelu,relu", "seed=0,1", *TINY])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("engine ")]
+    assert lines == ["engine eager for a stack of 4 members (compiled engine not used: compilation failed "
+                     "(RuntimeError: simulated failure); falling back to eager)"]
+    eager = _train(["activation=gelu,relu", "seed=0,1", *TINY])
+    runs = sorted(p for p in (runs_dir / "s").iterdir() if p.is_dir())
+    assert len(runs) == 4
+    for run, alone in zip(runs, eager):
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["status"] == "complete" and summary["engine"] == "eager"
+        assert yaml.safe_load((run / "config.yaml").read_text())["engine"] == "eager"
+        losses = [float(r.split(",")[1]) for r in (run / "losses.csv").read_text().splitlines()[1:]]
+        assert losses == alone.train_loss  # the fallback is the eager engine, bit for bit
+    # resume: the same command finds every member done (config_hash is the one asked for)
+    again = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--name", "s", "engine=compiled",
+                                "activation=gelu,relu", "seed=0,1", *TINY])
+    assert again.exit_code == 0 and "engine " not in again.stderr
+
+
+def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    lines: list[str] = []
+    cfg = compose(["engine=compiled", *TINY])
+    result = train.train([cfg], notice=lines.append)[0]
+    assert result.engine == "eager" and result.status == "complete"
+    assert len(lines) == 1 and lines[0].startswith("engine eager for a stack of 1 member (compiled engine not used: "
+                                                  "no C++ compiler found")
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    (["model.depth=2"], "only model.depth=1"),
+    (["activation=prelu"], "activations with parameters"),
+    (["log.grad_norms=true"], "log.grad_norms"),
+    (["activation=swiglu"], "without a closed-form derivative"),
+])
+def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
+    lines: list[str] = []
+    result = train.train([compose(["engine=compiled", *TINY, *overrides])], notice=lines.append)[0]
+    assert result.engine == "eager" and result.status == "complete"
+    assert len(lines) == 1 and why in lines[0] and "falling back to eager" in lines[0]
+
+
+def test_engines_never_share_a_stack():
+    cfgs = compose_many(expand(["engine=eager,compiled", "seed=0,1", *TINY]).members)
+    assert sorted(sorted(s) for s in train.plan_stacks(cfgs)) == [[0, 1], [2, 3]]
+
+
+@pytest.fixture(scope="module")
+def inductor_cache(tmp_path_factory):
+    """One inductor cache folder for this module's compiled tests (not the user's)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+        yield
+
+
+GRIDS = {
+    "full batch": ["activation=gelu,relu,tanh,mish", "seed=0,1", "epochs=30", "data.n_samples=8", "data.input_dim=4",
+                   "model.hidden_dim=6", "lr=0.01"],
+    "minibatch": ["activation=gelu,silu", "seed=0,1", "epochs=10", "data=function", "data.fn=exp_sin",
+                  "model.hidden_dim=6", "batch_size=16", "shuffle=true", "lr=0.01"],
+    "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
+                       "batch_size=32", "shuffle=true", "lr=0.01"],
+}
+
+
+@pytest.mark.slow
+@needs_compiler
+@pytest.mark.parametrize("grid", GRIDS)
+def test_compiled_agrees_with_eager_and_alone(grid, inductor_cache):
+    overrides = GRIDS[grid]
+    eager = _train(overrides)
+    fast = _train(["engine=compiled", *overrides])
+    alone = train.train([compose_many(expand(["engine=compiled", *overrides]).members)[0]])[0]
+    for e, c in zip(eager, fast):
+        assert c.engine == "compiled" and e.engine == "eager"
+        for col in ("train_loss", "val_loss", "test_loss", "val_acc"):
+            want, got = getattr(e, col), getattr(c, col)
+            assert (want is None) == (got is None)
+            if want is not None:
+                assert got == pytest.approx(want, rel=RTOL, abs=ATOL), col
+    assert alone.train_loss == pytest.approx(fast[0].train_loss, rel=RTOL, abs=ATOL)
+
+
+CHILD = """
+import json, sys
+from activation_bench.config.compose import compose_many
+from activation_bench.config.grid import expand
+from activation_bench.engine import train
+cfgs = compose_many(expand(sys.argv[1:]).members)
+res = train.train(cfgs)
+print(json.dumps([[r.engine, [float(v).hex() for v in r.train_loss]] for r in res]))
+"""
+
+
+@pytest.mark.slow
+@needs_compiler
+def test_the_same_command_gives_the_same_bits_in_fresh_processes(tmp_path):
+    env = {**os.environ, "ACTBENCH_CACHE_DIR": str(tmp_path), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    args = ["engine=compiled", "activation=gelu,relu", "seed=0,1", "epochs=20", *TINY[1:]]
+    outs = []
+    for _ in range(2):  # the first compiles into the empty cache, the second reads it
+        done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True,
+                              timeout=900, check=True)
+        outs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert all(engine == "compiled" for engine, _ in outs[0])
+    assert outs[0] == outs[1]
+    assert (tmp_path / "inductor").is_dir()
+
+
+def test_each_activation_is_padded_to_one_of_a_few_sizes():
+    assert [compiled.padded_size(n) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 30, 33, 49, 65, 100)] == \
+        [2, 2, 3, 6, 8, 12, 16, 24, 32, 32, 48, 64, 96, 128]
+    assert all(n <= compiled.padded_size(n) < max(3, 1.5 * n) for n in range(1, 600))
+    cfgs = compose_many(expand(["activation=gelu,relu", "seed=range(5)", *TINY]).members)
+    cfgs = cfgs + cfgs[:1]  # gelu 6, relu 5
+    out = compiled.pad(cfgs, lambda c: c.activation.name)
+    assert out[:len(cfgs)] == cfgs
+    assert [c.activation.name for c in out[len(cfgs):]] == ["relu"]  # gelu's 6 stays, relu's 5 becomes 6
