@@ -117,7 +117,8 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
     (["model.depth=2"], "only model.depth=1"),
     (["activation=prelu"], "activations with parameters"),
     (["log.grad_norms=true"], "log.grad_norms"),
-    (["activation=swiglu"], "without a closed-form derivative"),
+    (["activation=rrelu"], "draw random numbers"),
+    (["activation=custom", "activation._target_=torch.nn.Tanh"], "a user's own module"),
 ])
 def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
     lines: list[str] = []
@@ -144,6 +145,9 @@ GRIDS = {
                    "model.hidden_dim=6", "lr=0.01"],
     "minibatch": ["activation=gelu,silu", "seed=0,1", "epochs=10", "data=function", "data.fn=exp_sin",
                   "model.hidden_dim=6", "batch_size=16", "shuffle=true", "lr=0.01"],
+    # torch.func.vjp of the forward inside the compiled step: expressions (one grouped module) and gated units
+    "expressions and gated": ["activation=expr,swiglu", 'activation.fn="x*sigmoid(1.5*x)","sin(x)+x"', "seed=0,1",
+                              "epochs=20", "data.n_samples=8", "data.input_dim=4", "model.hidden_dim=6", "lr=0.01"],
     "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
                        "batch_size=32", "shuffle=true", "lr=0.01"],
 }

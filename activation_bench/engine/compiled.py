@@ -8,9 +8,11 @@ loops. It is compiled once per stack shape (the members per activation, rows per
 inductor's FX-graph and AOTAutograd caches live in the user cache directory (`cache_dir()`), so the
 same shapes compile once per machine and later processes only re-trace.
 
-It covers the two-layer MLP (model.depth=1, no dropout, no normalization) whose activations all
-have a closed form in fused.py, full-batch and minibatch, regression and classification, with
-log.grad_norms off. Any other stack, a machine without a C++ compiler, or a compilation that fails
+It covers the two-layer MLP (model.depth=1, no dropout, no normalization), full-batch and
+minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
+activations without parameters or random draws: the closed forms of fused.py where they exist,
+else torch.func.vjp of the forward (expressions, gated units) inside the compiled step.
+Any other stack, a machine without a C++ compiler, or a compilation that fails
 trains with the eager engine instead, and says so in one line: the compiled function is compiled
 and run once on copies of the stack's tensors before training starts, so a failure never leaves a
 half-trained stack.
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from activation_bench.engine import fused
+from activation_bench.engine import activations, fused, grouped
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -81,9 +83,23 @@ def unsupported(stack: Any) -> str | None:
     names = [n for n, _ in model.named_parameters()]
     if names != ["w1", "b1", "w2", "b2_padded"]:
         return "activations with parameters are not compiled"
-    if any(fused._closed_form(s.module) is None for s in model.slices):
-        return "an activation without a closed-form derivative (fused.py) is not compiled"
+    if any(activations.is_stochastic(c.activation) for c in stack.ordered):
+        return "activations that draw random numbers (or a user's own module) are not compiled"
     return None
+
+
+def _rule(module: torch.nn.Module) -> fused.Rule:
+    """The activation's forward and backward inside the compiled step: the closed form of fused.py
+    where it has one, else torch.func.vjp of its forward (expressions, gated units, the rest)."""
+    closed = fused._closed_form(module)
+    if closed is not None:
+        return closed
+    forward = grouped.functional(module)
+
+    def rule(h: torch.Tensor) -> tuple[torch.Tensor, fused.Backward]:
+        a, back = torch.func.vjp(forward, h)
+        return a, lambda g: back(g)[0]
+    return rule
 
 
 def compiler_missing() -> str | None:
@@ -173,7 +189,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> StepF
     """The compiled step of this stack, compiled and run once on copies of its tensors for every
     distinct batch shape (raises on any failure, before the stack trains)."""
     model, opt = stack.model, stack.opt
-    rules = [fused._closed_form(s.module) for s in model.slices]
+    rules = [_rule(s.module) for s in model.slices]
     fn = _compile(_step_function(rules, [s.stop - s.start for s in model.slices], model.n_out, opt.kind,  # type: ignore[arg-type]
                                  (opt.beta1, opt.beta2), opt.eps))
     params = [p.detach() for p in opt.params]

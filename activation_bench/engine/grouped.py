@@ -197,6 +197,14 @@ class GroupedExpr(nn.Module):
         return _Grouped.apply(h, self)
 
 
+def functional(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The module's forward as a plain function of its input, for torch.func transforms (the
+    compiled engine's vjp): a grouped expression module evaluated without its autograd.Function."""
+    if isinstance(module, GroupedExpr):
+        return lambda h: _rows(module.evaluate(h), module.out_rows)
+    return module
+
+
 def _rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """t[index] along the first axis, through a 2-D view (torch's CPU index_select copies whole
     rows there, several times faster than on the 3-D tensor)."""
