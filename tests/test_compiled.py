@@ -207,3 +207,16 @@ def test_each_activation_is_padded_to_one_of_a_few_sizes():
     out = compiled.pad(cfgs, lambda c: c.activation.name)
     assert out[:len(cfgs)] == cfgs
     assert [c.activation.name for c in out[len(cfgs):]] == ["relu"]  # gelu's 6 stays, relu's 5 becomes 6
+
+
+@pytest.mark.slow
+@needs_compiler
+def test_a_search_trains_with_the_compiled_engine(runner, runs_dir, inductor_cache):
+    args = ["search", "--runs-dir", str(runs_dir), "data=iris", "model.hidden_dim=4", "epochs=3", "--candidates", "6",
+            "--seeds", "1", "--tune-seeds", "2", "--final-seeds", "2", "--judge", "2", "engine=compiled"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("engine ")]
+    assert lines and all(ln.startswith("engine compiled for a stack of ") for ln in lines)
+    engines = {json.loads(p.read_text())["engine"] for p in runs_dir.rglob("summary.json")}
+    assert engines == {"compiled"}
