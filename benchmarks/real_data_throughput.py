@@ -7,7 +7,9 @@ model steps, with the validation and test losses evaluated every epoch.
 
 - actbench: the real command, `actbench sweep ...` in a fresh process, timed whole (start-up,
   imports, reading and splitting the table, composing, training, writing 240 run directories and
-  results.csv).
+  results.csv), with each engine of --engines (default eager,compiled; the compiled engine's
+  inductor cache is its own folder, filled by one cold sweep before the rounds, whose time is
+  printed).
 - naive: the same runs done one model at a time: the seed's split and standardisation, an
   nn.Sequential, torch.optim.Adam, a shuffled torch DataLoader over the training rows, and the
   validation and test losses every epoch (what early stopping needs). It is timed on a sample of
@@ -79,10 +81,10 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
     return steps, CLOCK() - start
 
 
-def actbench_sweep(root: str, seeds: int, epochs: int) -> tuple[int, float]:
+def actbench_sweep(root: str, seeds: int, epochs: int, engine: str = "eager") -> tuple[int, float]:
     """(model steps, the process's wall seconds, or its CPU seconds with --cpu-time)."""
     cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
-           "data=diabetes", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}"]
+           "data=diabetes", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}", f"engine={engine}"]
     start, used = time.perf_counter(), _children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     took = _children_cpu() - used if CLOCK is time.process_time else time.perf_counter() - start
@@ -100,6 +102,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
+    ap.add_argument("--engines", default="eager,compiled", help="actbench's engines to time (comma list)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 4 seeds, 20 epochs, 1 round")
     ap.add_argument("--cpu-time", action="store_true", help="one thread for both paths, timed by CPU time (a busy "
                     "machine's scheduler does not inflate it)")
@@ -123,23 +126,32 @@ def main() -> None:
           f"batch_size={BATCH}, shuffle=true")
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
     naive(ACTS[:1], 0, 2)  # warm-up: one-time imports (torch.optim pulls in torch._dynamo), the table's first read
-    ratios = []
+    engines = [e for e in args.engines.split(",") if e]
+    ratios: dict[str, list[float]] = {e: [] for e in engines}
     keep = tempfile.mkdtemp(prefix="actbench-real-bench-")
+    os.environ["ACTBENCH_CACHE_DIR"] = os.path.join(keep, "cache")  # the compiled engine's, empty
+    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     try:
+        if "compiled" in engines:
+            steps, wall = actbench_sweep(os.path.join(keep, "cold"), args.seeds, args.epochs, "compiled")
+            print(f"{'cold':6s} {'actbench engine=compiled, cold cache':34s} {steps:12d} {wall:9.2f} "
+                  f"{steps / wall:10.0f}")
         for r in range(1, args.repeat + 1):
-            steps, wall = actbench_sweep(os.path.join(keep, f"round{r}"), args.seeds, args.epochs)
             n_steps, n_wall = naive(ACTS, r, args.epochs)
-            rate, base = steps / wall, n_steps / n_wall
-            ratios.append(rate / base)
-            print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
-                  f"{rate / base:8.1f}")
+            base = n_steps / n_wall
+            for engine in engines:
+                steps, wall = actbench_sweep(os.path.join(keep, f"round{r}-{engine}"), args.seeds, args.epochs, engine)
+                rate = steps / wall
+                ratios[engine].append(rate / base)
+                print(f"{r:<6d} {'actbench engine=' + engine:34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
+                      f"{rate / base:8.1f}", flush=True)
             print(f"{r:<6d} {'naive, DataLoader (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} {1.0:8.1f}")
     finally:
         shutil.rmtree(keep)
-    rounds = ", ".join(f"{x:.1f}" for x in ratios)
-    print(f"actbench / naive = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds}); "
-          f"load average at end {os.getloadavg()[0]:.2f}")
-
+    for engine, rs in ratios.items():
+        rounds = ", ".join(f"{x:.1f}" for x in rs)
+        print(f"actbench engine={engine} / naive = {statistics.median(rs):.1f}x (median of {len(rs)} rounds: {rounds})")
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -182,7 +182,7 @@ def _configure_dynamo() -> None:
 def _compile(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """torch.compile of the step, whole graph (a seam the tests replace to simulate a failure)."""
     _configure_dynamo()
-    return torch.compile(fn, fullgraph=True)
+    return torch.compile(fn, fullgraph=True, dynamic=False)  # static shapes: one graph per batch shape
 
 
 def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> StepFn:
