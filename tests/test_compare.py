@@ -290,6 +290,18 @@ def test_sweep_dir_with_and_without_results_csv(tmp_path, table_csv):
     pd.testing.assert_frame_equal(res2.table[cols], ref[cols])
 
 
+def test_a_folder_of_single_runs_is_grouped_by_their_configs(tmp_path):
+    """`actbench run` several times into runs/, then `actbench compare runs/`: each run's
+    config.yaml says what it is (not one group of every run)."""
+    for i, (act, seed, final) in enumerate([("relu", 0, 0.2), ("gelu", 0, 0.1), ("relu", 1, 0.3), ("gelu", 1, 0.1)]):
+        write_run_dir(tmp_path / "runs" / f"run{i}", act, seed, [0.5, final])
+    folder = cmp.run_compare([tmp_path / "runs"], "final", baseline="activation=relu").table
+    direct = cmp.run_compare(sorted((tmp_path / "runs").iterdir()), "final", baseline="activation=relu").table
+    assert sorted(folder["activation"]) == ["gelu", "relu"] and list(folder["n"]) == [2, 2]
+    cols = ["activation", "n", "geo_mean", "p_t"]
+    pd.testing.assert_frame_equal(folder[cols], direct[cols])
+
+
 def test_run_dirs_and_csv_combined_with_canonical_values(tmp_path):
     a = write_run_dir(tmp_path / "a", "relu", 0, [0.4, 0.2], lr="0.001")
     b = write_run_dir(tmp_path / "b", "gelu", 0, [0.3, 0.1], lr="1e-3")

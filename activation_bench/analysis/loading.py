@@ -154,7 +154,11 @@ def _load_sweep_dir(path: Path, loss: str, notes: list[str]) -> list[_Part]:
             return [_with_fixed(part, fixed)]
         notes.append(f"{results} is out of date: reading the run directories instead")
     if done:
-        return [_with_fixed(_run_dir_part(path / name, loss, summary), fixed) for name, summary in done.items()]
+        # a sweep's members carry their swept values as labels; run directories gathered in one
+        # folder (`actbench run` into runs/) are no sweep: each one's config.yaml says what it is
+        loose = not (path / "sweep.yaml").is_file()
+        return [_with_fixed(_run_dir_part(path / name, loss, summary, full_config=loose), fixed)
+                for name, summary in done.items()]
     nested = [d for d in subdirs if d not in run_dirs and ((d / "results.csv").is_file() or _subdirs(d))]
     if nested:
         return [p for d in nested for p in _load_sweep_dir(d, loss, notes)]
