@@ -127,6 +127,14 @@ def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
     assert len(lines) == 1 and why in lines[0] and "falling back to eager" in lines[0]
 
 
+def test_members_the_compiled_engine_cannot_take_get_stacks_of_their_own():
+    cfgs = compose_many(expand(["engine=compiled", "activation=gelu,prelu,relu,rrelu", "seed=0,1", *TINY]).members)
+    stacks = sorted(sorted(cfgs[i].activation.name for i in s) for s in train.plan_stacks(cfgs))
+    assert stacks == [["gelu", "gelu", "relu", "relu"], ["prelu", "prelu", "rrelu", "rrelu"]]
+    eager = compose_many(expand(["activation=gelu,prelu", "seed=0,1", *TINY]).members)
+    assert len(train.plan_stacks(eager)) == 1  # the eager engine's stacks are as before
+
+
 def test_engines_never_share_a_stack():
     cfgs = compose_many(expand(["engine=eager,compiled", "seed=0,1", *TINY]).members)
     assert sorted(sorted(s) for s in train.plan_stacks(cfgs)) == [[0, 1], [2, 3]]

@@ -109,7 +109,15 @@ def stack_key(cfg: Cfg) -> tuple:
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
             _grad_every(cfg), n_outputs(cfg), float(cfg.model.get("dropout") or 0.0),
             bool(cfg.log.get("train_eval")), _norm(cfg), bool(cfg.model.get("residual")),
-            int(cfg.log.get("preact_stats") or 0), cfg.get("engine") or "eager")
+            int(cfg.log.get("preact_stats") or 0), _engine_key(cfg))
+
+
+def _engine_key(cfg: Cfg) -> tuple[str, bool]:
+    """The engine asked for, and with compiled|auto whether the activation can be compiled: members
+    the compiled engine cannot take (parameters, random draws, a user's module) get stacks of
+    their own instead of sending the whole stack to eager."""
+    engine = cfg.get("engine") or "eager"
+    return engine, engine != "eager" and not activations.is_per_member(_act_cfg(cfg))
 
 
 def _norm(cfg: Cfg) -> str:
