@@ -262,6 +262,7 @@ SLOW = {
     "--launcher joblib": "starts worker processes that import torch",
     "--launcher submitit_local": "starts worker processes that import torch",
     "--name randhie": "80 members on RAND HIE's 20,190 rows: about 3 s at 2 epochs",
+    "--name depth-tuned": "672 members (4 depths x 2 norms x 6 activations x 7 lrs x 2 seeds): about 20 s at 2 epochs",
     "export mlflow": "MLflow's import and its SQLite store: seconds per export",
     "report ": "drawing a report's figures takes seconds: the quick run builds the page with each figure's "
                "drawing (render.report.svg) left out",
