@@ -68,6 +68,8 @@ def test_a_tiny_run_with_auto_stays_eager_and_says_so(runner, runs_dir):
     run = next(runs_dir.iterdir())
     assert json.loads((run / "summary.json").read_text())["engine"] == "eager"
     assert yaml.safe_load((run / "config.yaml").read_text())["engine"] == "eager"
+    shown = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "engine=auto", *TINY])
+    assert any(ln.split() == ["│", "engine", "│", "eager", "│"] for ln in shown.stdout.splitlines()), shown.stdout
 
 
 def test_the_default_engine_says_nothing(runner, runs_dir):
