@@ -46,7 +46,7 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # estimated compile cost. The eager rate is a reference model-step (64 inputs, 64 hidden, 1
 # output, 10 rows) at REF_STEPS_PER_S, scaled by rows x (inputs + outputs) x hidden.
 # Measured on a quiet 2-core AMD EPYC (2026-11-25, docs/performance.md): a process's compile costs
-# 4-5 s with a warm cache (importing torch._dynamo 1 s, tracing and loading 3.4 s) and 12-16 s
+# 4-5 s with a warm cache (importing torch._dynamo 1 s, tracing and loading 3.4 s) and 16-21 s
 # with a cold one; the eager engine runs the reference model at 95,000-138,000 model-steps/s.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
