@@ -158,6 +158,10 @@ GRIDS = {
     # torch.func.vjp of the forward inside the compiled step: expressions (one grouped module) and gated units
     "expressions and gated": ["activation=expr,swiglu", 'activation.fn="x*sigmoid(1.5*x)","sin(x)+x"', "seed=0,1",
                               "epochs=20", "data.n_samples=8", "data.input_dim=4", "model.hidden_dim=6", "lr=0.01"],
+    "sgd": ["activation=gelu,relu,tanh", "seed=0,1", "epochs=30", "data.n_samples=8", "data.input_dim=4",
+            "model.hidden_dim=6", "optimizer=sgd", "lr=0.05"],
+    "float64": ["activation=gelu,relu,tanh", "seed=0,1", "epochs=30", "data.n_samples=8", "data.input_dim=4",
+                "model.hidden_dim=6", "dtype=float64", "lr=0.01"],
     "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
                        "batch_size=32", "shuffle=true", "lr=0.01"],
 }
