@@ -54,10 +54,12 @@ def test_auto_compiles_where_eager_time_is_several_times_the_compile_cost():
     assert compiled.choose("auto", threshold * 0.9)[0] == "eager"
     assert compiled.choose("auto", threshold)[0] == "compiled"
     assert compiled.choose("compiled", 0.0) == ("compiled", "requested")
-    # 240 members of the reference model: eager at 65k model-steps/s, so compiled from ~33k epochs
+    # 240 members of the reference model: eager at 100k model-steps/s, so compiled from 50k epochs
     ref = compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1)
     assert ref == pytest.approx(240 * 1000 / compiled.REF_STEPS_PER_S)
     assert compiled.estimated_eager_s(240, 1000, 20, 64, 64, 1) == pytest.approx(2 * ref)
+    assert compiled.choose("auto", compiled.estimated_eager_s(240, 50_000, 10, 64, 64, 1))[0] == "compiled"
+    assert compiled.choose("auto", compiled.estimated_eager_s(240, 49_000, 10, 64, 64, 1))[0] == "eager"
 
 
 def test_a_tiny_run_with_auto_stays_eager_and_says_so(runner, runs_dir):
