@@ -25,6 +25,7 @@ machine, torch and thread count.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import shutil
@@ -169,8 +170,24 @@ def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: 
     return step
 
 
+def _steady_malloc() -> None:
+    """Keep freed buffers in the heap (glibc only; elsewhere nothing). The compiled step allocates
+    its buffers afresh each call (megabytes for a stack's weight gradient), and glibc gave such
+    blocks back to the system and mapped them again on the next call: one 3000-epoch sweep took
+    3.1 million page faults and 7.2 s of system time (27.7 s against 19.6 s for the same sweep
+    without them). With fixed thresholds: 0.22 million and 1.7 s, run after run."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest on 64-bit
+    libc.mallopt(m_trim_threshold, 512 << 20)
+
+
 def _configure_dynamo() -> None:
     """Inductor's caches in the user cache directory, and room for one graph per stack shape."""
+    _steady_malloc()
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
     import torch._dynamo
 
