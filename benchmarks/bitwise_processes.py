@@ -12,8 +12,14 @@ children: on a CPU where oneMKL's kernels of different accuracy round differentl
 with AVX-512) about one process in 25-40 then shows a mismatch; where they agree (AMD EPYC) none
 does, with or without the fix.
 
+`--engine compiled` checks the compiled engine's promise instead (docs/reproducibility.md): every
+process trains the grid's stacks with engine=compiled (the inductor cache warmed by the first) and
+prints a digest of every member's losses at every epoch; processes whose digest differs from the
+first's are counted as mismatches.
+
 Usage:
     nice -n 5 python benchmarks/bitwise_processes.py [--processes 200] [--epochs 25] [--jobs 1] [--without-fix]
+    python benchmarks/bitwise_processes.py --engine compiled --processes 20
 """
 
 from __future__ import annotations
@@ -60,32 +66,65 @@ def child(without_fix: bool, epochs: int) -> None:
     print(json.dumps({"mismatches": bad, "members": len(cfgs), "threads": torch.get_num_threads()}))
 
 
+def compiled_child(epochs: int) -> None:
+    """One process of --engine compiled; prints a JSON line {digest, engines, members, threads}."""
+    import hashlib
+
+    import torch
+
+    from activation_bench.config.compose import compose_many
+    from activation_bench.config.grid import expand
+    from activation_bench.engine import train
+
+    cfgs = compose_many(expand([*GRID, f"epochs={epochs}", "engine=compiled"]).members)
+    losses: dict[int, list[str]] = {}
+    engines = set()
+    for stack in train.plan_stacks(cfgs):
+        for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
+            losses[i] = [float(v).hex() for v in res.train_loss]
+            engines.add(res.engine)
+    digest = hashlib.sha256(json.dumps([losses[i] for i in range(len(cfgs))]).encode()).hexdigest()
+    print(json.dumps({"digest": digest, "engines": sorted(engines), "members": len(cfgs),
+                      "threads": torch.get_num_threads()}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--processes", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=25, help="epochs per member (the test's 25)")
     ap.add_argument("--without-fix", action="store_true", help="skip the engine's VML warm-up in the children")
     ap.add_argument("--jobs", type=int, default=1, help="processes run at once (each at the default threads)")
+    ap.add_argument("--engine", choices=("eager", "compiled"), default="eager",
+                    help="compiled: the same bits from process to process, instead of stacked == alone")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.without_fix, args.epochs)
+        if args.engine == "compiled":
+            compiled_child(args.epochs)
+        else:
+            child(args.without_fix, args.epochs)
         return
     from benchmarks.provenance import header
 
     print(header())
     print(f"# load average at start: {os.getloadavg()[0]:.2f}; {args.processes} fresh processes, "
           f"{'WITHOUT' if args.without_fix else 'with'} the VML warm-up, {args.epochs} epochs")
-    cmd = [sys.executable, __file__, "--child", "--epochs", str(args.epochs)]
+    cmd = [sys.executable, __file__, "--child", "--epochs", str(args.epochs), "--engine", args.engine]
     cmd += ["--without-fix"] if args.without_fix else []
     failed, start = 0, time.perf_counter()
+    reference: str | None = None
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         runs = pool.map(lambda _: subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT), range(args.processes))
         for k, out in enumerate(runs):
             if out.returncode != 0:
                 sys.exit(f"process {k + 1} failed:\n{out.stderr[-2000:]}")
             result = json.loads(out.stdout.strip().splitlines()[-1])
-            if result["mismatches"]:
+            if args.engine == "compiled":
+                reference = reference or result["digest"]
+                if result["digest"] != reference:
+                    failed += 1
+                    print(f"process {k + 1}: losses differ from process 1's (engines {result['engines']})")
+            elif result["mismatches"]:
                 failed += 1
                 first = result["mismatches"][0]
                 print(f"process {k + 1}: {len(result['mismatches'])} of {result['members']} members differ; first "
