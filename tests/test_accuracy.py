@@ -179,6 +179,17 @@ def test_compare_accuracy_by_hand(cls_csv):
         assert c not in res.table.columns
 
 
+def test_an_accuracy_interval_stays_within_0_and_100_percent(tmp_path):
+    near = {"relu": [0.99, 0.99, 0.99, 0.99, 0.99, 0.60], "gelu": [0.99, 0.99, 0.99, 0.99, 0.99, 0.99]}
+    res = cmp.run_compare([write(tmp_path / "near.csv", cls_rows(near))], "final", baseline="activation=relu",
+                          loss="test_acc")
+    v = np.array(near["relu"])
+    lo, hi = stats.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=stats.sem(v))
+    assert hi > 1.0  # the t interval claims more than every row right
+    r = row(res, activation="relu")
+    assert (r["ci_low"], r["ci_high"]) == (pytest.approx(lo), 1.0)
+
+
 def test_compare_accuracy_formats(cls_csv):
     res = cmp.run_compare([cls_csv], "final", baseline="activation=relu", loss="test_acc")
     header = tables.to_csv(res).splitlines()[0].split(",")

@@ -66,11 +66,11 @@ def method_notes(res: CompareResult) -> list[str]:
     elif res.scale == ACCURACY:
         best = " (the highest)" if m.kind == "best" else ""
         lines.append(f"Metric: {_what(res)}{best}; accuracy, higher is better; no log scale and no floor.")
-        lines.append("mean: mean accuracy (shown in %); 95% CI: t interval of the mean accuracy.")
+        lines.append("mean: mean accuracy (shown in %); 95% CI: t interval of the mean accuracy, cut to 0-100%.")
     else:
         cmp_ = ">=" if higher_is_better(res.loss) else "<="
         lines.append(f"Metric: first epoch with {res.loss} {cmp_} {m.param:g}; runs that never get there are counted "
-                     "as not reached; 95% CI: t interval of the mean epochs of the runs that reached it.")
+                     "as not reached; 95% CI: t interval of the mean epochs of the runs that reached it (from 1).")
         if res.baseline is not None:
             lines.append("Tests use the pairs where both runs reached it (n_pairs); the win rate also counts "
                          "reaching it against not reaching it as a win.")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.metrics import ACCURACY, LOG10, Metric, scale
+from activation_bench.analysis.metrics import ACCURACY, EPOCHS, LOG10, Metric, scale
 
 ALPHA = 0.05
 STAT_COLS = ["metric", "n", "mean", "std", "median", "geo_mean", "ci_low", "ci_high",
@@ -66,6 +66,10 @@ def group_stats(values: pd.DataFrame, group_cols: Sequence[str], metric: Metric,
             row.update(geo_mean=10 ** _safe(np.mean, lg), ci_low=10**lo, ci_high=10**hi)
         else:
             lo, hi = t_interval(v)
+            if how == ACCURACY:  # an accuracy lies in [0, 1]; so does what its interval can claim
+                lo, hi = max(lo, 0.0), min(hi, 1.0)
+            elif how == EPOCHS:  # an epoch count is at least 1
+                lo = max(lo, 1.0)
             row.update(geo_mean=float("nan"), ci_low=lo, ci_high=hi)  # accuracies: stat_cols leaves it out
         row.update(n_diverged=int(np.sum(st == "diverged")), n_not_reached=int(np.sum(st == "not_reached")),
                    n_missing=int(np.sum(st == "missing")))
