@@ -323,13 +323,6 @@ def is_per_member(cfg: dict[str, Any]) -> bool:
     return get_spec(cfg["name"]).per_member
 
 
-def is_stochastic(cfg: dict[str, Any]) -> bool:
-    """Draws random numbers while training (RReLU, stochastic GELU); a user's module may."""
-    if _has_target(cfg):
-        return True
-    return not is_expr(cfg) and get_spec(cfg["name"]).stochastic
-
-
 def hidden_width(cfg: dict[str, Any], hidden_dim: int) -> tuple[int, int]:
     """(first-layer output width, second-layer input width) for this activation."""
     if not is_gated(cfg):

@@ -81,17 +81,6 @@ def choose(requested: str, eager_s: float) -> tuple[str, str]:
     return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
 
 
-def unsupported(stack: Any) -> str | None:
-    """Why this built stack's activations cannot take the compiled engine, or None."""
-    model = stack.model
-    names = [n for n, _ in model.named_parameters()]
-    if names != ["w1", "b1", "w2", "b2_padded"]:
-        return "activations with parameters are not compiled"
-    if any(activations.is_stochastic(c.activation) for c in stack.ordered):
-        return "activations that draw random numbers (or a user's own module) are not compiled"
-    return None
-
-
 def _rule(module: torch.nn.Module) -> fused.Rule:
     """The activation's forward and backward inside the compiled step: the closed form of fused.py
     where it has one, else torch.func.vjp of its forward (expressions, gated units, the rest)."""
@@ -257,8 +246,11 @@ def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: i
 
 
 def config_unsupported(first: Cfg) -> str | None:
-    """Why the config rules the compiled engine out, or None (the activations are checked on the
-    built stack: unsupported())."""
+    """Why the config rules the compiled engine out, or None. The activation is judged by the
+    registry's per-member flag (parameters, random draws, a user's module), which the stack key
+    shares (train._engine_key): such members never share a stack with compilable ones."""
+    if activations.is_per_member(dict(first.activation)):
+        return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
     model = first.model
     if model.depth != 1 or float(model.get("dropout") or 0.0) or (model.get("norm") or "none") != "none":
         return "only model.depth=1 without dropout or normalization is compiled"
@@ -304,15 +296,11 @@ def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | Non
         return "eager", None
     step = None
     if engine == "compiled":
-        why_not = unsupported(stack)
-        if why_not is None:
-            try:
-                step = build(stack, stack.fixed_batches)
-            except Exception as e:  # noqa: BLE001 - any failure of compilation falls back to eager
-                text = (str(e).strip().splitlines() or [""])[0][:160]
-                why_not = f"compilation failed ({type(e).__name__}: {text})"
-        if why_not is not None:
-            engine, why = "eager", _fallback(why_not)
+        try:
+            step = build(stack, stack.fixed_batches)
+        except Exception as e:  # noqa: BLE001 - any failure of compilation falls back to eager
+            text = (str(e).strip().splitlines() or [""])[0][:160]
+            engine, why = "eager", _fallback(f"compilation failed ({type(e).__name__}: {text})")
     if notice is not None:
         notice(f"engine {engine} for a stack of {n_real} member{'s' if n_real != 1 else ''} ({why})")
     return engine, step

@@ -83,6 +83,11 @@ def _act_cfg(cfg: Cfg) -> dict[str, Any]:
     return dict(cfg.activation)
 
 
+def _act_key(cfg: Cfg) -> str:
+    """The activation as one comparable string: members with equal keys share a module slice."""
+    return json.dumps(_act_cfg(cfg), sort_keys=True)
+
+
 def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
     """(training rows, validation rows, test rows, input features) of a member's data."""
     d = cfg.data
@@ -183,7 +188,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     n_real = len(cfgs)
     engine, why = _plan_engine(cfgs)
     if engine == "compiled":
-        cfgs = compiled.pad(cfgs, lambda c: json.dumps(_act_cfg(c), sort_keys=True))
+        cfgs = compiled.pad(cfgs, _act_key)
     elif n_real == 1:
         # A stack of one is padded with a copy of itself: with several threads, MKL's
         # single-matrix path rounds differently from its batched one, and padding makes a run
@@ -204,9 +209,9 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
 def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
     """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
     first = cfgs[0]
-    n = data_shapes(first)[0]
+    n, _, _, inputs = data_shapes(first)
     rows = min(first.batch_size or n, n)
-    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, data_shapes(first)[3],
+    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, inputs,
                          first.model.hidden_dim, n_outputs(first))
 
 
@@ -304,7 +309,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     first = cfgs[0]
     device = resolve_device(first.device)
     dtype = DTYPES[first.dtype]
-    act_keys = [json.dumps(_act_cfg(c), sort_keys=True) for c in cfgs]
+    act_keys = [_act_key(c) for c in cfgs]
     # members sharing an activation are contiguous, and expression members (one grouped module) first
     order = sorted(range(len(cfgs)), key=lambda i: (not grouped.is_groupable(_act_cfg(cfgs[i])), act_keys[i]))
     ordered = [cfgs[i] for i in order]

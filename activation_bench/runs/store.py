@@ -212,7 +212,7 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "wall_time_s": result.wall_time_s,
         "stack_size": result.stack_size,
         "device": result.device,
-        "engine": getattr(result, "engine", "eager"),  # the engine that ran (engine=auto resolved, or a fallback)
+        "engine": result.engine,  # the engine that ran (engine=auto resolved, or a fallback)
         "config_hash": cfg_hash,
         "labels": labels or {},
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -259,10 +259,9 @@ def ran_config(cfg: Cfg, result: RunResult) -> Cfg:
     """The config as it ran: `engine` set to the engine the run's stack used (engine=auto resolved,
     or eager where the compiled engine fell back), so re-running config.yaml uses the same one. Its
     hash stays the one of the config as asked (summary.json's config_hash, what resume matches)."""
-    ran = getattr(result, "engine", None)
-    if ran is None or cfg.get("engine", "eager") == ran:
+    if cfg.get("engine", "eager") == result.engine:
         return cfg
-    return type(cfg)({**cfg, "engine": ran})
+    return type(cfg)({**cfg, "engine": result.engine})
 
 
 def saved_yaml(cfg: Cfg) -> str:
