@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -24,13 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_throughput import children_cpu  # noqa: E402
 from provenance import header  # noqa: E402
 from sweep_throughput import ACTBENCH, ACTS, DATA  # noqa: E402
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def sweep(root: str, cache: str, seeds: int, epochs: int, engine: str, threads: int) -> tuple[float, float, str]:
@@ -41,11 +36,11 @@ def sweep(root: str, cache: str, seeds: int, epochs: int, engine: str, threads: 
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"data={','.join(DATA)}",
            f"seed=range({seeds})", f"epochs={epochs}", f"engine={engine}"]
-    start, used = time.perf_counter(), _children_cpu()
+    start, used = time.perf_counter(), children_cpu()
     done = subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("engine ")]
     engines = sorted({ln.split()[1] for ln in lines})
-    return time.perf_counter() - start, _children_cpu() - used, f"{len(lines)} stacks: {'/'.join(engines) or '-'}"
+    return time.perf_counter() - start, children_cpu() - used, f"{len(lines)} stacks: {'/'.join(engines) or '-'}"
 
 
 def main() -> None:

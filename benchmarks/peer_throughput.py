@@ -55,21 +55,19 @@ def whole_process(path: str, root: str, seeds: int, epochs: int, cpu_time: bool 
     per path, what it would take on an idle core: a busy machine's scheduler does not inflate it,
     but time spent waiting for the disk is left out)."""
     if path in OURS:
+        engine = "compiled" if path == "compiled" else "eager"
         cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
-               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}", f"engine={_engine(path)}"]
+               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}", f"engine={engine}"]
     else:
         script = "jax_peer.py" if path == "jax" else "torchfunc_peer.py"
         cmd = [sys.executable, str(PEERS / script), "--seeds", str(seeds), "--epochs", str(epochs)]
-    start, used = time.perf_counter(), _children_cpu()
+    start, used = time.perf_counter(), children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return _children_cpu() - used if cpu_time else time.perf_counter() - start
+    return children_cpu() - used if cpu_time else time.perf_counter() - start
 
 
-def _engine(path: str) -> str:
-    return "compiled" if path == "compiled" else "eager"
-
-
-def _children_cpu() -> float:
+def children_cpu() -> float:
+    """The user + system CPU seconds of this process's finished children."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from peer_throughput import children_cpu  # benchmarks/ is on sys.path when a script there runs
 
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 BATCH = 32
@@ -85,16 +86,12 @@ def actbench_sweep(root: str, seeds: int, epochs: int, engine: str = "eager") ->
     """(model steps, the process's wall seconds, or its CPU seconds with --cpu-time)."""
     cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
            "data=diabetes", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}", f"engine={engine}"]
-    start, used = time.perf_counter(), _children_cpu()
+    start, used = time.perf_counter(), children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    took = _children_cpu() - used if CLOCK is time.process_time else time.perf_counter() - start
+    took = children_cpu() - used if CLOCK is time.process_time else time.perf_counter() - start
     steps_per_epoch = -(-266 // BATCH)
     return len(ACTS) * seeds * epochs * steps_per_epoch, took
 
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
