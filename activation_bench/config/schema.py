@@ -13,7 +13,7 @@ DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
 NORMS = ("none", "batch", "layer")  # the engine's norm.NORMS (config/ does not import torch)
-ENGINES = ("eager", "compiled", "auto")  # the engine's compiled.ENGINES
+ENGINES = ("eager", "compiled", "auto")  # engine/compiled.py: eager, or its compiled step (auto: by size)
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
 # activation=expr an fn, data=csv a file)

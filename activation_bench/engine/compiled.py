@@ -39,7 +39,6 @@ from activation_bench.engine import activations, fused, grouped
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
 
-ENGINES = ("eager", "compiled", "auto")
 Notice = Callable[[str], None]
 StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
