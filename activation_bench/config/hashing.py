@@ -26,6 +26,8 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"model.residual": False},  # residual connections (#31)
     {"log.preact_stats": 0},  # the pre-activation log (#31)
     {"engine": "eager"},  # the compiled engine (#30)
+    {"data.root": None},  # image files' folder (#37)
+    {"data.n_train": None},  # a subsample of the training rows (#37)
 )
 
 

@@ -43,6 +43,10 @@ class DataConfig:
     test_fraction: float | None = None
     standardize: bool | None = None
     dropna: bool | None = None
+    # image files (data=mnist, fashion_mnist, cifar10): the folder in torchvision's layout (null: the
+    # user cache directory), and a stratified subsample of the training images per seed (null: all)
+    root: str | None = None
+    n_train: int | None = None
 
 
 @dataclass
