@@ -113,12 +113,37 @@ def stratified_parts(labels: np.ndarray, n_classes: int, n_val: int, n_test: int
     counts = np.bincount(labels, minlength=n_classes)
     n_train_c, n_val_c, _ = stratified_counts(counts, n_val, n_test)
     lab = labels[perm]
+    rank = _ranks(lab, counts)
+    part = np.where(rank < n_train_c[lab], 0, np.where(rank < (n_train_c + n_val_c)[lab], 1, 2))
+    return perm[part == 0], perm[part == 1], perm[part == 2]
+
+
+def _ranks(lab: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each row's place among the rows of its class, in the order given."""
     order = np.argsort(lab, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     rank = np.empty(len(lab), dtype=np.int64)
-    rank[order] = np.arange(len(lab)) - starts[lab[order]]  # the row's place among its class, in perm order
-    part = np.where(rank < n_train_c[lab], 0, np.where(rank < (n_train_c + n_val_c)[lab], 1, 2))
-    return perm[part == 0], perm[part == 1], perm[part == 2]
+    rank[order] = np.arange(len(lab)) - starts[lab[order]]
+    return rank
+
+
+def subsample(rows: np.ndarray, labels: np.ndarray, n_classes: int, n: int) -> np.ndarray:
+    """A stratified subsample of n of `rows` (indices into labels): each class's share by
+    `allocate`, its first rows in the order given (a seed's permutation), kept in that order; so a
+    smaller n's rows are a subset of a larger one's."""
+    lab = labels[rows]
+    counts = np.bincount(lab, minlength=n_classes)
+    return rows[_ranks(lab, counts) < allocate(counts, n)[lab]]
+
+
+def check_subsample(labels: np.ndarray, classes: tuple[str, ...], n_val: int, n_test: int, n: int,
+                    where: str) -> None:
+    """Refuse a data.n_train that leaves a class without training rows (seed-independent, as the split)."""
+    n_train_c = stratified_counts(np.bincount(labels, minlength=len(classes)), n_val, n_test)[0]
+    empty = np.flatnonzero(allocate(n_train_c, n) == 0)
+    if len(empty):
+        raise UsageError(f"{where}: data.n_train={n} leaves class '{classes[int(empty[0])]}' without training rows "
+                         f"(its share of {n} by class size rounds to 0); raise data.n_train")
 
 
 def check_training_classes(labels: np.ndarray, classes: tuple[str, ...], n_val: int, n_test: int, where: str,

@@ -29,9 +29,14 @@ def used_keys(data: dict[str, Any]) -> tuple[str, ...]:
         return (*COMMON, *SYNTHETIC, *moments, *teacher)
     if name == "function":
         return (*COMMON, *FUNCTION)
+    from activation_bench.data.images import NAMES as IMAGES
+
+    if name in IMAGES:
+        return (*COMMON, "root", "n_train", *SPLIT)
+    subsample = ("n_train",) if data.get("task") == "classification" else ()  # classification data only
     if name == "csv":
-        return (*COMMON, "path", "sha256", *SPLIT)
-    return (*COMMON, *SPLIT)  # the bundled tables and generated class data
+        return (*COMMON, "path", "sha256", *SPLIT, *subsample)
+    return (*COMMON, *SPLIT, *subsample)  # the bundled tables and generated class data
 
 
 def saved_data(data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

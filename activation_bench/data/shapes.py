@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 SHAPES: dict[str, tuple[int, ...]] = {
     "mnist1d": (1, 40),  # 40 steps, one channel
     "digits": (1, 8, 8),  # scikit-learn's 8x8 images, pixel columns in row-major order
+    "mnist": (1, 28, 28),  # the IDX files' 28x28 images, row-major
+    "fashion_mnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),  # the python batches' R, G and B planes of 32x32, each row-major
 }
 
 
