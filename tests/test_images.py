@@ -74,6 +74,22 @@ def write_cifar(root: Path, per_batch: int = 6, n_test: int = 10, protocol: int 
     return {"x_train": np.concatenate(xs[:5]), "y_train": np.concatenate(ys[:5]), "x_test": xs[5], "y_test": ys[5]}
 
 
+def _py2_batch(x: np.ndarray, labels: np.ndarray) -> bytes:
+    """A batch pickled as CIFAR-10's own files are: Python 2's cPickle, protocol 2, str as bytes, the
+    array rebuilt through numpy.core.multiarray._reconstruct (written opcode by opcode)."""
+    def s(b: bytes) -> bytes:
+        return (b"U" + bytes([len(b)]) if len(b) < 256 else b"T" + len(b).to_bytes(4, "little")) + b
+
+    def k(i: int) -> bytes:
+        return b"M" + int(i).to_bytes(2, "little")
+
+    array = (b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85" + s(b"b") + b"\x87R("
+             + k(1) + k(x.shape[0]) + k(x.shape[1]) + b"\x86cnumpy\ndtype\n" + s(b"u1") + b"K\x00K\x01\x87R(K\x03"
+             + s(b"|") + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89" + s(x.tobytes()) + b"tb")
+    items = b"".join(k(v) for v in labels)
+    return b"\x80\x02}(" + s(b"data") + array + s(b"labels") + b"](" + items + b"eu."
+
+
 def _counts(y: np.ndarray) -> list[int]:
     return np.bincount(y, minlength=10).tolist()
 
@@ -122,6 +138,17 @@ def test_cifar_batches_are_read_in_plane_order_and_standardised_per_channel(tmp_
     assert s.info["channel_mean"] == pytest.approx(raw_planes.mean(axis=(0, 2)).tolist())
     assert s.info["channel_mean"][0] < s.info["channel_mean"][1]  # R darker, its own statistics
     assert s.info["classes"][0] == "airplane" and s.info["image_shape"] == [3, 32, 32]
+
+
+def test_cifar_batches_pickled_by_python_2_as_distributed_are_read(tmp_path):
+    data = write_cifar(tmp_path)
+    folder = tmp_path / "cifar-10-batches-py"
+    for name in images.CIFAR_FILES:
+        batch = pickle.loads((folder / name).read_bytes(), encoding="bytes")
+        (folder / name).write_bytes(_py2_batch(batch[b"data"], np.asarray(batch[b"labels"])))
+    im = images.load("cifar10", str(tmp_path))
+    assert np.array_equal(im.x, np.concatenate([data["x_train"], data["x_test"]]))
+    assert np.array_equal(im.y, np.concatenate([data["y_train"], data["y_test"]])) and im.n_test == 10
 
 
 def test_n_train_is_a_stratified_deterministic_nested_subsample_of_the_training_split(tmp_path):
