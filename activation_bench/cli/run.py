@@ -75,7 +75,7 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
-    from activation_bench.cfg import activation_label
+    from activation_bench.cfg import activation_label, describe_model, model_name
     from activation_bench.runs import store
 
     table = Table(title="run summary", show_header=False)
@@ -92,7 +92,9 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
-    if cfg.model.depth != 1 or cfg.model.init != "torch_default" or cfg.model.dropout:
+    if model_name(cfg) != "mlp":
+        rows.append(("model", f"{describe_model(cfg.model)}, init {cfg.model.init_resolved}"))
+    elif cfg.model.depth != 1 or cfg.model.init != "torch_default" or cfg.model.dropout:
         init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
         drop = f", dropout {cfg.model.dropout:g}" if cfg.model.dropout else ""
         rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}{drop}"))

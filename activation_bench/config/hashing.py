@@ -28,6 +28,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"engine": "eager"},  # the compiled engine (#30)
     {"data.root": None},  # image files' folder (#37)
     {"data.n_train": None},  # a subsample of the training rows (#37)
+    {"model.name": "mlp"},  # the model family, model=mlp|cnn (#37)
 )
 
 

@@ -22,7 +22,7 @@ from activation_bench.config.grid import first_line, parse_overrides
 from activation_bench.config.schema import Config
 from activation_bench.errors import UsageError
 
-GROUPS = ("activation", "data")  # the saved config's group choices, by the option named in `name`
+GROUPS = ("activation", "data", "model")  # the saved config's group choices, by the option named in `name`
 
 
 def compose_saved(path: Path, overrides: Sequence[str]) -> Cfg:

@@ -13,10 +13,11 @@ DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 INITS = ("torch_default", "he", "lecun", "xavier", "auto")
 NORMS = ("none", "batch", "layer")  # the engine's norm.NORMS (config/ does not import torch)
+CNN_NORMS = ("none", "batch")  # model=cnn: per-channel batch norm
 ENGINES = ("eager", "compiled", "auto")  # engine/compiled.py: eager, or its compiled step (auto: by size)
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
-NOT_GLOBBED = {"custom", "expr", "csv"}  # options that need user input (activation=custom a _target_,
-# activation=expr an fn, data=csv a file)
+NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10"}  # options that need user input (activation=custom a _target_,
+# activation=expr an fn, data=csv a file, the image sources their files)
 
 
 @dataclass
@@ -51,6 +52,9 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
+    """model=mlp (configs/model/mlp.yaml): Linear -> activation, depth times, then the output Linear."""
+
+    name: str = "mlp"
     hidden_dim: int = 64
     depth: int = 1  # hidden layers, each hidden_dim wide with the same activation
     init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (the activation's recommendation)
@@ -58,6 +62,28 @@ class ModelConfig:
     dropout: float = 0.0  # dropout after every hidden activation (0 <= p < 1); off for validation and test
     norm: str = "none"  # none | batch | layer: normalization between each hidden Linear and its activation
     residual: bool = False  # each hidden layer after the first adds its input to its output
+
+
+@dataclass
+class CNNConfig:
+    """model=cnn (configs/model/cnn.yaml): convolution blocks, then a linear head (engine/cnn.py).
+    The list keys have one value per block; kernels, strides and paddings are square for images."""
+
+    name: str = "cnn"
+    channels: list[int] = field(default_factory=lambda: [25, 25, 25])  # each block's output channels
+    kernel: list[int] = field(default_factory=lambda: [5, 3, 3])
+    stride: list[int] = field(default_factory=lambda: [2, 2, 2])
+    padding: list[int] = field(default_factory=lambda: [1, 1, 1])  # zeros on every side
+    pool: str = "none"  # none | max | avg, after each block's activation
+    pool_size: int = 2  # the pooling window and its stride
+    global_pool: bool = False  # the head reads each channel's mean over positions instead of every value
+    norm: str = "none"  # none | batch: per-channel batch norm between each convolution and its activation
+    dropout: float = 0.0  # dropout after each block (after pooling); off for validation and test
+    init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (as the MLP's)
+    init_resolved: str | None = None  # the scheme that ran; set by validate
+
+
+MODELS = {"mlp": ModelConfig, "cnn": CNNConfig}  # model=NAME: its schema (configs/model/NAME.yaml)
 
 
 @dataclass
@@ -72,7 +98,8 @@ class LogConfig:
 class Config:
     activation: dict[str, Any] = field(default_factory=lambda: {"name": "gelu"})
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    # one of MODELS' schemas, chosen by the model group (model=mlp, the default, or model=cnn)
+    model: Any = None
     log: LogConfig = field(default_factory=LogConfig)
     epochs: int = 1000
     lr: float = 1e-3
@@ -93,5 +120,8 @@ def _register_schema() -> None:
     if not _registered:
         from hydra.core.config_store import ConfigStore
 
-        ConfigStore.instance().store(name="base_schema", node=Config)
+        store = ConfigStore.instance()
+        store.store(name="base_schema", node=Config)
+        for name, schema in MODELS.items():  # configs/model/NAME.yaml extend these
+            store.store(group="model", name=f"{name}_schema", node=schema)
         _registered = True

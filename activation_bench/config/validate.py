@@ -6,8 +6,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from activation_bench.cfg import Cfg
-from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, ENGINES, INITS, NORMS, OPTIMIZERS, TARGETS
+from activation_bench.cfg import Cfg, model_name
+from activation_bench.config.schema import (
+    CNN_NORMS,
+    DEVICES,
+    DISTRIBUTIONS,
+    DTYPES,
+    ENGINES,
+    INITS,
+    MODELS,
+    NORMS,
+    OPTIMIZERS,
+    TARGETS,
+)
 from activation_bench.errors import UsageError
 
 
@@ -31,16 +42,21 @@ def validate(cfg: Cfg, where: str = "") -> None:
     _check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
     engine = cfg.get("engine", "eager")
     _check(engine in ENGINES, f"unknown engine '{engine}'; valid: {', '.join(ENGINES)}", where)
-    _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
-    _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
-           where)
     _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
     k = cfg.log.preact_stats
     _check(k >= 0, f"log.preact_stats must be >= 0 (0: off; K: every K epochs), got {k}", where)
-    _check(cfg.model.norm in NORMS, f"unknown model.norm '{cfg.model.norm}'; valid: {', '.join(NORMS)}", where)
+    family = model_name(cfg)
+    _check(family in MODELS, f"unknown model '{family}'; valid: {', '.join(MODELS)}", where)
+    norms = NORMS if family == "mlp" else CNN_NORMS
+    _check(cfg.model.norm in norms, f"unknown model.norm '{cfg.model.norm}' for model={family}; valid: "
+           f"{', '.join(norms)}", where)
     p = cfg.model.dropout
     _check(_finite(p) and 0 <= p < 1, f"model.dropout must be in [0, 1) (the probability of dropping a unit), got {p}",
            where)
+    if family == "mlp":
+        _check(cfg.model.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {cfg.model.hidden_dim}", where)
+        _check(cfg.model.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {cfg.model.depth}",
+               where)
     from activation_bench.data import tables
 
     names = (*DISTRIBUTIONS, *tables.REAL)
@@ -56,9 +72,11 @@ def validate(cfg: Cfg, where: str = "") -> None:
 
     activations.check_config(cfg.activation, where, cfg.dtype)
     _resolve_init(cfg, where)
-    if cfg.model.norm == "batch":
+    if family == "cnn":
+        _check_cnn(cfg, where)
+    elif cfg.model.norm == "batch":
         _check_batch_rows(cfg, where)
-    if cfg.model.residual and cfg.model.depth >= 2:
+    if family == "mlp" and cfg.model.residual and cfg.model.depth >= 2:
         _check_residual_widths(cfg, where)
     if d.name in DISTRIBUTIONS and d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
@@ -88,6 +106,21 @@ def _validate_synthetic(cfg: Cfg, where: str) -> None:
     if cfg.batch_size is not None:
         _check(1 <= cfg.batch_size <= d.n_samples,
                f"batch_size must be between 1 and data.n_samples={d.n_samples}, got {cfg.batch_size}", where)
+
+
+def _check_cnn(cfg: Cfg, where: str) -> None:
+    """model=cnn: data with an input shape (sequences or images), and a geometry that leaves every
+    block some positions (conv_shapes.blocks names the block and the sizes otherwise)."""
+    from activation_bench.data.shapes import SHAPES, input_shape
+    from activation_bench.engine.conv_shapes import blocks
+
+    shape = input_shape(cfg)
+    _check(shape is not None, f"model=cnn needs sequence or image data ({', '.join(SHAPES)}); data={cfg.data.name}'s "
+           "features have no positions to convolve over (use model=mlp)", where)
+    try:
+        blocks(shape, cfg.model)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise UsageError(str(exc) + (f" (in: {where})" if where else "")) from None
 
 
 def _resolve_init(cfg: Cfg, where: str) -> None:

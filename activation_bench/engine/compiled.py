@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from activation_bench.cfg import model_name
 from activation_bench.engine import activations, fused, grouped
 
 if TYPE_CHECKING:
@@ -251,6 +252,8 @@ def config_unsupported(first: Cfg) -> str | None:
     if activations.is_per_member(dict(first.activation)):
         return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
     model = first.model
+    if model_name(first) != "mlp":
+        return f"the compiled engine covers the MLP only (model={model_name(first)} trains eager)"
     if model.depth != 1 or float(model.get("dropout") or 0.0) or (model.get("norm") or "none") != "none":
         return "only model.depth=1 without dropout or normalization is compiled"
     if first.log.grad_norms:

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from activation_bench.cfg import model_name
 from activation_bench.data.synthetic import derived_seed, generator
-from activation_bench.engine import activations, grouped
+from activation_bench.engine import activations, cnn, grouped
+from activation_bench.engine.cnn import StackedCNN
 from activation_bench.engine.model import MemberDropout, Slice, StackedMLP, member_weights
 
 if TYPE_CHECKING:
@@ -18,7 +20,18 @@ if TYPE_CHECKING:
 
 
 def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,
-                n_out: int = 1) -> StackedMLP:
+                n_out: int = 1, input_shape: tuple[int, ...] | None = None) -> StackedMLP | StackedCNN:
+    """The stacked model of these members: model=cnn's convnet (cnn.py, on inputs of input_shape),
+    else the MLP (`build_mlp`)."""
+    first = ordered[0]
+    if model_name(first) == "cnn":
+        slices = slices_for(ordered, keys, len(first.model.channels), device, dtype)
+        return cnn.build_model(ordered, slices, input_shape or (), device, dtype, n_out)
+    return build_mlp(ordered, keys, dim, device, dtype, n_out)
+
+
+def build_mlp(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,
+              n_out: int = 1) -> StackedMLP:
     """The stacked model of these members (sharing one stack key), each initialised from its own
     seed's "init" stream under its model.init_resolved scheme, with n_out outputs (K classes),
     dropout drawn from each member's "dropout" stream where model.dropout > 0, and model.norm's
@@ -36,11 +49,11 @@ def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, 
     p = float(first.model.get("dropout") or 0.0)
     seeds = [c.seed for c in ordered]
     dropout = MemberDropout(p, seeds, {s: generator(s, "dropout") for s in dict.fromkeys(seeds)}, device) if p else None
-    return StackedMLP(ws, bs, w2, b2, _slices(ordered, keys, depth, device, dtype), dropout,
+    return StackedMLP(ws, bs, w2, b2, slices_for(ordered, keys, depth, device, dtype), dropout,
                       norm=first.model.get("norm") or "none", residual=bool(first.model.get("residual")))
 
 
-def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
+def slices_for(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dtype: torch.dtype) -> list[Slice]:
     """One module per run of members sharing an activation, used by every hidden layer; where it
     has parameters or randomness, one per member and layer (a member's layers share one generator
     seeded from that member's seed, drawn from in layer order)."""
@@ -71,11 +84,10 @@ def _slices(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str, dt
     return slices
 
 
-def param_counts(model: StackedMLP, m: int) -> list[int]:
-    h2 = model.w2.shape[-1] if model.n_out == 1 else model.w2.shape[1]
-    norms = [p for n in model.norms for p in n.parameters()] if model.norms is not None else []
-    per = sum(p[0].numel() for p in (*model.ws, *model.bs, *norms)) + (h2 + 1) * model.n_out  # + the output layer
-    counts = [per] * m
+def param_counts(model: StackedMLP | StackedCNN, m: int) -> list[int]:
+    """Each member's parameters: the model's per member, plus its activation's (a slice's module
+    parameters shared out over the slice's members)."""
+    counts = [model.per_member_params()] * m
     for s in model.slices:
         extra = sum(p.numel() for mod in dict.fromkeys(s.modules) for p in mod.parameters())
         if extra:

@@ -182,6 +182,12 @@ class StackedMLP(nn.Module):
     def depth(self) -> int:
         return 1 + len(self.w_deep)
 
+    def per_member_params(self) -> int:
+        """One member's parameters, the output padding left out (activation parameters: members.py)."""
+        h2 = self.w2.shape[-1] if self.n_out == 1 else self.w2.shape[1]
+        norms = [p for n in self.norms for p in n.parameters()] if self.norms is not None else []
+        return sum(p[0].numel() for p in (*self.ws, *self.bs, *norms)) + (h2 + 1) * self.n_out
+
     def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """Apply each slice's activation of this hidden layer to its members' rows of h."""
         if len(self.slices) == 1:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,9 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from activation_bench.cfg import model_name
 from activation_bench.data import tables
+from activation_bench.data.shapes import input_shape
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
-from activation_bench.engine import activations, compiled, fused, grouped
+from activation_bench.engine import activations, compiled, conv_shapes, fused, grouped
+from activation_bench.engine.cnn import StackedCNN
 from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import StackedMLP, member_accuracy, member_cross_entropy, member_mse
@@ -109,12 +113,21 @@ def load_data(cfg: Cfg) -> Dataset:
 def stack_key(cfg: Cfg) -> tuple:
     """Members with equal keys can be trained in one stack."""
     n, n_val, n_test, dim = data_shapes(cfg)
-    h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    return (n, n_val, n_test, dim, h1, h2, cfg.model.depth, cfg.batch_size or n,
+    return (n, n_val, n_test, dim, *_model_key(cfg), cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
-            _grad_every(cfg), n_outputs(cfg), float(cfg.model.get("dropout") or 0.0),
-            bool(cfg.log.get("train_eval")), _norm(cfg), bool(cfg.model.get("residual")),
+            _grad_every(cfg), n_outputs(cfg), bool(cfg.log.get("train_eval")),
             int(cfg.log.get("preact_stats") or 0), _engine_key(cfg))
+
+
+def _model_key(cfg: Cfg) -> tuple:
+    """The model's shapes and layer settings (everything but its init, drawn per member)."""
+    m = cfg.model
+    if model_name(cfg) == "cnn":
+        widths = tuple(activations.hidden_width(_act_cfg(cfg), c) for c in m.channels)
+        return ("cnn", input_shape(cfg), widths, tuple(m.kernel), tuple(m.stride), tuple(m.padding), m.pool,
+                m.pool_size, bool(m.global_pool), m.norm, float(m.dropout))
+    h1, h2 = activations.hidden_width(_act_cfg(cfg), m.hidden_dim)
+    return ("mlp", h1, h2, m.depth, float(m.get("dropout") or 0.0), _norm(cfg), bool(m.get("residual")))
 
 
 def _engine_key(cfg: Cfg) -> tuple[str, bool]:
@@ -143,18 +156,42 @@ def member_bytes(cfg: Cfg) -> int:
     per-epoch losses, the gradient-norm and pre-activation logs), for every hidden layer of a deep
     member; normalization adds its scale and shift, running statistics and saved values."""
     n, n_val, n_test, dim = data_shapes(cfg)
-    h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
-    depth, k = cfg.model.depth, n_outputs(cfg)
-    normed = _norm(cfg) != "none"
-    n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + (h2 + 1) * k + (depth * 2 * h1 if normed else 0)
+    if model_name(cfg) == "cnn":
+        n_par, n_act, widths = _cnn_sizes(cfg, n + n_val + n_test)
+        depth = len(widths)
+    else:
+        h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
+        depth, k = cfg.model.depth, n_outputs(cfg)
+        normed = _norm(cfg) != "none"
+        n_par = dim * h1 + h1 + (depth - 1) * (h2 * h1 + h1) + (h2 + 1) * k + (depth * 2 * h1 if normed else 0)
+        n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2 + (3 * h1 if normed else 0)) + 4)
+        widths = [h1] * depth
     n_data = (n + n_val + n_test) * (dim + 1)
-    n_act = (n + n_val + n_test) * (depth * (4 * h1 + 2 * h2 + (3 * h1 if normed else 0)) + 4)
     n_log = 2 * depth * (cfg.epochs // cfg.log.every + 2) if cfg.log.grad_norms else 0
     preact = int(cfg.log.get("preact_stats") or 0)
     if preact:  # float64 values, and the probe pass's sorted copies
-        n_log += 2 * depth * len(STATS) * (cfg.epochs // preact + 2) + 4 * min(n, PROBE_ROWS) * h1
+        n_log += 2 * depth * len(STATS) * (cfg.epochs // preact + 2) + 4 * min(n, PROBE_ROWS) * max(widths)
     itemsize = 8 if cfg.dtype == "float64" else 4
     return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 3 * cfg.epochs
+
+
+def _cnn_sizes(cfg: Cfg, rows: int) -> tuple[int, int, list[int]]:
+    """A convnet member's parameters, its activations' values over `rows` samples (each block's
+    im2col copy, convolution output, norm, activation and pooled output, kept for backward), and
+    its blocks' pre-activation widths."""
+    geometry = conv_shapes.blocks(input_shape(cfg) or (), cfg.model)
+    n_par = n_act = 0
+    widths = []
+    for b in geometry:
+        h1, h2 = activations.hidden_width(_act_cfg(cfg), b.c_out)
+        positions = math.prod(b.conv_positions)
+        n_par += b.fan_in * h1 + 3 * h1
+        n_act += positions * (b.fan_in + 5 * h1 + 2 * h2) + math.prod(b.positions_out) * 2 * h2
+        widths.append(h1)
+    last = geometry[-1]
+    feats = last.c_out * (1 if cfg.model.global_pool else math.prod(last.positions_out))
+    n_par += (feats + 1) * max(n_outputs(cfg), conv_shapes.PAD_OUT)
+    return n_par, rows * (n_act + 4), widths
 
 
 MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
@@ -212,7 +249,7 @@ def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
     n, _, _, inputs = data_shapes(first)
     rows = min(first.batch_size or n, n)
     return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, inputs,
-                         first.model.hidden_dim, n_outputs(first))
+                         int(first.model.get("hidden_dim") or 0), n_outputs(first))
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
@@ -263,7 +300,7 @@ class _Stack:
     y: torch.Tensor
     val: tuple[torch.Tensor, torch.Tensor] | None
     test: tuple[torch.Tensor, torch.Tensor] | None
-    model: StackedMLP
+    model: StackedMLP | StackedCNN
     opt: StackedOptimizer
     hand: fused.HandGradient | None
     device: str
@@ -319,7 +356,8 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     def stacked(attr: str) -> torch.Tensor:
         return torch.stack([getattr(d, attr) for d in data]).to(device)
 
-    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype, n_outputs(first))
+    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype, n_outputs(first),
+                        input_shape(first))
     model.train()
     seeds = [c.seed for c in ordered]
     return _Stack(
@@ -472,7 +510,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     return results[:n_real]  # type: ignore[return-value]
 
 
-def _learned(model: StackedMLP, m: int) -> list[dict[str, list[float]] | None]:
+def _learned(model: StackedMLP | StackedCNN, m: int) -> list[dict[str, list[float]] | None]:
     """Per member, its expression's learned parameters (one value per hidden layer), else None."""
     out: list[dict[str, list[float]] | None] = [None] * m
     for s in model.slices:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from activation_bench.cfg import describe_model, model_name
 from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
         return
     cfg = cfgs[worst]
     n, _, _, dim = train.data_shapes(cfg)
-    shape = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}, "
-             f"data.input_dim={dim}, data.n_samples={n}, epochs={cfg.epochs}")
+    model = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}" if model_name(cfg) == "mlp"
+             else describe_model(cfg.model))
+    shape = f"{model}, data.input_dim={dim}, data.n_samples={n}, epochs={cfg.epochs}"
     budget = "; ".join(
         ([f"--memory-mb {memory_mb:g}"] if memory_mb is not None else [])
         + ([f"{_mb(avail)} available on this machine{' (GPU)' if device == 'cuda' else ''}"]

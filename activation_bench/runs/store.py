@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from activation_bench import __version__
-from activation_bench.cfg import activation_label
+from activation_bench.cfg import activation_label, describe_model, model_name
 from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -205,7 +205,8 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "diverged_epoch": result.diverged_epoch,
         "seed": int(cfg.seed),
         "n_params": result.n_params,
-        "depth": int(cfg.model.depth),
+        "depth": int(cfg.model.depth if model_name(cfg) == "mlp" else len(cfg.model.channels)),  # hidden layers, blocks
+        **({"model": describe_model(cfg.model)} if model_name(cfg) != "mlp" else {}),
         "init": cfg.model.init_resolved,
         "dead_units": _shares(getattr(result, "dead_units", None)),  # per hidden layer, share of units
         "saturated_units": _shares(getattr(result, "saturated_units", None)),
