@@ -16,8 +16,9 @@ NORMS = ("none", "batch", "layer")  # the engine's norm.NORMS (config/ does not 
 CNN_NORMS = ("none", "batch")  # model=cnn: per-channel batch norm
 ENGINES = ("eager", "compiled", "auto")  # engine/compiled.py: eager, or its compiled step (auto: by size)
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
-NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10"}  # options that need user input (activation=custom a _target_,
-# activation=expr an fn, data=csv a file, the image sources their files)
+# options that need user input (activation=custom a _target_, activation=expr an fn, data=csv a file,
+# the image sources their files)
+NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10"}
 
 
 @dataclass
