@@ -1,21 +1,37 @@
 """Behavioural deduplication: candidates whose outputs agree on the probe points are one function.
 
-The fingerprint of a candidate is its outputs on the expression probe's fixed points (float64),
-each rounded to BITS bits of mantissa (about six significant digits) (Act-Bench, Bingham and Miikkulainen 2023, groups
-its functions the same way). `x + sin(x)` and `sin(x) + x`, or `max(x, 0)` and `x * (x > 0)`-like
-rewrites, share a fingerprint; the first candidate drawn is the representative the others are
-`same_as`. A candidate the probe refuses (non-finite or constant on the points) is rejected with
-the probe's reason and never trained.
+Two functions are *the same* when, at every probe point of the expression probe (engine/expr.py:
+512 clipped N(0, 1) samples and the grid -10, -9.9, ..., 10), their float64 outputs a and b satisfy
+
+    |a - b| <= ATOL + RTOL * max(|a|, |b|)        (RTOL = ATOL = 1e-6)
+
+a tolerance, not equality of rounded values: rounding puts two outputs that differ by far less
+than its step on two sides of a boundary, so it finds near-duplicates only by luck. The reasons for
+1e-6 (and for leaving derivatives out) are in docs/activation-search.md. `same` is the rule; the
+search's `dedup` and `actbench activations --fn`'s "equals" (`builtins_equal_to`) both use it.
+
+Grouping (`groups`): candidates are visited shortest canonical text first (ties: drawn first); each
+one is a duplicate of the first visited representative it is the same as, or else a
+representative itself. So every duplicate is within the tolerance of the representative its
+`same_as` names, and the representatives are pairwise not the same. Pairs are found without
+comparing all of them: sorted on one probe point, only candidates inside each one's tolerance
+window there can be the same, and only those pairs are compared on every point.
+
+A candidate the probe refuses (non-finite or constant on the points) is rejected with the probe's
+reason and never trained.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
-BITS = 20  # about six significant digits
+RTOL = 1e-6  # relative, about 8 float32 ulps
+ATOL = 1e-6  # absolute: outputs below 1 in size are compared as if they were 1
+_CHUNK = 4096  # candidate pairs compared on every probe point at once (4096 x 713 float64: 23 MB)
 
 
 @dataclass(frozen=True)
@@ -26,38 +42,92 @@ class Verdict:
     reason: str = ""  # why it was rejected
 
 
-def fingerprint(values: np.ndarray, bits: int = BITS) -> bytes:
-    """The values with their mantissas rounded to `bits` bits (a relative precision of about
-    2^-bits), as bytes (a dict key); -0.0 counts as 0.0."""
-    mantissa, exponent = np.frexp(np.asarray(values, dtype=np.float64))
-    return (np.ldexp(np.round(mantissa * 2.0**bits), exponent - bits) + 0.0).tobytes()
+def same(a: np.ndarray, b: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:
+    """Whether the outputs a and b (probe points on the last axis, broadcast otherwise) are the same
+    function: |a - b| <= atol + rtol * max(|a|, |b|) at every point. Symmetric in a and b."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return (np.abs(a - b) <= atol + rtol * np.maximum(np.abs(a), np.abs(b))).all(axis=-1)
+
+
+def close_pairs(values: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:
+    """Every pair (i, j), i < j, of rows of `values` (candidates x probe points, finite) that are
+    `same`, as an array of shape (pairs, 2), sorted.
+
+    Same at every point means same at any one point: sorted there, row i can only match the rows
+    whose value lies in [v_i - w_i, v_i + w_i], w_i = (atol + rtol |v_i|) / (1 - rtol) (from
+    |b| <= |a| + |a - b|). Of 32 points spread over the probe, the one with the fewest rows in
+    each other's windows gives the pairs to check; they are compared on the 32 points first (a
+    cheap cut: functions that agree at one point often part at another), then on every point."""
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    spread = np.unique(np.linspace(0, values.shape[1] - 1, 32).astype(int))
+    order = np.argsort(values[:, spread], axis=0, kind="stable")
+    ranked = np.take_along_axis(values[:, spread], order, axis=0)
+    width = (atol + rtol * np.abs(ranked)) / (1.0 - rtol)
+    span = np.stack([np.searchsorted(ranked[:, c], ranked[:, c] + width[:, c], side="right")
+                     for c in range(len(spread))], axis=1) - np.arange(n)[:, None] - 1  # rows above that may match
+    col = int(np.argmin(span.sum(axis=0)))
+    count = span[:, col]
+    first = np.repeat(np.arange(n), count)
+    second = first + 1 + np.arange(len(first)) - np.repeat(np.cumsum(count) - count, count)
+    i, j = order[first, col], order[second, col]
+    near = same(values[i][:, spread], values[j][:, spread], rtol, atol)
+    i, j = i[near], j[near]
+    keep = np.zeros(len(i), dtype=bool)
+    for s in range(0, len(i), _CHUNK):
+        keep[s:s + _CHUNK] = same(values[i[s:s + _CHUNK]], values[j[s:s + _CHUNK]], rtol, atol)
+    pairs = np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)[keep]
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+def groups(fns: Sequence[str], values: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> list[int]:
+    """For each candidate (fns[k], its outputs values[k]), the index of its representative (itself
+    for a representative): visited shortest text first, ties in the given order, each one joins the
+    first visited representative it is the same as."""
+    neighbours: list[list[int]] = [[] for _ in fns]
+    for i, j in close_pairs(values, rtol, atol).tolist():
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+    visit = sorted(range(len(fns)), key=lambda k: (len(fns[k]), k))
+    rank = {k: r for r, k in enumerate(visit)}
+    rep = list(range(len(fns)))
+    for k in visit:
+        leaders = [m for m in neighbours[k] if rank[m] < rank[k] and rep[m] == m]
+        if leaders:
+            rep[k] = min(leaders, key=rank.__getitem__)
+    return rep
 
 
 Probe = Callable[[str], "tuple[np.ndarray | None, str]"]  # fn -> (values on the probe points, refusal)
 
 
-def dedup(fns: Sequence[str], probe: Probe, bits: int = BITS) -> list[Verdict]:
-    """One verdict per candidate, in order: the first of each fingerprint is unique, later ones are
-    duplicates of it; candidates the probe refuses are rejected with its reason."""
-    seen: dict[bytes, str] = {}
-    out: list[Verdict] = []
+def dedup(fns: Sequence[str], probe: Probe, rtol: float = RTOL, atol: float = ATOL) -> list[Verdict]:
+    """One verdict per candidate, in order: a representative is unique, the others of its group are
+    duplicates naming it (`groups`); candidates the probe refuses are rejected with its reason. A
+    text drawn twice is probed once."""
+    probed: dict[str, tuple[np.ndarray | None, str]] = {}
     for fn in fns:
-        values, reason = probe(fn)
-        if values is None:
-            out.append(Verdict(fn, "rejected", reason=reason))
-            continue
-        key = fingerprint(values, bits)
-        if key in seen:
-            out.append(Verdict(fn, "duplicate", same_as=seen[key]))
-        else:
-            seen[key] = fn
+        if fn not in probed:
+            probed[fn] = probe(fn)
+    kept = [k for k, fn in enumerate(fns) if probed[fn][0] is not None]
+    rep = groups([fns[k] for k in kept], np.stack([probed[fns[k]][0] for k in kept]), rtol, atol) if kept else []
+    leader = {k: kept[r] for k, r in zip(kept, rep, strict=True)}
+    out: list[Verdict] = []
+    for k, fn in enumerate(fns):
+        if k not in leader:
+            out.append(Verdict(fn, "rejected", reason=probed[fn][1]))
+        elif leader[k] == k:
             out.append(Verdict(fn, "unique"))
+        else:
+            out.append(Verdict(fn, "duplicate", same_as=fns[leader[k]]))
     return out
 
 
 def expr_probe(dtype: str = "float32") -> Probe:
     """The expression probe (engine/expr.py) as `dedup` wants it: values in float64 for the
-    fingerprint, and the refusal `actbench run` would give in the training dtype."""
+    comparison, and the refusal `actbench run` would give in the training dtype."""
     import torch
 
     from activation_bench.engine import expr
@@ -79,3 +149,28 @@ def expr_probe(dtype: str = "float32") -> Probe:
         return exact.outputs.numpy(), ""
 
     return probe
+
+
+def builtins_equal_to(outputs: np.ndarray) -> list[str]:
+    """The registered activations (default parameters; not gated, not random) that are `same` as a
+    function whose float64 outputs on the probe points are `outputs`: the "equals" of
+    `actbench activations --fn`."""
+    outputs = np.asarray(outputs, dtype=np.float64)
+    return [name for name, theirs in _builtin_outputs() if bool(same(outputs, theirs))]
+
+
+@cache
+def _builtin_outputs() -> tuple[tuple[str, np.ndarray], ...]:
+    import torch
+
+    from activation_bench.engine import activations, expr
+
+    points = expr.probe_points(torch.float64)
+    found = []
+    for row in activations.describe():
+        if row["gated"] or row["stochastic"]:
+            continue
+        module = activations.create(row["name"]).double().eval()
+        with torch.no_grad():
+            found.append((row["name"], module(points).numpy()))
+    return tuple(found)
