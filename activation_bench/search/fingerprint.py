@@ -73,7 +73,8 @@ def close_pairs(values: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> n
     first = np.repeat(np.arange(n), count)
     second = first + 1 + np.arange(len(first)) - np.repeat(np.cumsum(count) - count, count)
     i, j = order[first, col], order[second, col]
-    near = same(values[i][:, spread], values[j][:, spread], rtol, atol)
+    coarse = values[:, spread]
+    near = same(coarse[i], coarse[j], rtol, atol)
     i, j = i[near], j[near]
     keep = np.zeros(len(i), dtype=bool)
     for s in range(0, len(i), _CHUNK):
