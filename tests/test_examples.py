@@ -4,7 +4,9 @@ expanded, comments dropped, in console blocks the `$ ` lines), each run once in 
 directory as a user would type it, with these mechanical changes and nothing else:
 
 - commands that train are shortened: `epochs=N` becomes `epochs=2` (added where the example leaves
-  the default), `seed=range(N)` becomes `seed=range(2)`, `--candidates N` becomes 20; a `search`
+  the default), `seed=range(N)` becomes `seed=range(2)`, `data.n_train=N` becomes 160, `--candidates N`
+  becomes 20; image data (`data=mnist`, `fashion_mnist`, `cifar10`) is read from tiny files in the
+  exact formats, written to the cache directory the default `data.root` points at; a `search`
   adds `--dry-run` (every candidate composed and probed, the rungs planned, nothing trained) and its
   overrides go through `actbench config` too;
 - commands that read results (compare, rank, plot, report, export) read small fixture sweeps built
@@ -363,6 +365,7 @@ def fixture_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def shortened(argv: list[str]) -> list[str]:
     """A training command at tiny size: epochs=2 (added if absent), seed=range(2), --candidates 20."""
     argv = [re.sub(r"^epochs=\d+$", "epochs=2", re.sub(r"^seed=range\(\d+\)$", "seed=range(2)", w)) for w in argv]
+    argv = [re.sub(r"^data.n_train=\d+$", "data.n_train=160", w) for w in argv]
     argv = ["20" if a == "--candidates" else w for a, w in zip(["", *argv], argv)]
     if argv[0] in ("run", "sweep") and not any(w.startswith("epochs=") for w in argv):
         argv.append("epochs=2")
@@ -424,6 +427,12 @@ def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypat
     for word in inputs(ex):
         if word in FILES:
             Path(word).write_text(FILES[word], encoding="utf-8")
+    if any(w in ("data=mnist", "data=fashion_mnist", "data=cifar10") for w in ex.argv):
+        from tests.test_images import write_cifar, write_mnist
+
+        cache = tmp_path / "cache"
+        monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(cache))
+        write_mnist(cache, n_train=220), write_mnist(cache, "fashion_mnist", n_train=220), write_cifar(cache, per_batch=44)
     if ex.argv[0] == "export" and not full:
         monkeypatch.setattr("activation_bench.export.mlflow.export", _export_without_mlflow)
     if ex.argv[0] == "report" and not full:

@@ -38,13 +38,14 @@ def _images(labels: np.ndarray, shape: tuple[int, ...], rng: np.random.Generator
     return (bright + rng.integers(0, 100, (len(labels), size))).astype(np.uint8).reshape(len(labels), *shape)
 
 
-def write_mnist(root: Path, name: str = "mnist", gz: bool = False, seed: int = 0) -> dict[str, np.ndarray]:
+def write_mnist(root: Path, name: str = "mnist", gz: bool = False, seed: int = 0,
+                n_train: int | None = None) -> dict[str, np.ndarray]:
     """The four IDX files of a tiny MNIST (or Fashion-MNIST) under root, as torchvision lays them out."""
     rng = np.random.default_rng(seed)
     folder = root / FOLDERS[name] / "raw"
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for prefix, part, n in (("train", "train", N_TRAIN), ("t10k", "test", N_TEST)):
+    for prefix, part, n in (("train", "train", n_train or N_TRAIN), ("t10k", "test", N_TEST)):
         y = np.arange(n) % 10
         x = _images(y, (28, 28), rng)
         for kind, a in (("images-idx3", x), ("labels-idx1", y)):

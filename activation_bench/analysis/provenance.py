@@ -62,6 +62,24 @@ def _package_version(name: str) -> str:
         return "not installed"
 
 
+def _architectures(summaries: list[dict[str, Any]], config: Path | None) -> list[str]:
+    """The models the runs trained, in words: a convnet's summary names it (`model`); an MLP's
+    is read from the one config.yaml the report shows (MLP runs' summaries predate the key)."""
+    import yaml
+
+    from activation_bench.cfg import describe_model
+
+    names = {str(s["model"]) for s in summaries if s.get("model")}
+    if config is not None and any(not s.get("model") for s in summaries):
+        try:
+            model = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("model") or {}
+            if (model.get("name") or "mlp") == "mlp" and "depth" in model and "hidden_dim" in model:
+                names.add(describe_model(model))
+        except (OSError, yaml.YAMLError, AttributeError, KeyError):
+            pass
+    return sorted(names)
+
+
 def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
     """How to rerun it: the sweep command lines, one member's resolved config, versions, machine, dates."""
     import yaml
@@ -89,6 +107,7 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
         "config_run": str(config[0]) if config else None,
         "config_text": config[1].read_text(encoding="utf-8", errors="replace") if config else None,
         "run_versions": versions,
+        "architectures": _architectures(summaries, config[1] if config else None),
         "devices": sorted({str(s.get("device")) for s in summaries if s.get("device")}),
         "created": (created[0], created[-1]) if created else None,
         "n_summaries": len(summaries),

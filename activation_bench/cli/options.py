@@ -31,16 +31,20 @@ Config keys (Hydra overrides, KEY=VALUE):\n
                         data.n_val, data.noise, data.teacher_activation, data.teacher_hidden_dim\n
   data=diabetes|star98|randhie  real regression tables bundled with scikit-learn / statsmodels\n
   data=digits|wine|breast_cancer|iris|mnist1d  class tables (K outputs, cross-entropy, accuracy)\n
+  data=mnist|fashion_mnist|cifar10 [data.root=DIR]  image files (torchvision's layout); data.n_train=N subsample\n
   data=csv data.path=FILE data.target=COLUMN [data.features=[a,b]]  your own table\n
                         data.task=classification for class labels (strings or integers)\n
   data=function data.fn=exp_sin  function fitting (xy, bessel_j0, exp_sin4, ellipkinc, ...)\n
   data.val_fraction=0.2 data.test_fraction=0.2 data.standardize=true data.dropna=false  (real data)\n
-  model.hidden_dim=64   hidden width; model.depth=1 hidden layers\n
+  model=mlp|cnn         the model family (cnn: convolution blocks on sequences and images)\n
+  model.hidden_dim=64   hidden width; model.depth=1 hidden layers (model=mlp)\n
   model.dropout=0       dropout after every hidden activation (training only); log.train_eval=false\n
                         also logs train_eval_loss, the training loss with dropout off\n
   model.init=torch_default   torch_default | he | lecun | xavier | auto (the activation's recommendation)\n
   model.norm=none       none | batch | layer, between each hidden Linear and its activation;\n
                         model.residual=false  true: h + f(h) from the second hidden layer\n
+  model=cnn model.channels=[25,25,25] model.kernel=[5,3,3] model.stride=[2,2,2] model.padding=[1,1,1]\n
+                        model.pool=none|max|avg model.pool_size=2 model.global_pool=false model.norm=none|batch\n
   log.preact_stats=0    K: write preact.csv (how normal each layer's pre-activations are) every K epochs\n
   log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n

@@ -48,8 +48,8 @@ def validate(cfg: Cfg, where: str = "") -> None:
     family = model_name(cfg)
     _check(family in MODELS, f"unknown model '{family}'; valid: {', '.join(MODELS)}", where)
     norms = NORMS if family == "mlp" else CNN_NORMS
-    _check(cfg.model.norm in norms, f"unknown model.norm '{cfg.model.norm}'{' for model=cnn' if family == 'cnn' else ''}; "
-           f"valid: {', '.join(norms)}", where)
+    which = " for model=cnn" if family == "cnn" else ""
+    _check(cfg.model.norm in norms, f"unknown model.norm '{cfg.model.norm}'{which}; valid: {', '.join(norms)}", where)
     p = cfg.model.dropout
     _check(_finite(p) and 0 <= p < 1, f"model.dropout must be in [0, 1) (the probability of dropping a unit), got {p}",
            where)
