@@ -210,8 +210,8 @@ def test_auto_is_recorded_in_config_yaml_and_reproduces_with_the_same_hash(runne
                                  "model.init=auto", "model.depth=2", *TINY])
     assert result.exit_code == 0, result.output
     saved = yaml.safe_load((runs_dir / "a" / "config.yaml").read_text())
-    assert saved["model"] == {"name": "mlp", "hidden_dim": 5, "depth": 2, "init": "auto", "init_resolved": "xavier", "dropout": 0.0,
-                              "norm": "none", "residual": False}
+    assert saved["model"] == {"name": "mlp", "hidden_dim": 5, "depth": 2, "init": "auto", "init_resolved": "xavier",
+                              "dropout": 0.0, "norm": "none", "residual": False}
     summary = json.loads((runs_dir / "a" / "summary.json").read_text())
     assert summary["init"] == "xavier"
     overrides = [f"{k}={v}" for k, v in _flatten(saved).items() if v is not None]

@@ -432,7 +432,8 @@ def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypat
 
         cache = tmp_path / "cache"
         monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(cache))
-        write_mnist(cache, n_train=220), write_mnist(cache, "fashion_mnist", n_train=220), write_cifar(cache, per_batch=44)
+        write_mnist(cache, n_train=220), write_mnist(cache, "fashion_mnist", n_train=220)
+        write_cifar(cache, per_batch=44)
     if ex.argv[0] == "export" and not full:
         monkeypatch.setattr("activation_bench.export.mlflow.export", _export_without_mlflow)
     if ex.argv[0] == "report" and not full:
