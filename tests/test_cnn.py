@@ -65,9 +65,11 @@ def test_members_with_odd_channel_counts_equal_single_runs_to_float_rounding():
     grid = ["model=cnn", "data=mnist1d", "activation=relu,gelu", "seed=0,1", "model.norm=batch", "epochs=4",
             "lr=0.01", "batch_size=500", "shuffle=true"]
     for labels, alone, stacked in stacked_and_alone(grid):
-        assert stacked.train_loss == pytest.approx(alone.train_loss, rel=1e-5), labels
-        assert stacked.val_loss == pytest.approx(alone.val_loss, rel=1e-5), labels
-        assert stacked.test_acc == pytest.approx(alone.test_acc, abs=2e-3), labels
+        # one-ulp differences, then the growth any perturbation of training has (dead ReLUs flip)
+        assert stacked.train_loss[0] == pytest.approx(alone.train_loss[0], rel=1e-6), labels
+        assert stacked.train_loss == pytest.approx(alone.train_loss, rel=2e-3), labels
+        assert stacked.val_loss == pytest.approx(alone.val_loss, rel=2e-3), labels
+        assert stacked.test_acc == pytest.approx(alone.test_acc, abs=5e-3), labels
 
 
 # --------------------------------------------------------------------------------------------
