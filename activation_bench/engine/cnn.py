@@ -27,6 +27,7 @@ PyTorch model of the same draws does (tests compare training with nn.Conv1d/nn.C
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -61,6 +62,43 @@ def head_init(scheme: str, channels: int, positions: tuple[int, ...], n_out: int
     w, b = init_layer(scheme, channels * math.prod(positions), n_out, gen, torch.float32)
     w = w.t().reshape(n_out, channels, *positions).movedim(1, -1).reshape(n_out, -1)
     return w.t().contiguous(), b
+
+
+class _Im2col(torch.autograd.Function):
+    """The windows of a channels-last input [M, N, *positions, C], zero-padded, as rows
+    [M, N x positions', kernel^d x C]: kernel offsets outer and channels inner (the weights are
+    stored in that row order: copying whole rows of C channels is about 8x faster than torch's
+    channel-major order, whose innermost stride is C).
+
+    The backward adds each kernel offset's slice of the rows' gradient into a strided view of the
+    padded input's gradient, kernel^d additions of whole channel rows: measured 4x faster than
+    autograd's unfold_backward on MNIST-1D's CNN (and each element's sum runs in offset order,
+    whatever the stack's size)."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: Block) -> torch.Tensor:  # type: ignore[override]
+        dims = a.dim() - 3
+        ctx.block, ctx.shape = b, a.shape
+        if b.padding:
+            a = F.pad(a, (0, 0) + (b.padding, b.padding) * dims)
+        for axis in range(dims):  # each unfold appends its window axis: [..., C, k_1, ..., k_d]
+            a = a.unfold(2 + axis, b.kernel, b.stride)
+        return a.movedim(-1 - dims, -1).reshape(a.shape[0], -1, b.fan_in)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # type: ignore[override]
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        b, shape = ctx.block, ctx.shape
+        dims, (m, n), c, p, s = len(shape) - 3, shape[:2], shape[-1], b.padding, b.stride
+        windows = g.view(m, n, *b.conv_positions, *([b.kernel] * dims), c)
+        grad = g.new_zeros(m, n, *(size + 2 * p for size in shape[2:-1]), c)
+        for offset in itertools.product(range(b.kernel), repeat=dims):
+            where = tuple(slice(j, j + s * (o - 1) + 1, s) for j, o in zip(offset, b.conv_positions))
+            grad[(slice(None), slice(None), *where)] += windows[(..., *offset, slice(None))]
+        if p:
+            grad = grad[(slice(None), slice(None), *([slice(p, -p)] * dims))]
+        return grad, None
 
 
 def window_major(w: torch.Tensor, block: Block) -> torch.Tensor:
@@ -117,16 +155,9 @@ class StackedCNN(nn.Module):
         return x.reshape(m, n, *self.input_shape).movedim(2, -1)
 
     def im2col(self, layer: int, a: torch.Tensor) -> torch.Tensor:
-        """[M, N, *positions, C] -> [M, N x positions', kernel^d x C]: each output position's window,
-        kernel offsets outer and channels inner (the weights are stored in that row order: copying
-        whole rows of C channels is about 8x faster than torch's channel-major order, whose
-        innermost stride is C)."""
-        b = self.geometry[layer]
-        if b.padding:
-            a = F.pad(a, (0, 0) + (b.padding, b.padding) * self.dims)
-        for axis in range(self.dims):  # each unfold appends its window axis: [..., C, k_1, ..., k_d]
-            a = a.unfold(2 + axis, b.kernel, b.stride)
-        return a.movedim(-1 - self.dims, -1).reshape(a.shape[0], -1, b.fan_in)
+        """[M, N, *positions, C] -> [M, N x positions', kernel^d x C]: each output position's window
+        (`_Im2col`)."""
+        return _Im2col.apply(a, self.geometry[layer])
 
     def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """Each slice's activation of this block on its members' rows of h [M, rows, h1]."""
