@@ -6,7 +6,6 @@ runs at the lr the tuned comparison chose. Usage: python budget.py SWEEP_DIR [TA
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -28,11 +27,11 @@ def chosen_lrs(table: Path) -> dict[str, float]:
     """activation -> chosen lr, read from a compare markdown table (its `lr` column)."""
     lines = [ln for ln in table.read_text().splitlines() if ln.startswith("|")]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
+    col = next(c for c in head if c.split()[0] == "lr")  # "lr (tuned)": "0.01 (grid max)"
     out = {}
     for ln in lines[2:]:
         cells = dict(zip(head, (c.strip() for c in ln.strip("|").split("|"))))
-        if "activation" in cells and "lr" in cells:
-            out[cells["activation"]] = float(re.sub(r"[^0-9.e+-]", "", cells["lr"]))
+        out[cells["activation"]] = float(cells[col].split()[0])
     return out
 
 

@@ -8,7 +8,8 @@
 # 6 activations x 5 learning rates (1e-3 to 1e-1) x 20 seeds per cell: 600 runs per sweep, 2,400 in
 # all; seeds 0-4 choose each activation's lr (on validation accuracy, or validation loss for the
 # loss table), seeds 5-19 judge it on the canonical test set, early-stopped on validation loss.
-# DEVICE=cuda trains on a GPU (as the published tables were: an H100); SWEEPS_ONLY=1 stops after training.
+# DEVICE=cuda trains on a GPU (as the published tables were: an H100); SWEEPS_ONLY=1 stops after training,
+# ONLY=cnn-mnist1d-none (say) trains that sweep alone.
 set -euo pipefail
 RUNS=${RUNS:-runs}
 DEVICE=${DEVICE:-cpu}
@@ -19,9 +20,12 @@ MNIST1D=(model=cnn data=mnist1d batch_size=100 shuffle=true epochs=188 "device=$
 DIGITS=(model=cnn data=digits 'model.channels=[16,32]' 'model.kernel=[3,3]' 'model.stride=[1,1]'
         'model.padding=[1,1]' model.pool=max batch_size=64 shuffle=true epochs=100 "device=$DEVICE")
 
-for norm in none batch; do
-  $ACTBENCH sweep --runs-dir "$RUNS" --name "cnn-mnist1d-$norm" -q "${GRID[@]}" "${MNIST1D[@]}" "model.norm=$norm"
-  $ACTBENCH sweep --runs-dir "$RUNS" --name "cnn-digits-$norm" -q "${GRID[@]}" "${DIGITS[@]}" "model.norm=$norm"
+for task in mnist1d digits; do
+  for norm in none batch; do
+    [ -n "${ONLY:-}" ] && [ "$ONLY" != "cnn-$task-$norm" ] && continue
+    if [ "$task" = mnist1d ]; then task_args=("${MNIST1D[@]}"); else task_args=("${DIGITS[@]}"); fi
+    $ACTBENCH sweep --runs-dir "$RUNS" --name "cnn-$task-$norm" -q "${GRID[@]}" "${task_args[@]}" "model.norm=$norm"
+  done
 done
 [ "${SWEEPS_ONLY:-0}" = 1 ] && exit 0
 
