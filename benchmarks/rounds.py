@@ -21,15 +21,18 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 
 
 def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], sweep_steps: int, repeat: int,
-                   plain_label: str) -> float:
+                   plain_label: str, sweep_walls: list[float] | None = None) -> float:
     """Print a line per path and round and the median ratio; return it. `sweep_cmd(runs_dir)` is the
-    sweep's command line; the worker prints its model-steps as the last word of its output."""
+    sweep's command line; the worker prints its model-steps as the last word of its output. Each
+    sweep process's wall time is appended to `sweep_walls` where given."""
     print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
     ratios = []
     keep = tempfile.mkdtemp(prefix="actbench-bench-")  # kept until the end (see sweep_throughput.py)
     try:
         for r in range(1, repeat + 1):
             wall, _ = timed(sweep_cmd(os.path.join(keep, f"round{r}")))
+            if sweep_walls is not None:
+                sweep_walls.append(wall)
             p_wall, out = timed(worker)
             p_steps = int(out.split()[-1])
             rate, base = sweep_steps / wall, p_steps / p_wall

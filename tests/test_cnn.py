@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,4 +219,54 @@ def test_a_cnn_run_reruns_bit_for_bit_from_its_config(runner, runs_dir):
 ])
 def test_bad_cnn_input_is_refused_in_one_line(runner, runs_dir, args, message):
     assert_refused_by_run_and_sweep(runner, runs_dir, [*args, "epochs=1"], message)
+    assert files_under(runs_dir) == []
+
+
+# --------------------------------------------------------------------------------------------
+# every command on convnet runs
+
+
+@pytest.fixture(scope="module")
+def cnn_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from typer.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("cnn") / "runs"
+    args = ["sweep", "--runs-dir", str(root), "--name", "cnn", "-q", "activation=relu,gelu", "lr=0.003,0.03",
+            "seed=range(4)", "model=cnn", "data=digits", "model.channels=[16]", "model.kernel=[3]", "model.stride=[1]",
+            "model.padding=[1]", "model.pool=max,avg", "epochs=2", "batch_size=256"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    again = CliRunner().invoke(app, args)  # resumes: nothing left to train
+    assert again.exit_code == 0 and "32 finished members skipped, 0 to run" in again.output, again.output
+    return root / "cnn"
+
+
+def test_compare_rank_report_and_export_read_convnet_runs(runner, cnn_sweep, tmp_path):
+    from activation_bench.export.mlflow import collect
+
+    tuned = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2",
+             "--tune-on", "val_acc"]
+    out = runner.invoke(app, ["compare", str(cnn_sweep), *tuned, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    groups = {row["activation"] for row in json.loads(out.stdout)["rows"]}
+    assert groups == {"relu", "gelu"}
+    ranked = runner.invoke(app, ["rank", str(cnn_sweep), *tuned, "--task", "model.pool"])
+    assert ranked.exit_code == 0, ranked.output
+    page = tmp_path / "report.html"
+    report = runner.invoke(app, ["report", str(cnn_sweep), *tuned[:-2], "--tune-on", "val_acc", "-o", str(page)])
+    assert report.exit_code == 0, report.output
+    text = page.read_text()
+    assert "CNN 16 k3 s1 p1, max pool 2, flatten head" in text and "CNN 16 k3 s1 p1, avg pool 2" in text
+    plan = collect([cnn_sweep])
+    assert len(plan.members) == 32
+    params = plan.members[0].params
+    assert params["model"] == "cnn" and params["model.channels"] == "16"  # a group's name, as data=digits; lists joined
+
+
+def test_search_composes_and_probes_candidates_inside_a_cnn(runner, runs_dir):
+    out = runner.invoke(app, ["search", "--runs-dir", str(runs_dir), "--dry-run", "--candidates", "20",
+                              "model=cnn", "data=digits", "model.channels=[16]", "model.kernel=[3]",
+                              "model.stride=[1]", "model.padding=[1]", "epochs=2", "batch_size=256",
+                              "--select-on", "val_acc"])
+    assert out.exit_code == 0, out.output
     assert files_under(runs_dir) == []

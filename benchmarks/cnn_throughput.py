@@ -1,0 +1,170 @@
+"""Convnet throughput: `actbench sweep model=cnn data=mnist1d` against the plain PyTorch loop a user
+would write, both as whole processes, side by side in one run; and the share of the machine's
+measured matrix-product rate that training reaches.
+
+Grid: MNIST-1D's published CNN (model=cnn's defaults: Conv1d 1->25 kernel 5 stride 2 padding 1,
+then 25->25 kernel 3 stride 2 padding 1 twice, flatten 125 -> Linear 10), 8 activations x 30 seeds,
+batch 100, shuffle=true, Adam lr 1e-2 (3,200 training rows: 32 steps an epoch), the validation and
+test loss and accuracy every epoch: 240 runs.
+
+- actbench: the real command, `actbench sweep ...` in a fresh process, timed whole (start-up,
+  imports, reading the cached MNIST-1D arrays, composing, training, writing 240 run directories).
+- plain: a fresh Python process that trains one model at a time: nn.Conv1d / nn.Linear in an
+  nn.Sequential, nn.CrossEntropyLoss, torch.optim.Adam, a shuffled DataLoader, the validation and
+  test loss and accuracy every epoch; a sample of the grid (--plain-seeds seeds of every
+  activation) gives its model steps per second, start-up included.
+
+The two run in interleaved rounds (--repeat); the ratio is the median of the rounds' ratios of
+model steps per second. Then, in this process: the FLOPs of a training step (forward 2 x rows x
+fan_in x channels per convolution and the head, backward twice that) times the sweep's step rate,
+against a float32 matrix product of 2048 x 2048 (the machine's rate at a size where the product is
+compute-bound) and against a batched product at the convolutions' own shapes.
+
+Usage:
+    python benchmarks/cnn_throughput.py [--epochs 2] [--seeds 30] [--repeat 3]
+    python benchmarks/cnn_throughput.py --quick      # a smoke run: 2 seeds, 1 epoch, 1 round
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
+BATCH, LR = 100, 0.01
+ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+
+
+def plain(seeds: int, epochs: int) -> int:
+    """The loop a user would write, one model at a time; returns the model steps taken."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from activation_bench.config.compose import compose
+    from activation_bench.data import tables
+    from activation_bench.engine.activations import create
+
+    steps = 0
+    for seed in range(seeds):
+        s = tables.split_arrays(compose(["data=mnist1d", f"seed={seed}"]))
+
+        def t(a, labels=False):  # noqa: ANN001, ANN202
+            return torch.tensor(a, dtype=torch.int64) if labels else torch.tensor(a, dtype=torch.float32)[:, None]
+
+        x, y, xv, yv, xt, yt = t(s.x), t(s.y, True), t(s.x_val), t(s.y_val, True), t(s.x_test), t(s.y_test, True)
+        for a in ACTS:
+            torch.manual_seed(seed)
+            model = nn.Sequential(nn.Conv1d(1, 25, 5, 2, 1), create(a), nn.Conv1d(25, 25, 3, 2, 1), create(a),
+                                  nn.Conv1d(25, 25, 3, 2, 1), create(a), nn.Flatten(), nn.Linear(125, 10))
+            opt = torch.optim.Adam(model.parameters(), lr=LR)
+            loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
+            crit = nn.CrossEntropyLoss()
+            history = []
+            for _ in range(epochs):
+                model.train()
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    loss = crit(model(xb), yb)
+                    loss.backward()
+                    opt.step()
+                    steps += 1
+                model.eval()
+                with torch.no_grad():
+                    lv, lt = model(xv), model(xt)
+                    history.append((loss.item(), crit(lv, yv).item(), (lv.argmax(1) == yv).float().mean().item(),
+                                    crit(lt, yt).item(), (lt.argmax(1) == yt).float().mean().item()))
+    return steps
+
+
+def step_flops() -> int:
+    """FLOPs of one member's training step on a batch: forward 2 x rows x fan_in x channels per
+    convolution (rows = samples x output positions) and the head; backward about twice that
+    (the weight gradient and the input gradient; the first block's input gradient is not needed)."""
+    from activation_bench.config.compose import compose
+    from activation_bench.engine.conv_shapes import blocks
+
+    cfg = compose(["model=cnn", "data=mnist1d"])
+    forward = backward = 0
+    for i, b in enumerate(blocks((1, 40), cfg.model)):
+        f = 2 * BATCH * b.conv_positions[0] * b.fan_in * b.c_out
+        forward += f
+        backward += f if i == 0 else 2 * f
+    head = 2 * BATCH * 125 * 10
+    return forward + backward + 3 * head
+
+
+def rate(fn, flops: float, seconds: float = 1.0) -> float:  # noqa: ANN001
+    """FLOP/s of fn(), repeated for about `seconds` after a warm-up."""
+    fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        n += 1
+    return n * flops / (time.perf_counter() - start)
+
+
+def machine_rates(members: int) -> tuple[float, float]:
+    """(a 2048^3 float32 product's FLOP/s, a batched product at the second block's shapes)."""
+    import torch
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    big = rate(lambda: a @ b, 2 * 2048**3)
+    cols, w = torch.randn(members, BATCH * 10, 75), torch.randn(members, 75, 25)
+    conv = rate(lambda: torch.bmm(cols, w), 2 * members * BATCH * 10 * 75 * 25)
+    return big, conv
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--plain-seeds", type=int, default=3, help="seeds of every activation the plain loop runs")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 1 epoch, 1 round")
+    ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.plain_worker:
+        print(plain(args.plain_seeds, args.epochs))
+        return
+    if args.quick:
+        args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 1, 1, 1
+    import torch
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+    from rounds import sweep_vs_plain
+
+    from activation_bench.config.compose import compose
+    from activation_bench.data import tables
+
+    tables.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
+    print(header())
+    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, model=cnn data=mnist1d (MNIST-1D's CNN), "
+          f"batch_size={BATCH}, shuffle=true, lr={LR}")
+    steps_per_epoch = -(-3200 // BATCH)
+    sweep_steps = len(ACTS) * args.seeds * args.epochs * steps_per_epoch
+    worker = [sys.executable, __file__, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
+              "--epochs", str(args.epochs)]
+
+    def sweep_cmd(runs: str) -> list[str]:
+        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(ACTS)}",
+                f"seed=range({args.seeds})", "model=cnn", "data=mnist1d", f"batch_size={BATCH}", "shuffle=true",
+                f"lr={LR}", f"epochs={args.epochs}"]
+
+    timings: list[float] = []
+    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", timings)
+    flops = step_flops()
+    big, conv = machine_rates(min(len(ACTS) * args.seeds, 240))
+    trained = sweep_steps * flops / min(timings)
+    print(f"training FLOPs per member step {flops / 1e6:.1f} M; the fastest sweep process trained at "
+          f"{trained / 1e9:.1f} GFLOP/s (whole process, start-up included)")
+    print(f"machine: float32 2048^3 product {big / 1e9:.1f} GFLOP/s, batched product at block 2's shapes "
+          f"{conv / 1e9:.1f} GFLOP/s; training reaches {trained / big:.0%} and {trained / conv:.0%} of them")
+
+
+if __name__ == "__main__":
+    main()
