@@ -221,6 +221,8 @@ PATHS = {
     "runs/classifiers": "classes",
     "runs/my-classification-sweep": "classes",
     "runs/recipe": "classes",
+    "runs/cnn": "classes",
+    "runs/mnist1d-cnn": "classes",
     "runs/gelu-mlp/mnist1d": "classes",
     "runs/gelu-mlp/mnist1d-hi": "classes-hi",
     "runs/depth-study": "deep",

@@ -8,7 +8,7 @@
 # 6 activations x 5 learning rates (1e-3 to 1e-1) x 20 seeds per cell: 600 runs per sweep, 2,400 in
 # all; seeds 0-4 choose each activation's lr (on validation accuracy, or validation loss for the
 # loss table), seeds 5-19 judge it on the canonical test set, early-stopped on validation loss.
-# DEVICE=cuda trains on a GPU (as the published tables were: an H100); SWEEPS_ONLY=1 stops after training,
+# DEVICE=cuda trains on a GPU; SWEEPS_ONLY=1 stops after training,
 # ONLY=cnn-mnist1d-none (say) trains that sweep alone.
 set -euo pipefail
 RUNS=${RUNS:-runs}
@@ -16,9 +16,9 @@ DEVICE=${DEVICE:-cpu}
 ACTBENCH=${ACTBENCH:-actbench}
 OUT=docs/studies/convnets
 GRID=('activation=relu,gelu,silu,elu,tanh,mish' 'lr=1e-3,3e-3,1e-2,3e-2,1e-1' 'seed=range(20)')
-MNIST1D=(model=cnn data=mnist1d batch_size=100 shuffle=true epochs=188 "device=$DEVICE")
+MNIST1D=(model=cnn data=mnist1d batch_size=100 shuffle=true epochs=30 "device=$DEVICE")
 DIGITS=(model=cnn data=digits 'model.channels=[16,32]' 'model.kernel=[3,3]' 'model.stride=[1,1]'
-        'model.padding=[1,1]' model.pool=max batch_size=64 shuffle=true epochs=100 "device=$DEVICE")
+        'model.padding=[1,1]' model.pool=max batch_size=64 shuffle=true epochs=30 "device=$DEVICE")
 
 for task in mnist1d digits; do
   for norm in none batch; do
@@ -36,5 +36,6 @@ for task in mnist1d digits; do
         --baseline activation=relu --format markdown --output "$OUT/$task-$norm-test_acc.md"
     actbench compare "$sweep" --metric early_stop --loss test_loss --tune lr --tune-seeds 5 \
         --baseline activation=relu --format markdown --output "$OUT/$task-$norm-test_loss.md"
+    python "$OUT/budget.py" "$sweep" "$OUT/$task-$norm-test_acc.md" > "$OUT/$task-$norm-budget.md"
   done
 done
