@@ -23,10 +23,11 @@ from tests.conftest import assert_refused_by_run_and_sweep, files_under
 from tests.engine_helpers import stacked_and_alone
 
 # a small 2-D net on digits' 8x8 images and a small 1-D net on MNIST-1D's 40 steps
+# (a subsample of the training rows keeps the suite fast)
 DIGITS = ["model=cnn", "data=digits", "model.channels=[16,32]", "model.kernel=[3,3]", "model.stride=[1,1]",
-          "model.padding=[1,0]", "epochs=2", "lr=0.01"]
+          "model.padding=[1,0]", "epochs=2", "lr=0.01", "data.n_train=300"]
 SEQ = ["model=cnn", "data=mnist1d", "model.channels=[16,16]", "model.kernel=[5,3]", "model.stride=[2,2]",
-       "model.padding=[1,1]", "epochs=2", "lr=0.01"]
+       "model.padding=[1,1]", "epochs=2", "lr=0.01", "data.n_train=400"]
 
 
 def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> None:
@@ -41,7 +42,7 @@ def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> Non
 
 def test_2d_members_equal_single_runs_bitwise_with_batch_norm_max_pool_and_shuffled_minibatches():
     grid = ["activation=relu,gelu,prelu,glu", "seed=0,1", "model.norm=batch", "model.pool=max",
-            "batch_size=256", "shuffle=true", "log.preact_stats=1", "log.grad_norms=true", "log.every=1", *DIGITS]
+            "batch_size=128", "shuffle=true", "log.preact_stats=1", "log.grad_norms=true", "log.every=1", *DIGITS]
     results = stacked_and_alone(grid)
     assert len(results) == 8
     for labels, alone, stacked in results:
@@ -53,7 +54,7 @@ def test_2d_members_equal_single_runs_bitwise_with_batch_norm_max_pool_and_shuff
 def test_1d_members_equal_single_runs_bitwise_with_expressions_dropout_avg_and_global_pool():
     grid = ["activation=expr", "activation.fn=\"x*sigmoid(beta*x)\",\"max(x, beta*x)\"", "+activation.beta=0.5",
             "activation.learnable=true",
-            "seed=2,3", "model.pool=avg", "model.global_pool=true", "model.dropout=0.2", "batch_size=800",
+            "seed=2,3", "model.pool=avg", "model.global_pool=true", "model.dropout=0.2", "batch_size=150",
             "shuffle=true", *SEQ]
     for labels, alone, stacked in stacked_and_alone(grid):
         _same(alone, stacked, labels)
@@ -64,7 +65,7 @@ def test_members_with_odd_channel_counts_equal_single_runs_to_float_rounding():
     elementwise ops take a scalar path in one stack and a vector path in another (as the MLP's odd
     widths); equality holds to rounding (docs/reproducibility.md)."""
     grid = ["model=cnn", "data=mnist1d", "activation=relu,gelu", "seed=0,1", "model.norm=batch", "epochs=4",
-            "lr=0.01", "batch_size=500", "shuffle=true"]
+            "lr=0.01", "batch_size=150", "shuffle=true", "data.n_train=400"]
     for labels, alone, stacked in stacked_and_alone(grid):
         # one-ulp differences, then the growth any perturbation of training has (dead ReLUs flip)
         assert stacked.train_loss[0] == pytest.approx(alone.train_loss[0], rel=1e-6), labels
@@ -156,7 +157,7 @@ def test_the_default_cnn_is_mnist1ds_convbase():
 
 def test_every_registered_activation_trains_in_a_cnn():
     names = [n for n in activations.names() if n not in ("custom", "expr")]
-    cfgs = compose_many([[*SEQ, f"activation={n}", "epochs=1", "batch_size=1600", "model.channels=[2,2]"]
+    cfgs = compose_many([[*SEQ, f"activation={n}", "epochs=1", "batch_size=400", "model.channels=[2,2]"]
                          for n in names])
     for stack in train.plan_stacks(cfgs):
         for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
@@ -186,7 +187,7 @@ def test_mlp_hashes_are_unchanged_and_model_mlp_is_the_default():
 
 
 def test_a_cnn_run_reruns_bit_for_bit_from_its_config(runner, runs_dir):
-    args = [*DIGITS, "model.pool=avg", "activation=gelu", "batch_size=500"]
+    args = [*DIGITS, "model.pool=avg", "activation=gelu", "batch_size=100"]
     first = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *args])
     assert first.exit_code == 0, first.output
     run_dir = next(p for p in runs_dir.iterdir() if p.is_dir())
@@ -233,7 +234,7 @@ def cnn_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cnn") / "runs"
     args = ["sweep", "--runs-dir", str(root), "--name", "cnn", "-q", "activation=relu,gelu", "lr=0.003,0.03",
             "seed=range(4)", "model=cnn", "data=digits", "model.channels=[16]", "model.kernel=[3]", "model.stride=[1]",
-            "model.padding=[1]", "model.pool=max,avg", "epochs=2", "batch_size=256"]
+            "model.padding=[1]", "model.pool=max,avg", "epochs=2", "batch_size=256", "data.n_train=300"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     again = CliRunner().invoke(app, args)  # resumes: nothing left to train

@@ -307,15 +307,12 @@ def activations(
 
 def _expression_facts(text: str, fmt: str) -> None:
     """`actbench activations --fn TEXT`: the probe's summary (engine/expr_summary.py), printed; the
-    registered activations it equals are the ones the search would call its duplicates
-    (search/fingerprint.py's rule, on the same float64 probe outputs)."""
+    registered activations it equals are the ones the search would call its duplicates (one rule,
+    expr_summary.same)."""
     import csv
-
-    import torch
 
     from activation_bench.engine import expr, expr_summary
     from activation_bench.render.plots import parse_activation
-    from activation_bench.search import fingerprint
 
     body, params = parse_activation(text)
     try:
@@ -323,8 +320,6 @@ def _expression_facts(text: str, fmt: str) -> None:
     except UsageError as exc:
         raise UsageError(f"{exc} (with --fn, parameters follow a colon: 'x*sigmoid(beta*x):beta=1.0')") from None
     facts = expr_summary.summarize(e, values)
-    probed = expr.probe(e, values, torch.float64)
-    facts["equals"] = fingerprint.builtins_equal_to(probed.outputs.numpy()) if probed.finite else []
     smooth = "yes" if facts["smooth"] else "no" + (f" (kink near x = {facts['kink']:g})" if facts["kink"] is not None
                                                    else "")
     rows = [("expression", facts["fn"]),

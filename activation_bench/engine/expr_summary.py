@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from activation_bench.engine import activations
-from activation_bench.engine.expr import Expr, probe
+from activation_bench.engine.expr import Expr, probe, probe_points
 
 
 def summarize(expr: Expr, params: Mapping[str, float]) -> dict[str, Any]:
@@ -23,8 +25,8 @@ def summarize(expr: Expr, params: Mapping[str, float]) -> dict[str, Any]:
     - smooth: True when the slope (autograd) is continuous on [-10, 10] (its largest jump between
       neighbouring grid points shrinks as the grid is refined 10x); kink: where it jumps, if not;
     - value_at_0, slope_at_0 (autograd; at a kink, torch's convention);
-    - equals: the registry activations (default parameters, not gated or random) equal to it on
-      the probe points (rtol 1e-6, atol 1e-8).
+    - equals: the registry activations (default parameters, not gated or random) that are `same`
+      as it on the probe points: the search's duplicate rule.
     """
     f = expr.module(expr.bind(params)).double()
     result = probe(expr, params, torch.float64)
@@ -84,13 +86,36 @@ def _bounded(f: nn.Module) -> str:
 
 
 def _equals(result: Any) -> list[str]:
+    return builtins_equal_to(result.outputs.numpy())
+
+
+RTOL = 1e-6  # relative, about 8 float32 ulps
+ATOL = 1e-6  # absolute: outputs below 1 in size are compared as if they were 1
+
+
+def same(a: np.ndarray, b: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:
+    """Whether the outputs a and b (probe points on the last axis, broadcast otherwise) are the same
+    function: |a - b| <= atol + rtol * max(|a|, |b|) at every point. Symmetric in a and b."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return (np.abs(a - b) <= atol + rtol * np.maximum(np.abs(a), np.abs(b))).all(axis=-1)
+
+
+def builtins_equal_to(outputs: np.ndarray) -> list[str]:
+    """The registered activations (default parameters; not gated, not random) that are `same` as a
+    function whose float64 outputs on the probe points are `outputs`: the "equals" of
+    `actbench activations --fn`."""
+    outputs = np.asarray(outputs, dtype=np.float64)
+    return [name for name, theirs in _builtin_outputs() if bool(same(outputs, theirs))]
+
+
+@cache
+def _builtin_outputs() -> tuple[tuple[str, np.ndarray], ...]:
+    points = probe_points(torch.float64)
     found = []
     for row in activations.describe():
         if row["gated"] or row["stochastic"]:
             continue
         module = activations.create(row["name"]).double().eval()
         with torch.no_grad():
-            other = module(result.points)
-        if torch.allclose(result.outputs, other, rtol=1e-6, atol=1e-8):
-            found.append(row["name"])
-    return found
+            found.append((row["name"], module(points).numpy()))
+    return tuple(found)

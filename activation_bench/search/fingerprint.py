@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 
-RTOL = 1e-6  # relative, about 8 float32 ulps
-ATOL = 1e-6  # absolute: outputs below 1 in size are compared as if they were 1
+# the duplicate rule lives beside `actbench activations --fn`'s summary, which uses it too
+from activation_bench.engine.expr_summary import ATOL, RTOL, builtins_equal_to, same  # noqa: F401
+
 _CHUNK = 4096  # candidate pairs compared on every probe point at once (4096 x 713 float64: 23 MB)
 
 
@@ -40,13 +40,6 @@ class Verdict:
     status: str  # "unique", "duplicate" or "rejected"
     same_as: str = ""  # the representative's expression, for duplicates
     reason: str = ""  # why it was rejected
-
-
-def same(a: np.ndarray, b: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:
-    """Whether the outputs a and b (probe points on the last axis, broadcast otherwise) are the same
-    function: |a - b| <= atol + rtol * max(|a|, |b|) at every point. Symmetric in a and b."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return (np.abs(a - b) <= atol + rtol * np.maximum(np.abs(a), np.abs(b))).all(axis=-1)
 
 
 def close_pairs(values: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> np.ndarray:
@@ -150,28 +143,3 @@ def expr_probe(dtype: str = "float32") -> Probe:
         return exact.outputs.numpy(), ""
 
     return probe
-
-
-def builtins_equal_to(outputs: np.ndarray) -> list[str]:
-    """The registered activations (default parameters; not gated, not random) that are `same` as a
-    function whose float64 outputs on the probe points are `outputs`: the "equals" of
-    `actbench activations --fn`."""
-    outputs = np.asarray(outputs, dtype=np.float64)
-    return [name for name, theirs in _builtin_outputs() if bool(same(outputs, theirs))]
-
-
-@cache
-def _builtin_outputs() -> tuple[tuple[str, np.ndarray], ...]:
-    import torch
-
-    from activation_bench.engine import activations, expr
-
-    points = expr.probe_points(torch.float64)
-    found = []
-    for row in activations.describe():
-        if row["gated"] or row["stochastic"]:
-            continue
-        module = activations.create(row["name"]).double().eval()
-        with torch.no_grad():
-            found.append((row["name"], module(points).numpy()))
-    return tuple(found)
