@@ -271,3 +271,20 @@ def test_search_composes_and_probes_candidates_inside_a_cnn(runner, runs_dir):
                               "--select-on", "val_acc"])
     assert out.exit_code == 0, out.output
     assert files_under(runs_dir) == []
+
+
+def test_evaluation_in_chunks_of_rows_changes_nothing_but_rounding(monkeypatch):
+    cfg = compose([*SEQ, "activation=gelu", "model.norm=batch", "batch_size=200", "epochs=2"])
+    whole = train.train([cfg])[0]
+    monkeypatch.setattr(train, "EVAL_ROWS", 150)  # the validation (800) and test (1,000) splits in chunks
+    chunked = train.train([cfg])[0]
+    assert chunked.train_loss == whole.train_loss
+    assert chunked.val_loss == pytest.approx(whole.val_loss, rel=1e-6)
+    assert chunked.test_acc == whole.test_acc
+    assert chunked.dead_units == whole.dead_units and chunked.saturated_units == whole.saturated_units
+
+
+def test_a_convnets_memory_estimate_counts_the_training_batch_not_every_row():
+    small, whole = (train.member_bytes(compose(["model=cnn", "data=mnist1d", f"batch_size={b}"])) for b in (100, 3200))
+    assert small < whole / 4
+    assert small < 20 * 2**20  # MNIST-1D's CNN: parameters, data, one batch's and one evaluation chunk's values

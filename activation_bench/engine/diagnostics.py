@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from activation_bench.engine.cnn import StackedCNN
 from activation_bench.engine.model import StackedMLP
 
 SATURATED_SLOPE = 1e-3  # |f'(h)| below this on every sample: a saturated (or dead) unit
@@ -47,30 +48,45 @@ class GradLog:
         return out
 
 
-def unit_shares(model: StackedMLP, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def unit_shares(model: StackedMLP | StackedCNN, x: torch.Tensor,
+                rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per hidden layer and member, the share of units that are dead and that are saturated on
     every sample of x, each [depth, M] (call in eval mode, so stochastic activations are their
-    expectations).
+    expectations); with `rows`, x is passed through in chunks of that many samples (a convnet).
 
-    dead: the unit outputs exactly 0 for every sample (a dead ReLU). saturated: the activation's
-    slope |f'(h)| is below SATURATED_SLOPE for every sample, so no gradient passes through the
-    unit (dead ReLUs count here too; tanh and sigmoid far from 0). For gated units, whose output
-    is not an elementwise function of one pre-activation, the saturated share is NaN. The layers are
-    those of the forward pass: normalized (batch norm with its running statistics in eval mode) and
-    with residual skips where the model has them.
+    dead: the unit outputs exactly 0 for every sample (a dead ReLU; a convnet's channel: at every
+    position too). saturated: the activation's slope |f'(h)| is below SATURATED_SLOPE for every
+    sample, so no gradient passes through the unit (dead ReLUs count here too; tanh and sigmoid far
+    from 0). For gated units, whose output is not an elementwise function of one pre-activation,
+    the saturated share is NaN. The layers are those of the forward pass: normalized (batch norm
+    with its running statistics in eval mode) and with residual skips where the model has them.
     """
+    chunks = [_unit_masks(model, part) for part in (x.split(rows, dim=1) if rows else [x])]
     dead, saturated = [], []
+    for layer in range(model.depth):
+        d = torch.stack([c[layer][0] for c in chunks]).all(0)
+        dead.append(d.to(x.dtype).mean(dim=-1))
+        s = [c[layer][1] for c in chunks]
+        saturated.append(torch.stack(s).all(0).to(x.dtype).mean(dim=-1) if s[0] is not None
+                         else torch.full_like(dead[-1], float("nan")))
+    return torch.stack(dead), torch.stack(saturated)
+
+
+def _unit_masks(model: StackedMLP | StackedCNN, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """Per hidden layer, which units [M, units] are dead and which saturated on every sample of x
+    (None: gated units, no elementwise slope)."""
+    masks = []
     a = x.detach()
     for layer in range(model.depth):
         with torch.no_grad():
             h = model.pre_activation(layer, a).requires_grad_(True)
         with torch.enable_grad():
             out = model.activate(layer, h)
-        dead.append((out.detach() == 0).all(dim=1).to(x.dtype).mean(dim=-1))
+        dead = (out.detach() == 0).all(dim=1)
+        saturated = None
         if out.shape == h.shape:
             (slope,) = torch.autograd.grad(out.sum(), h)
-            saturated.append((slope.abs() < SATURATED_SLOPE).all(dim=1).to(x.dtype).mean(dim=-1))
-        else:
-            saturated.append(torch.full_like(dead[-1], float("nan")))
+            saturated = (slope.abs() < SATURATED_SLOPE).all(dim=1)
+        masks.append((dead, saturated))
         a = model.layer_output(layer, a, out.detach())
-    return torch.stack(dead), torch.stack(saturated)
+    return masks

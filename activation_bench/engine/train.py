@@ -157,7 +157,9 @@ def member_bytes(cfg: Cfg) -> int:
     member; normalization adds its scale and shift, running statistics and saved values."""
     n, n_val, n_test, dim = data_shapes(cfg)
     if model_name(cfg) == "cnn":
-        n_par, n_act, widths = _cnn_sizes(cfg, n + n_val + n_test)
+        n_par, saved, peak, widths = _cnn_sizes(cfg)
+        batch = min(cfg.batch_size or n, n)
+        n_act = batch * saved + min(max(n, n_val, n_test), EVAL_ROWS) * peak
         depth = len(widths)
     else:
         h1, h2 = activations.hidden_width(_act_cfg(cfg), cfg.model.hidden_dim)
@@ -175,25 +177,28 @@ def member_bytes(cfg: Cfg) -> int:
     return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 3 * cfg.epochs
 
 
-def _cnn_sizes(cfg: Cfg, rows: int) -> tuple[int, int, list[int]]:
-    """A convnet member's parameters, its activations' values over `rows` samples (each block's
-    im2col copy, convolution output, norm, activation and pooled output, kept for backward), and
-    its blocks' pre-activation widths."""
+def _cnn_sizes(cfg: Cfg) -> tuple[int, int, int, list[int]]:
+    """A convnet member's parameters; per sample, the values a training step keeps for backward
+    (each block's im2col copy, convolution output, norm, activation and pooled output) and the
+    most an evaluation pass holds at once (one block's im2col copy and outputs); its blocks'
+    pre-activation widths."""
     geometry = conv_shapes.blocks(input_shape(cfg) or (), cfg.model)
-    n_par = n_act = 0
+    n_par = saved = peak = 0
     widths = []
     for b in geometry:
         h1, h2 = activations.hidden_width(_act_cfg(cfg), b.c_out)
         positions = math.prod(b.conv_positions)
         n_par += b.fan_in * h1 + 3 * h1
-        n_act += positions * (b.fan_in + 5 * h1 + 2 * h2) + math.prod(b.positions_out) * 2 * h2
+        saved += positions * (b.fan_in + 5 * h1 + 2 * h2) + math.prod(b.positions_out) * 2 * h2
+        peak = max(peak, positions * (b.fan_in + 2 * h1 + h2))
         widths.append(h1)
     last = geometry[-1]
     feats = last.c_out * (1 if cfg.model.global_pool else math.prod(last.positions_out))
     n_par += (feats + 1) * max(n_outputs(cfg), conv_shapes.PAD_OUT)
-    return n_par, rows * (n_act + 4), widths
+    return n_par, saved + 4, peak + 4, widths
 
 
+EVAL_ROWS = 1000  # a convnet's evaluation passes take this many rows at a time (`_Stack.predict`)
 MAX_STACK = 256  # on CPU larger stacks gain no speed, and smaller ones lose less to a kill
 
 
@@ -333,7 +338,14 @@ class _Stack:
         return _split(self.x, self.y, self.batch_size)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
-        return self.hand.predict(x) if self.hand else self.model(x)
+        """The model's outputs on x [M, rows, features] in evaluation; a convnet's in chunks of
+        EVAL_ROWS rows (one pass over a whole split would hold every position's activations of
+        every row at once: gigabytes for CIFAR-10's 10,000 test images)."""
+        if self.hand:
+            return self.hand.predict(x)
+        if isinstance(self.model, StackedCNN) and x.shape[1] > EVAL_ROWS:
+            return torch.cat([self.model(part) for part in x.split(EVAL_ROWS, dim=1)], dim=1)
+        return self.model(x)
 
 
 def _split(x: torch.Tensor, y: torch.Tensor, bs: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -483,7 +495,8 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     cols = losses.per_member(done)
     n_params = param_counts(stack.model, m)
     stack.model.eval()
-    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x))
+    rows = EVAL_ROWS if isinstance(stack.model, StackedCNN) else None
+    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x, rows))
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
     preacts = preact.per_member(stops) if preact is not None else None
