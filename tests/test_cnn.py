@@ -42,7 +42,7 @@ def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> Non
 
 def test_2d_members_equal_single_runs_bitwise_with_batch_norm_max_pool_and_shuffled_minibatches():
     grid = ["activation=relu,gelu,prelu,glu", "seed=0,1", "model.norm=batch", "model.pool=max",
-            "batch_size=128", "shuffle=true", "log.preact_stats=1", "log.grad_norms=true", "log.every=1", *DIGITS]
+            "batch_size=128", "shuffle=true", "log.preact_stats=2", "log.grad_norms=true", "log.every=2", *DIGITS]
     results = stacked_and_alone(grid)
     assert len(results) == 8
     for labels, alone, stacked in results:
@@ -130,7 +130,7 @@ def _reference(cfg, ds, dims: int) -> tuple[list[float], list[float]]:
 
 
 @pytest.mark.parametrize(("base", "dims", "extra"), [
-    (["model=cnn", "data=mnist1d", "epochs=3", "lr=0.01", "batch_size=100"], 1, []),  # MNIST-1D's ConvBase
+    (["model=cnn", "data=mnist1d", "epochs=3", "lr=0.01", "batch_size=100", "data.n_train=500"], 1, []),  # ConvBase
     (DIGITS, 2, ["model.norm=batch", "model.pool=max", "batch_size=300", "activation=silu", "epochs=4"]),
     (DIGITS, 2, ["activation=tanh", "model.init=he", "model.padding=[0,1]"]),
 ])
