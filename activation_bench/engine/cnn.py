@@ -39,8 +39,7 @@ from activation_bench.cfg import Cfg
 from activation_bench.data.synthetic import generator
 from activation_bench.engine import activations
 from activation_bench.engine.conv_shapes import PAD_OUT, Block, blocks
-from activation_bench.engine.model import MemberDropout, Slice, init_layer
-from activation_bench.engine.norm import MemberNorm
+from activation_bench.engine.model import MemberDropout, MemberLayers, Slice, init_layer
 
 
 def conv_init(scheme: str, block: Block, h1: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,7 +108,7 @@ def window_major(w: torch.Tensor, block: Block) -> torch.Tensor:
     return w.reshape(m, block.c_in, *([block.kernel] * d), h1).movedim(1, -2).reshape(m, block.fan_in, h1).contiguous()
 
 
-class StackedCNN(nn.Module):
+class StackedCNN(MemberLayers):
     def __init__(self, geometry: list[Block], input_shape: tuple[int, ...], ws: list[torch.Tensor],
                  bs: list[torch.Tensor], w_out: torch.Tensor, b_out: torch.Tensor, slices: list[Slice],
                  dropout: MemberDropout | None = None, norm: str = "none", pool: str = "none",
@@ -126,13 +125,7 @@ class StackedCNN(nn.Module):
         pad = -self.n_out % PAD_OUT
         self.w_out = nn.Parameter(F.pad(w_out, (0, pad)))
         self.b_out = nn.Parameter(F.pad(b_out, (0, pad)))
-        for s in slices:
-            if len(s.modules) == 1:
-                s.modules = s.modules * len(ws)
-        self.slices = slices
-        self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
-        self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
-                      if norm != "none" else None)
+        self._init_layers(slices, ws, norm)
 
     @property
     def ws(self) -> list[torch.Tensor]:
@@ -159,27 +152,14 @@ class StackedCNN(nn.Module):
         (`_Im2col`)."""
         return _Im2col.apply(a, self.geometry[layer])
 
-    def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
-        """Each slice's activation of this block on its members' rows of h [M, rows, h1]."""
-        if len(self.slices) == 1:
-            return self.slices[0].modules[layer](h)
-        parts = h.split([s.stop - s.start for s in self.slices], dim=0)
-        return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
-
     def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
         """The activation's input in block `layer`, [M, N x positions, h1]: the convolution's output,
         batch-normalized per channel where model.norm=batch (the batch's statistics in training
         mode or with batch_stats=True, else the running ones folded into the weights). Block 0
         takes the flat features."""
         cols = self.im2col(layer, self.images(a) if layer == 0 else a)
-        w = self.conv_ws[layer]
-        if self.norms is None:
-            return torch.baddbmm(self.conv_bs[layer], cols, w)  # type: ignore[index]
-        norm = self.norms[layer]
-        if not (self.training if batch_stats is None else batch_stats):
-            scale, shift = norm.folded()
-            return torch.baddbmm(shift, cols, w * scale)
-        return norm(torch.bmm(cols, w))
+        bias = self.conv_bs[layer] if self.conv_bs is not None else None
+        return self.normalized(layer, cols, self.conv_ws[layer], bias, batch_stats)
 
     def layer_output(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """The block's output [M, N, *positions, C] from its activation output [M, rows, C]

@@ -119,7 +119,51 @@ class MemberDropout:
         return a * keep.to(a.dtype).div_(1.0 - self.p)
 
 
-class StackedMLP(nn.Module):
+class MemberLayers(nn.Module):
+    """What the stacked MLP and the stacked convnet (cnn.py) share: per hidden layer, each slice
+    of members' activation, and the normalization between the layer's product and its
+    activation."""
+
+    slices: list[Slice]
+    norms: nn.ModuleList | None
+
+    def _init_layers(self, slices: list[Slice], ws: list[torch.Tensor], norm: str) -> None:
+        """The slices (a slice given one module uses it in every layer), their modules registered
+        (PReLU weights etc.; a module shared by several layers once), and per layer each member's
+        normalization parameters (and batch norm's running statistics)."""
+        for s in slices:
+            if len(s.modules) == 1:
+                s.modules = s.modules * len(ws)
+        self.slices = slices
+        self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
+        self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
+                      if norm != "none" else None)
+
+    def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """Apply each slice's activation of this hidden layer to its members' rows of h."""
+        if len(self.slices) == 1:
+            return self.slices[0].modules[layer](h)
+        # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
+        parts = h.split([s.stop - s.start for s in self.slices], dim=0)
+        return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
+
+    def normalized(self, layer: int, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                   batch_stats: bool | None = None) -> torch.Tensor:
+        """a @ w + b, normalized where model.norm is set. b is None with batch norm (it subtracts
+        each unit's mean: see StackedMLP): the batch's statistics in training mode (updating the
+        running ones) and the running ones in evaluation mode, folded into w (one product);
+        batch_stats=True in evaluation mode uses the batch's without updating anything."""
+        if b is None:
+            norm = self.norms[layer]  # type: ignore[index]
+            if not (self.training if batch_stats is None else batch_stats):
+                scale, shift = norm.folded()
+                return torch.baddbmm(shift, a, w * scale)
+            return norm(torch.bmm(a, w))
+        h = torch.baddbmm(b, a, w)
+        return h if self.norms is None else self.norms[layer](h)
+
+
+class StackedMLP(MemberLayers):
     def __init__(
         self,
         ws: list[torch.Tensor] | torch.Tensor,  # per hidden layer [M, in, h1] (one tensor: depth 1)
@@ -136,9 +180,6 @@ class StackedMLP(nn.Module):
         self.dropout = dropout
         self.residual = residual
         ws, bs = ([t] if isinstance(t, torch.Tensor) else list(t) for t in (ws, bs))
-        for s in slices:  # a slice given one module uses it in every layer
-            if len(s.modules) == 1:
-                s.modules = s.modules * len(ws)
         # Batch norm subtracts each unit's batch mean, which removes a hidden Linear's bias: its
         # gradient is zero up to rounding, and Adam would turn that rounding into lr-sized steps
         # (moving the running mean the evaluation uses). So with batch norm the hidden Linears have
@@ -161,12 +202,7 @@ class StackedMLP(nn.Module):
         pad = -self.n_out % 16
         self.w2 = nn.Parameter(w2 if self.n_out == 1 else torch.nn.functional.pad(w2, (0, pad)))
         self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, pad)))
-        self.slices = slices
-        # registers PReLU weights etc. (a module shared by several layers once)
-        self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
-        # per hidden layer, each member's normalization parameters (and batch norm's running statistics)
-        self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
-                      if norm != "none" else None)
+        self._init_layers(slices, ws, norm)
 
     @property
     def ws(self) -> list[torch.Tensor]:
@@ -188,28 +224,12 @@ class StackedMLP(nn.Module):
         norms = [p for n in self.norms for p in n.parameters()] if self.norms is not None else []
         return sum(p[0].numel() for p in (*self.ws, *self.bs, *norms)) + (h2 + 1) * self.n_out
 
-    def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
-        """Apply each slice's activation of this hidden layer to its members' rows of h."""
-        if len(self.slices) == 1:
-            return self.slices[0].modules[layer](h)
-        # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
-        parts = h.split([s.stop - s.start for s in self.slices], dim=0)
-        return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
-
     def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
         """The activation's input in this hidden layer, [M, N, h1]: the Linear's output, normalized
         where model.norm is set. Batch norm uses the batch's statistics in training mode (and
         updates the running ones) and the running ones in evaluation mode; batch_stats=True in
         evaluation mode uses the batch's without updating anything (the pre-activation probe)."""
-        if self.b1 is None:  # batch norm
-            norm = self.norms[layer]  # type: ignore[index]
-            if not (self.training if batch_stats is None else batch_stats):
-                # the running statistics and the affine folded into the Linear: one product
-                scale, shift = norm.folded()
-                return torch.baddbmm(shift, a, self.ws[layer] * scale)
-            return norm(torch.bmm(a, self.ws[layer]))
-        h = torch.baddbmm(self.bs[layer], a, self.ws[layer])
-        return h if self.norms is None else self.norms[layer](h)
+        return self.normalized(layer, a, self.ws[layer], self.bs[layer] if self.b1 is not None else None, batch_stats)
 
     def layer_output(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """The hidden layer's output from its input a and its (dropped-out) activation output."""
