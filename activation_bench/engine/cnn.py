@@ -175,21 +175,18 @@ class StackedCNN(MemberLayers):
         # max: the first largest value of each window takes the gradient, as torch's MaxPool does
         return out.max(-1).values if self.pool == "max" else out.mean(-1)
 
+    def next_input(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The next block's input: the activation output pooled, then dropout (training)."""
+        a = self.layer_output(layer, a, out)
+        if self.dropout is not None and self.training:
+            a = self.dropout(a.reshape(a.shape[0], -1, a.shape[-1])).view(a.shape)
+        return a
+
     def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
                 preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
         """x: [M, N, C x positions] -> [M, N, n_out]. `record` gets each block's activation output
         and `preacts` its input ([M, N x positions, channels]), as StackedMLP.forward's do."""
-        a = x
-        for layer in range(self.depth):
-            h = self.pre_activation(layer, a, batch_stats)
-            if preacts is not None:
-                preacts.append(h)
-            out = self.activate(layer, h)
-            if record is not None:
-                record.append(out)
-            a = self.layer_output(layer, a, out)
-            if self.dropout is not None and self.training:
-                a = self.dropout(a.reshape(a.shape[0], -1, a.shape[-1])).view(a.shape)
+        a = self.hidden(x, record, preacts, batch_stats)
         m, n = a.shape[:2]
         feats = a.mean(dim=tuple(range(2, 2 + self.dims))) if self.global_pool else a.reshape(m, n, -1)
         return torch.baddbmm(self.b_out, feats, self.w_out)[..., : self.n_out]

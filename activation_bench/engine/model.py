@@ -147,6 +147,23 @@ class MemberLayers(nn.Module):
         parts = h.split([s.stop - s.start for s in self.slices], dim=0)
         return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
 
+    def hidden(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
+               preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
+        """Every hidden layer on x: pre-activation, activation, then the model's `next_input`
+        (dropout in training, residual skips or pooling). With `record`, each layer's activation
+        output (before dropout) is appended to it (the gradient-norm log); with `preacts`, each
+        layer's activation input (after the norm)."""
+        a = x
+        for layer in range(self.depth):
+            h = self.pre_activation(layer, a, batch_stats)
+            if preacts is not None:
+                preacts.append(h)
+            out = self.activate(layer, h)
+            if record is not None:
+                record.append(out)
+            a = self.next_input(layer, a, out)
+        return a
+
     def normalized(self, layer: int, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    batch_stats: bool | None = None) -> torch.Tensor:
         """a @ w + b, normalized where model.norm is set. b is None with batch norm (it subtracts
@@ -235,22 +252,16 @@ class StackedMLP(MemberLayers):
         """The hidden layer's output from its input a and its (dropped-out) activation output."""
         return a + out if self.residual and layer > 0 else out
 
+    def next_input(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The next layer's input: dropout on the activation output (training), then the skip."""
+        if self.dropout is not None and self.training:
+            out = self.dropout(out)
+        return self.layer_output(layer, a, out)
+
     def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
                 preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
-        """x: [M, N, in] -> [M, N, n_out]. With `record`, each hidden layer's activation output
-        (before dropout) is appended to it (for the gradient-norm log); with `preacts`, each hidden
-        layer's activation input (after the norm)."""
-        a = x
-        for layer in range(self.depth):
-            h = self.pre_activation(layer, a, batch_stats)
-            if preacts is not None:
-                preacts.append(h)
-            out = self.activate(layer, h)
-            if record is not None:
-                record.append(out)
-            if self.dropout is not None and self.training:
-                out = self.dropout(out)
-            a = self.layer_output(layer, a, out)
+        """x: [M, N, in] -> [M, N, n_out] (`hidden`'s record and preacts)."""
+        a = self.hidden(x, record, preacts, batch_stats)
         if self.n_out > 1:
             return torch.baddbmm(self.b2_padded, a, self.w2)[..., : self.n_out]
         # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
