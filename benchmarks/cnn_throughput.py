@@ -41,8 +41,8 @@ ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.c
 def plain(seeds: int, epochs: int) -> int:
     """The loop a user would write, one model at a time; returns the model steps taken."""
     import torch
+    from rounds import fit_classifier  # benchmarks/ is on sys.path when a script there runs
     from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
 
     from activation_bench.config.compose import compose
     from activation_bench.data import tables
@@ -60,23 +60,7 @@ def plain(seeds: int, epochs: int) -> int:
             torch.manual_seed(seed)
             model = nn.Sequential(nn.Conv1d(1, 25, 5, 2, 1), create(a), nn.Conv1d(25, 25, 3, 2, 1), create(a),
                                   nn.Conv1d(25, 25, 3, 2, 1), create(a), nn.Flatten(), nn.Linear(125, 10))
-            opt = torch.optim.Adam(model.parameters(), lr=LR)
-            loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
-            crit = nn.CrossEntropyLoss()
-            history = []
-            for _ in range(epochs):
-                model.train()
-                for xb, yb in loader:
-                    opt.zero_grad()
-                    loss = crit(model(xb), yb)
-                    loss.backward()
-                    opt.step()
-                    steps += 1
-                model.eval()
-                with torch.no_grad():
-                    lv, lt = model(xv), model(xt)
-                    history.append((loss.item(), crit(lv, yv).item(), (lv.argmax(1) == yv).float().mean().item(),
-                                    crit(lt, yt).item(), (lt.argmax(1) == yt).float().mean().item()))
+            steps += fit_classifier(model, x, y, [(xv, yv), (xt, yt)], epochs, BATCH, LR)
     return steps
 
 

@@ -47,3 +47,33 @@ def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], swe
     print(f"actbench / plain = {median:.1f}x (median of {len(ratios)} rounds: {rounds}); "
           f"load average at end {os.getloadavg()[0]:.2f}")
     return median
+
+
+def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> int:  # noqa: ANN001
+    """The loop a user would write for one classifier: torch.optim.Adam, nn.CrossEntropyLoss, a
+    shuffled DataLoader over (x, y), and after each epoch the loss and accuracy on each (x, y) of
+    `evals`. Returns the optimiser steps taken."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
+    crit = nn.CrossEntropyLoss()
+    steps, history = 0, []
+    for _ in range(epochs):
+        model.train()
+        for xb, yb in loader:
+            opt.zero_grad()
+            loss = crit(model(xb), yb)
+            loss.backward()
+            opt.step()
+            steps += 1
+        model.eval()
+        with torch.no_grad():
+            row = [loss.item()]
+            for ex, ey in evals:
+                out = model(ex)
+                row += [crit(out, ey).item(), (out.argmax(1) == ey).float().mean().item()]
+            history.append(row)
+    return steps
