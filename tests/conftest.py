@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+
+# pytest -n auto runs one worker per core, each with torch's default of one thread per core: idle
+# OpenMP threads that spin while waiting take the core the other worker needs. Passive waiting
+# (read when torch loads OpenMP, so before any test imports torch) changes no result, only how
+# threads wait.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # tiny models and few epochs keep the suite fast
 TINY = ["epochs=4", "data.n_samples=6", "data.input_dim=3", "model.hidden_dim=5"]

@@ -41,20 +41,20 @@ def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> Non
 
 
 def test_2d_members_equal_single_runs_bitwise_with_batch_norm_max_pool_and_shuffled_minibatches():
-    grid = ["activation=relu,gelu,prelu,glu", "seed=0,1", "model.norm=batch", "model.pool=max",
+    grid = ["activation=relu,gelu,prelu,glu", "seed=1", "model.norm=batch", "model.pool=max",
             "batch_size=128", "shuffle=true", "log.preact_stats=2", "log.grad_norms=true", "log.every=2", *DIGITS]
     results = stacked_and_alone(grid)
-    assert len(results) == 8
+    assert len(results) == 4
     for labels, alone, stacked in results:
         _same(alone, stacked, labels)
-        assert alone.stack_size == 1 and stacked.stack_size > 1
+        assert alone.stack_size == 1 and stacked.stack_size == (1 if labels["activation"] == "glu" else 3)
         assert all(math.isfinite(v) for v in alone.train_loss)
 
 
 def test_1d_members_equal_single_runs_bitwise_with_expressions_dropout_avg_and_global_pool():
     grid = ["activation=expr", "activation.fn=\"x*sigmoid(beta*x)\",\"max(x, beta*x)\"", "+activation.beta=0.5",
             "activation.learnable=true",
-            "seed=2,3", "model.pool=avg", "model.global_pool=true", "model.dropout=0.2", "batch_size=150",
+            "seed=2", "model.pool=avg", "model.global_pool=true", "model.dropout=0.2", "batch_size=150",
             "shuffle=true", *SEQ]
     for labels, alone, stacked in stacked_and_alone(grid):
         _same(alone, stacked, labels)
@@ -64,7 +64,7 @@ def test_members_with_odd_channel_counts_equal_single_runs_to_float_rounding():
     """25 channels (MNIST-1D's ConvBase): rows of 25 values are not whole SIMD vectors, so some
     elementwise ops take a scalar path in one stack and a vector path in another (as the MLP's odd
     widths); equality holds to rounding (docs/reproducibility.md)."""
-    grid = ["model=cnn", "data=mnist1d", "activation=relu,gelu", "seed=0,1", "model.norm=batch", "epochs=4",
+    grid = ["model=cnn", "data=mnist1d", "activation=relu,gelu", "seed=1", "model.norm=batch", "epochs=4",
             "lr=0.01", "batch_size=150", "shuffle=true", "data.n_train=400"]
     for labels, alone, stacked in stacked_and_alone(grid):
         # one-ulp differences, then the growth any perturbation of training has (dead ReLUs flip)
@@ -234,7 +234,7 @@ def cnn_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cnn") / "runs"
     args = ["sweep", "--runs-dir", str(root), "--name", "cnn", "-q", "activation=relu,gelu", "lr=0.003,0.03",
             "seed=range(4)", "model=cnn", "data=digits", "model.channels=[16]", "model.kernel=[3]", "model.stride=[1]",
-            "model.padding=[1]", "model.pool=max,avg", "epochs=2", "batch_size=256", "data.n_train=300"]
+            "model.padding=[1]", "model.pool=max,avg", "epochs=1", "batch_size=200", "data.n_train=200"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     again = CliRunner().invoke(app, args)  # resumes: nothing left to train
