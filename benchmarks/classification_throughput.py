@@ -25,14 +25,8 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import sys
-
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 BATCH, HIDDEN, DEPTH = 128, 64, 2
-ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
 
 def plain(seeds: int, epochs: int) -> int:
@@ -65,42 +59,12 @@ def plain(seeds: int, epochs: int) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--seeds", type=int, default=30)
-    ap.add_argument("--plain-seeds", type=int, default=2, help="seeds of every activation the plain loop runs")
-    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
-    ap.add_argument("--quick", action="store_true", help="a smoke run: 4 seeds, 2 epochs, 1 round")
-    ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.plain_worker:
-        print(plain(args.plain_seeds, args.epochs))
-        return
-    if args.quick:
-        args.seeds, args.epochs, args.repeat, args.plain_seeds = 4, 2, 1, 1
-    import torch
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
-    from rounds import sweep_vs_plain
+    from rounds import mnist1d_sweep_vs_plain  # benchmarks/ is on sys.path when a script there runs
 
-    from activation_bench.config.compose import compose
-    from activation_bench.data import tables
-
-    tables.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
-    print(header())
-    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
-          f"activations x {args.seeds} seeds x {args.epochs} epochs, data=mnist1d, depth {DEPTH} x {HIDDEN}, "
-          f"batch_size={BATCH}, shuffle=true")
-    steps_per_epoch = -(-3200 // BATCH)
-    sweep_steps = len(ACTS) * args.seeds * args.epochs * steps_per_epoch
-    worker = [sys.executable, __file__, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
-              "--epochs", str(args.epochs)]
-    def sweep_cmd(runs: str) -> list[str]:
-        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(ACTS)}",
-                f"seed=range({args.seeds})", "data=mnist1d", f"model.depth={DEPTH}",
-                f"model.hidden_dim={HIDDEN}", f"batch_size={BATCH}", "shuffle=true", f"epochs={args.epochs}"]
-
-    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)")
+    overrides = [f"model.depth={DEPTH}", f"model.hidden_dim={HIDDEN}"]
+    mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, overrides,
+                           f"data=mnist1d, depth {DEPTH} x {HIDDEN}, batch_size={BATCH}, shuffle=true",
+                           epochs=20, plain_seeds=2, quick=(4, 2, 1))
 
 
 if __name__ == "__main__":

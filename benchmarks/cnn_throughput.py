@@ -27,15 +27,10 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import sys
 import time
 
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 BATCH, LR = 100, 0.01
-ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
 
 def plain(seeds: int, epochs: int) -> int:
@@ -103,47 +98,17 @@ def machine_rates(members: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--seeds", type=int, default=30)
-    ap.add_argument("--plain-seeds", type=int, default=3, help="seeds of every activation the plain loop runs")
-    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
-    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 1 epoch, 1 round")
-    ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.plain_worker:
-        print(plain(args.plain_seeds, args.epochs))
-        return
-    if args.quick:
-        args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 1, 1, 1
-    import torch
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
-    from rounds import sweep_vs_plain
-
-    from activation_bench.config.compose import compose
-    from activation_bench.data import tables
-
-    tables.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
-    print(header())
-    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
-          f"activations x {args.seeds} seeds x {args.epochs} epochs, model=cnn data=mnist1d (MNIST-1D's CNN), "
-          f"batch_size={BATCH}, shuffle=true, lr={LR}")
-    steps_per_epoch = -(-3200 // BATCH)
-    sweep_steps = len(ACTS) * args.seeds * args.epochs * steps_per_epoch
-    worker = [sys.executable, __file__, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
-              "--epochs", str(args.epochs)]
-
-    def sweep_cmd(runs: str) -> list[str]:
-        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(ACTS)}",
-                f"seed=range({args.seeds})", "model=cnn", "data=mnist1d", f"batch_size={BATCH}", "shuffle=true",
-                f"lr={LR}", f"epochs={args.epochs}"]
+    from rounds import mnist1d_sweep_vs_plain  # benchmarks/ is on sys.path when a script there runs
 
     timings: list[float] = []
-    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", timings)
+    args = mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, ["model=cnn", f"lr={LR}"],
+                                  f"model=cnn data=mnist1d (MNIST-1D's CNN), batch_size={BATCH}, shuffle=true, lr={LR}",
+                                  epochs=2, plain_seeds=3, quick=(2, 1, 1), sweep_walls=timings)
+    if args is None:  # the plain loop's worker process
+        return
     flops = step_flops()
     big, conv = machine_rates(min(len(ACTS) * args.seeds, 240))
-    trained = sweep_steps * flops / min(timings)
+    trained = args.sweep_steps * flops / min(timings)
     print(f"training FLOPs per member step {flops / 1e6:.1f} M; the fastest sweep process trained at "
           f"{trained / 1e9:.1f} GFLOP/s (whole process, start-up included)")
     print(f"machine: float32 2048^3 product {big / 1e9:.1f} GFLOP/s, batched product at block 2's shapes "

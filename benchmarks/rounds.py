@@ -4,10 +4,12 @@ shared machine's load falls on both; the ratio is the median over rounds of mode
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -77,3 +79,51 @@ def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> in
                 row += [crit(out, ey).item(), (out.argmax(1) == ey).float().mean().item()]
             history.append(row)
     return steps
+
+
+def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], int], acts: list[str], batch: int,
+                           overrides: list[str], what: str, epochs: int, plain_seeds: int,
+                           quick: tuple[int, int, int],
+                           sweep_walls: list[float] | None = None) -> argparse.Namespace | None:
+    """The command line of an MNIST-1D benchmark script (--epochs, --seeds, --plain-seeds, --repeat,
+    --quick: (seeds, epochs, plain seeds) in one round), its plain-loop worker (`plain(seeds,
+    epochs)` in a fresh process of `script`), and the interleaved rounds of `actbench sweep` (the
+    activations x seeds with `overrides`) against it. Returns the arguments, or None in the worker."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=epochs)
+    ap.add_argument("--seeds", type=int, default=30)
+    ap.add_argument("--plain-seeds", type=int, default=plain_seeds,
+                    help="seeds of every activation the plain loop runs")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: a few seeds and epochs, 1 round")
+    ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.plain_worker:
+        print(plain(args.plain_seeds, args.epochs))
+        return None
+    if args.quick:
+        (args.seeds, args.epochs, args.plain_seeds), args.repeat = quick, 1
+    import torch
+    from provenance import header
+
+    from activation_bench.config.compose import compose
+    from activation_bench.data import tables
+
+    tables.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
+    print(header())
+    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(acts)} "
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, {what}")
+    sweep_steps = len(acts) * args.seeds * args.epochs * -(-3200 // batch)
+    worker = [sys.executable, script, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
+              "--epochs", str(args.epochs)]
+    actbench = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+
+    def sweep_cmd(runs: str) -> list[str]:
+        return [*actbench, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(acts)}",
+                f"seed=range({args.seeds})", "data=mnist1d", f"batch_size={batch}", "shuffle=true",
+                f"epochs={args.epochs}", *overrides]
+
+    args.sweep_steps = sweep_steps
+    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", sweep_walls)
+    return args
