@@ -46,14 +46,14 @@ def child(without_fix: bool, epochs: int) -> None:
 
     from activation_bench.config.compose import compose_many
     from activation_bench.config.grid import expand
-    from activation_bench.engine import train
+    from activation_bench.engine import plan, train
 
     if without_fix:
         train.resolve_vml_kernels = lambda: None
     grid = expand([*GRID, f"epochs={epochs}"])
     cfgs = compose_many(grid.members)
     stacked = {}
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
             stacked[i] = res.train_loss
     bad = []
@@ -74,12 +74,12 @@ def compiled_child(epochs: int) -> None:
 
     from activation_bench.config.compose import compose_many
     from activation_bench.config.grid import expand
-    from activation_bench.engine import train
+    from activation_bench.engine import plan, train
 
     cfgs = compose_many(expand([*GRID, f"epochs={epochs}", "engine=compiled"]).members)
     losses: dict[int, list[str]] = {}
     engines = set()
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
             losses[i] = [float(v).hex() for v in res.train_loss]
             engines.add(res.engine)

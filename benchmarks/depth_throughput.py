@@ -7,7 +7,7 @@ x 30 seeds x 200 epochs on the default data (10 samples of 64 features), 64 hidd
 - actbench: the real command, `actbench sweep ... model.depth=8` in a fresh process, timed whole
   (start-up, imports, composing, training stacked with one baddbmm per layer, writing the run
   directories and results.csv).
-- actbench engine alone: the same grid through `train.plan_stacks`/`train.train` in this process
+- actbench engine alone: the same grid through `plan.plan_stacks`/`train.train` in this process
   (training only: no start-up, composing or files), against the median naive rate.
 - naive: one model at a time, as the seed notebook trains: nn.Sequential of depth x (Linear,
   activation) and a Linear output, a DataLoader, torch.optim.Adam, zero_grad/backward/step. Timed
@@ -74,13 +74,13 @@ def engine_in_process(depth: int, seeds: int, epochs: int) -> tuple[int, float]:
     no files."""
     from activation_bench.config.compose import compose_many
     from activation_bench.config.grid import expand
-    from activation_bench.engine import train
+    from activation_bench.engine import plan, train
 
     grid = expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
                           f"model.depth={depth}"])
     cfgs = compose_many(grid.members)
     start = time.perf_counter()
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         train.train([cfgs[i] for i in stack])
     return len(cfgs) * epochs, time.perf_counter() - start
 

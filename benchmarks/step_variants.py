@@ -27,17 +27,17 @@ DATA = ["normal", "uniform"]
 
 def variants() -> dict:
     """name -> (whether to use the hand-written gradient, largest stack)."""
-    from activation_bench.engine import train
+    from activation_bench.engine import plan
 
-    return {"autograd": (False, train.MAX_STACK), "hand": (True, train.MAX_STACK), "hand, stacks <= 128": (True, 128)}
+    return {"autograd": (False, plan.MAX_STACK), "hand": (True, plan.MAX_STACK), "hand, stacks <= 128": (True, 128)}
 
 
 def run_grid(cfgs: list, hand: bool, max_members: int) -> float:
-    from activation_bench.engine import train
+    from activation_bench.engine import plan, train
 
     train.HAND_GRADIENT = hand
     start = time.perf_counter()
-    for stack in train.plan_stacks(cfgs, max_members=max_members):
+    for stack in plan.plan_stacks(cfgs, max_members=max_members):
         train.train([cfgs[i] for i in stack])
     return time.perf_counter() - start
 

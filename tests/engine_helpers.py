@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from activation_bench.config.compose import compose_many
 from activation_bench.config.grid import expand
-from activation_bench.engine import train
+from activation_bench.engine import plan, train
 
 
 def stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult, train.RunResult]]:
@@ -12,7 +12,7 @@ def stacked_and_alone(overrides: list[str]) -> list[tuple[dict, train.RunResult,
     grid = expand(overrides)
     cfgs = compose_many(grid.members)
     stacked: dict[int, train.RunResult] = {}
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
             stacked[i] = res
     return [(grid.labels[i], train.train([cfg])[0], stacked[i]) for i, cfg in enumerate(cfgs)]

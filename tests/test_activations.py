@@ -476,7 +476,7 @@ def test_describe_lists_every_activation() -> None:
 
 
 def test_every_activation_trains_three_epochs_with_finite_losses() -> None:
-    from activation_bench.engine import train
+    from activation_bench.engine import plan, train
 
     grid = expand(["activation=glob(*)", "epochs=3", "data.n_samples=4", "data.input_dim=3",
                           "model.hidden_dim=5"])
@@ -487,7 +487,7 @@ def test_every_activation_trains_three_epochs_with_finite_losses() -> None:
         name = cfg.activation["name"]
         assert cfg.activation == {"name": name, **REGISTRY[name].params}
     results = {}
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         for i, r in zip(stack, train.train([cfgs[i] for i in stack])):
             results[cfgs[i].activation["name"]] = r
     assert set(results) == set(REGISTRY)

@@ -105,10 +105,10 @@ def test_member_that_cannot_fit_is_refused_before_anything_is_allocated(runner, 
 
 def test_member_larger_than_memory_mb_is_refused_with_the_estimate(runner, runs_dir):
     from activation_bench.config.compose import compose
-    from activation_bench.engine import train
+    from activation_bench.engine import plan
 
     small = ["epochs=4"]  # default sizes: about 0.1 MB a member (TINY's is under --memory-mb's minimum)
-    per_mb = train.member_bytes(compose(small)) / 2**20
+    per_mb = plan.member_bytes(compose(small)) / 2**20
     result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(per_mb / 2),
                                  "seed=0,1", *small])
     assert result.exit_code == 2, result.output

@@ -12,7 +12,7 @@ from engine_helpers import stacked_and_alone
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
-from activation_bench.engine import train
+from activation_bench.engine import plan, train
 from activation_bench.engine.model import MemberDropout
 
 IRIS = ["data=iris", "epochs=12", "model.hidden_dim=16", "lr=0.01"]
@@ -150,7 +150,7 @@ def test_bad_classification_input_is_one_line_exit_2_nothing_written(runner, run
 
 def test_classifiers_and_regressors_stack_apart():
     cfgs = compose_many([IRIS, ["epochs=12", "model.hidden_dim=16"]])
-    assert len(train.plan_stacks(cfgs)) == 2
+    assert len(plan.plan_stacks(cfgs)) == 2
 
 
 def test_every_member_of_a_wide_stack_computes_its_logits_as_alone():

@@ -18,7 +18,7 @@ import torch
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.data import classes, generated, tables
-from activation_bench.engine import train
+from activation_bench.engine import plan, train
 from tests.conftest import assert_refused_by_run_and_sweep
 
 SMALL = ["model.hidden_dim=8", "epochs=2"]
@@ -77,7 +77,7 @@ def test_dataset_labels_are_int64_vectors_and_features_in_the_run_dtype():
         t = getattr(a, p)
         assert t.dtype == torch.int64 and t.ndim == 1 and t.equal(getattr(b, p)) and t.equal(getattr(c, p))
     assert a.x.dtype == torch.float32 and c.x.dtype == torch.float64 and a.x.shape == (90, 4)
-    assert train.data_shapes(gelu) == (90, 30, 30, 4)
+    assert plan.data_shapes(gelu) == (90, 30, 30, 4)
     assert tables.n_classes(compose(["data=diabetes"])) == 0 and not tables.is_classification(compose([]).data)
 
 

@@ -16,7 +16,7 @@ from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.hashing import config_hash
 from activation_bench.data import tables
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations, train
+from activation_bench.engine import activations, plan, train
 from activation_bench.engine.cnn import conv_init, head_init
 from activation_bench.engine.conv_shapes import blocks
 from tests.conftest import assert_refused_by_run_and_sweep, files_under
@@ -159,7 +159,7 @@ def test_every_registered_activation_trains_in_a_cnn():
     names = [n for n in activations.names() if n not in ("custom", "expr")]
     cfgs = compose_many([[*SEQ, f"activation={n}", "epochs=1", "batch_size=400", "model.channels=[2,2]"]
                          for n in names])
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
             assert math.isfinite(res.train_loss[0]) and math.isfinite(res.test_loss[0]), names[i]
 
@@ -285,6 +285,6 @@ def test_evaluation_in_chunks_of_rows_changes_nothing_but_rounding(monkeypatch):
 
 
 def test_a_convnets_memory_estimate_counts_the_training_batch_not_every_row():
-    small, whole = (train.member_bytes(compose(["model=cnn", "data=mnist1d", f"batch_size={b}"])) for b in (100, 3200))
+    small, whole = (plan.member_bytes(compose(["model=cnn", "data=mnist1d", f"batch_size={b}"])) for b in (100, 3200))
     assert small < whole / 4
     assert small < 20 * 2**20  # MNIST-1D's CNN: parameters, data, one batch's and one evaluation chunk's values

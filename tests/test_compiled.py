@@ -18,7 +18,7 @@ from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
-from activation_bench.engine import compiled, train
+from activation_bench.engine import compiled, plan, train
 from tests.conftest import TINY, assert_refused_by_run_and_sweep
 
 # the compiled engine against the eager one, every epoch's loss (docs/reproducibility.md)
@@ -31,7 +31,7 @@ def _train(overrides: list[str]) -> list[train.RunResult]:
     """Every member of the grid, trained in its sweep's stacks, in grid order."""
     cfgs = compose_many(expand(overrides).members)
     out: dict[int, train.RunResult] = {}
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         out.update(zip(stack, train.train([cfgs[i] for i in stack])))
     return [out[i] for i in range(len(cfgs))]
 
@@ -133,15 +133,15 @@ def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
 
 def test_members_the_compiled_engine_cannot_take_get_stacks_of_their_own():
     cfgs = compose_many(expand(["engine=compiled", "activation=gelu,prelu,relu,rrelu", "seed=0,1", *TINY]).members)
-    stacks = sorted(sorted(cfgs[i].activation.name for i in s) for s in train.plan_stacks(cfgs))
+    stacks = sorted(sorted(cfgs[i].activation.name for i in s) for s in plan.plan_stacks(cfgs))
     assert stacks == [["gelu", "gelu", "relu", "relu"], ["prelu", "prelu", "rrelu", "rrelu"]]
     eager = compose_many(expand(["activation=gelu,prelu", "seed=0,1", *TINY]).members)
-    assert len(train.plan_stacks(eager)) == 1  # the eager engine's stacks are as before
+    assert len(plan.plan_stacks(eager)) == 1  # the eager engine's stacks are as before
 
 
 def test_engines_never_share_a_stack():
     cfgs = compose_many(expand(["engine=eager,compiled", "seed=0,1", *TINY]).members)
-    assert sorted(sorted(s) for s in train.plan_stacks(cfgs)) == [[0, 1], [2, 3]]
+    assert sorted(sorted(s) for s in plan.plan_stacks(cfgs)) == [[0, 1], [2, 3]]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations, train
+from activation_bench.engine import activations, plan, train
 from activation_bench.engine.diagnostics import unit_shares
 from activation_bench.engine.model import Slice, StackedMLP, init_layer, linear_init, member_weights
 from activation_bench.engine.teacher import make_dataset
@@ -43,7 +43,7 @@ def test_deep_stacked_members_equal_single_runs_bitwise_at_default_sizes():
 
 def test_depth_groups_separate_stacks_and_one_stack_per_depth():
     cfgs = compose_many(expand(["model.depth=1,2,4", "activation=gelu,relu", "seed=0,1"]).members)
-    stacks = train.plan_stacks(cfgs)
+    stacks = plan.plan_stacks(cfgs)
     assert len(stacks) == 3
     for stack in stacks:
         assert len({cfgs[i].model.depth for i in stack}) == 1 and len(stack) == 4
@@ -261,15 +261,15 @@ def test_member_bytes_counts_every_layer():
     base = compose(TINY)
     deep = compose([*TINY, "model.depth=8"])
     wide = compose(["model.depth=8", "model.hidden_dim=512"])
-    assert train.member_bytes(deep) > train.member_bytes(base)
+    assert plan.member_bytes(deep) > plan.member_bytes(base)
     # 8 layers of 512x512 weights: params, grads and two Adam moments at least
-    assert train.member_bytes(wide) > 4 * 4 * 7 * 512 * 512
+    assert plan.member_bytes(wide) > 4 * 4 * 7 * 512 * 512
 
 
 def test_a_depth_whose_stack_cannot_fit_is_refused(runner, runs_dir):
     """The memory refusal counts every layer: the same member fits at depth 1 and not at depth 8."""
     shallow, deep = (compose(["epochs=4", f"model.depth={d}"]) for d in (1, 8))
-    budget = (train.member_bytes(shallow) + train.member_bytes(deep)) / 2 / 2**20
+    budget = (plan.member_bytes(shallow) + plan.member_bytes(deep)) / 2 / 2**20
     args = ["sweep", "--runs-dir", str(runs_dir), "-q", "--memory-mb", str(budget), "epochs=4", "seed=0,1"]
     result = runner.invoke(app, [*args, "model.depth=8"])
     assert result.exit_code == 2, result.output

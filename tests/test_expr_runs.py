@@ -11,7 +11,7 @@ import yaml
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose
-from activation_bench.engine import expr_summary, train
+from activation_bench.engine import expr_summary, plan, train
 from activation_bench.engine.expr import parse
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
@@ -128,7 +128,7 @@ def test_expressions_share_one_stack_and_members_equal_runs_alone():
     from activation_bench.config.grid import expand
 
     cfgs = compose_many(expand(plain).members)
-    assert len(train.plan_stacks(cfgs)) == 1  # three expressions, one stack
+    assert len(plan.plan_stacks(cfgs)) == 1  # three expressions, one stack
 
 
 def test_learnable_parameters_train_per_member_and_count():

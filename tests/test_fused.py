@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from activation_bench.config.compose import compose_many
-from activation_bench.engine import activations, fused, train
+from activation_bench.engine import activations, fused, plan, train
 from activation_bench.engine.model import Slice, StackedMLP, member_mse
 
 CLOSED = [("gelu", {}), ("mish", {}), ("relu", {}), ("tanh", {}), ("silu", {}), ("leaky_relu", {}),
@@ -79,7 +79,7 @@ def test_training_equals_the_autograd_engine_within_rtol(monkeypatch):
 
     def run_all() -> list[train.RunResult]:
         out: dict[int, train.RunResult] = {}
-        for stack in train.plan_stacks(cfgs):  # swiglu's wider first layer is a stack of its own
+        for stack in plan.plan_stacks(cfgs):  # swiglu's wider first layer is a stack of its own
             out.update(zip(stack, train.train([cfgs[i] for i in stack])))
         return [out[i] for i in range(len(cfgs))]
 

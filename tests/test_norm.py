@@ -18,7 +18,7 @@ from activation_bench.config.compose import compose
 from activation_bench.config.hashing import config_hash
 from activation_bench.data import tables
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations, train
+from activation_bench.engine import activations, plan, train
 from activation_bench.engine.model import member_weights
 from activation_bench.engine.preact import STATS, unit_stats
 from activation_bench.engine.teacher import make_dataset
@@ -274,7 +274,7 @@ def test_mlflow_export_carries_the_new_keys_as_params(runner, runs_dir):
 
 
 def test_memory_estimate_counts_norm():
-    plain, normed = (train.member_bytes(compose(["model.depth=4", *o])) for o in ([], ["model.norm=batch"]))
+    plain, normed = (plan.member_bytes(compose(["model.depth=4", *o])) for o in ([], ["model.norm=batch"]))
     assert normed > plain
 
 

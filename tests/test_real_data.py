@@ -18,7 +18,7 @@ from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
 from activation_bench.data import functions, tables
-from activation_bench.engine import train
+from activation_bench.engine import plan, train
 from tests.conftest import assert_refused_by_run_and_sweep
 from tests.engine_helpers import stacked_and_alone
 
@@ -45,7 +45,7 @@ def test_bundled_tables(name, rows, dim, target):
     assert table.x.shape == (rows, dim) and table.y.shape == (rows,) and table.target == target
     assert np.isfinite(table.x).all() and np.isfinite(table.y).all() and table.y.std() > 0
     n_val, n_test = round(rows * 0.2), round(rows * 0.2)
-    assert train.data_shapes(cfg) == (rows - n_val - n_test, n_val, n_test, dim)
+    assert plan.data_shapes(cfg) == (rows - n_val - n_test, n_val, n_test, dim)
     if name == "star98":  # the share above the median; its two counts are not features (they would leak it)
         assert 0 < table.y.min() and table.y.max() < 1
         assert not {"NABOVE", "NBELOW"} & set(table.features)
@@ -105,7 +105,7 @@ def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
     monkeypatch.setattr(tables, "_split", counting_split)
     grid = expand(["activation=gelu,relu,tanh", "seed=0,1", "data=star98", "epochs=2", "model.hidden_dim=4"])
     cfgs = compose_many(grid.members)
-    for stack in train.plan_stacks(cfgs):
+    for stack in plan.plan_stacks(cfgs):
         train.train([cfgs[i] for i in stack])
     assert calls == {"read": 1, "split": 2}
     tables.load_table.cache_clear()
@@ -140,7 +140,7 @@ def test_function_tasks_are_finite_and_seeded(fn):
 def test_function_default_and_values():
     cfg = compose(["data=function"])
     assert cfg.data.fn == "exp_sin"
-    assert train.data_shapes(cfg) == (1000, 500, 1000, 2)
+    assert plan.data_shapes(cfg) == (1000, 500, 1000, 2)
     x = np.array([[0.5, 0.5], [-0.25, 1.0]])
     np.testing.assert_allclose(functions.get("exp_sin").fn(x), np.exp(np.sin(np.pi * x[:, 0]) + x[:, 1] ** 2))
     from scipy import special

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose
 from activation_bench.config.hashing import config_hash
-from activation_bench.engine import train
+from activation_bench.engine import plan, train
 from activation_bench.runs import store
 from tests.conftest import TINY, files_under
 
@@ -29,7 +29,7 @@ KILL_GRID = ["activation=gelu,relu,tanh", "seed=range(4)", *TINY[1:], "epochs=30
 
 
 def _sweep_cmd(root: Path) -> list[str]:
-    per = train.member_bytes(compose(KILL_GRID[2:]))
+    per = plan.member_bytes(compose(KILL_GRID[2:]))
     budget = 2.5 * per / 2**20  # stacks of two members: many chances to be killed mid-way
     return [sys.executable, "-m", "activation_bench.cli", "sweep", "--runs-dir", str(root), "--name", "k",
             "-q", "--memory-mb", str(budget), *KILL_GRID]

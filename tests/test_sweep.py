@@ -13,7 +13,7 @@ import yaml
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
-from activation_bench.engine import train
+from activation_bench.engine import plan, train
 from activation_bench.runs import orchestrate
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
@@ -162,11 +162,11 @@ def test_sweep_name_is_deterministic_and_given_name_used(runner, runs_dir):
 
 def test_memory_budget_chunks_stacks_without_changing_results():
     cfgs = compose_many([[f"seed={s}", *TINY] for s in range(5)])
-    assert [len(s) for s in train.plan_stacks(cfgs, memory_mb=1e9)] == [5]
-    per = train.member_bytes(cfgs[0])
-    small = train.plan_stacks(cfgs, memory_mb=2.5 * per / 2**20)
+    assert [len(s) for s in plan.plan_stacks(cfgs, memory_mb=1e9)] == [5]
+    per = plan.member_bytes(cfgs[0])
+    small = plan.plan_stacks(cfgs, memory_mb=2.5 * per / 2**20)
     assert [len(s) for s in small] == [2, 2, 1]
-    assert [len(s) for s in train.plan_stacks(cfgs, max_members=4)] == [3, 2]  # even chunks
+    assert [len(s) for s in plan.plan_stacks(cfgs, max_members=4)] == [3, 2]  # even chunks
     whole = train.train(cfgs)
     chunked = [r for s in small for r in train.train([cfgs[i] for i in s])]
     assert [r.train_loss for r in whole] == [r.train_loss for r in chunked]

@@ -248,7 +248,7 @@ def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: i
 def config_unsupported(first: Cfg) -> str | None:
     """Why the config rules the compiled engine out, or None. The activation is judged by the
     registry's per-member flag (parameters, random draws, a user's module), which the stack key
-    shares (train._engine_key): such members never share a stack with compilable ones."""
+    shares (plan._engine_key): such members never share a stack with compilable ones."""
     if activations.is_per_member(dict(first.activation)):
         return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
     model = first.model

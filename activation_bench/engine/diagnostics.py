@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.model import StackedMLP
+from activation_bench.engine.model import MemberLayers, StackedMLP
 
 SATURATED_SLOPE = 1e-3  # |f'(h)| below this on every sample: a saturated (or dead) unit
 
@@ -48,7 +47,7 @@ class GradLog:
         return out
 
 
-def unit_shares(model: StackedMLP | StackedCNN, x: torch.Tensor,
+def unit_shares(model: MemberLayers, x: torch.Tensor,
                 rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per hidden layer and member, the share of units that are dead and that are saturated on
     every sample of x, each [depth, M] (call in eval mode, so stochastic activations are their
@@ -72,7 +71,7 @@ def unit_shares(model: StackedMLP | StackedCNN, x: torch.Tensor,
     return torch.stack(dead), torch.stack(saturated)
 
 
-def _unit_masks(model: StackedMLP | StackedCNN, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+def _unit_masks(model: MemberLayers, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
     """Per hidden layer, which units [M, units] are dead and which saturated on every sample of x
     (None: gated units, no elementwise slope)."""
     masks = []

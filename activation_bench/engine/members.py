@@ -12,15 +12,14 @@ import torch
 from activation_bench.cfg import model_name
 from activation_bench.data.synthetic import derived_seed, generator
 from activation_bench.engine import activations, cnn, grouped
-from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.model import MemberDropout, Slice, StackedMLP, member_weights
+from activation_bench.engine.model import MemberDropout, MemberLayers, Slice, StackedMLP, member_weights
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
 
 
 def build_model(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,
-                n_out: int = 1, input_shape: tuple[int, ...] | None = None) -> StackedMLP | StackedCNN:
+                n_out: int = 1, input_shape: tuple[int, ...] | None = None) -> MemberLayers:
     """The stacked model of these members: model=cnn's convnet (cnn.py, on inputs of input_shape),
     else the MLP (`build_mlp`)."""
     first = ordered[0]
@@ -84,7 +83,7 @@ def slices_for(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str,
     return slices
 
 
-def param_counts(model: StackedMLP | StackedCNN, m: int) -> list[int]:
+def param_counts(model: MemberLayers, m: int) -> list[int]:
     """Each member's parameters: the model's per member, plus its activation's (a slice's module
     parameters shared out over the slice's members)."""
     counts = [model.per_member_params()] * m

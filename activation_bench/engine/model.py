@@ -126,6 +126,7 @@ class MemberLayers(nn.Module):
 
     slices: list[Slice]
     norms: nn.ModuleList | None
+    depth: int  # hidden layers (the convnet's blocks); each model also gives pre_activation and next_input
 
     def _init_layers(self, slices: list[Slice], ws: list[torch.Tensor], norm: str) -> None:
         """The slices (a slice given one module uses it in every layer), their modules registered

@@ -44,8 +44,8 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
     stack, --memory-mb (None: no limit) and, when it trains on this machine (`local`), the memory
     available now; and, when it trains here, if a member asks for device=cuda and torch sees no GPU
     (a sweep sent to SLURM's GPU nodes is planned on a login node that has none). Plan-level
-    arithmetic on configs (train.member_bytes): nothing is allocated."""
-    from activation_bench.engine import train
+    arithmetic on configs (plan.member_bytes): nothing is allocated."""
+    from activation_bench.engine import plan
 
     if not cfgs:
         return
@@ -54,15 +54,15 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
 
         if not torch.cuda.is_available():
             raise UsageError("device=cuda but torch sees no GPU (use device=cpu or device=auto)")
-    sizes = [train.member_bytes(c) / 2**20 for c in cfgs]
+    sizes = [plan.member_bytes(c) / 2**20 for c in cfgs]
     worst = max(range(len(cfgs)), key=sizes.__getitem__)
-    device = train.resolve_device(cfgs[worst].device)
+    device = plan.resolve_device(cfgs[worst].device)
     avail = available_mb(device) if local else None
     limits = [x for x in (memory_mb, avail) if x is not None]
     if not limits or sizes[worst] <= min(limits):
         return
     cfg = cfgs[worst]
-    n, _, _, dim = train.data_shapes(cfg)
+    n, _, _, dim = plan.data_shapes(cfg)
     model = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}" if model_name(cfg) == "mlp"
              else describe_model(cfg.model))
     shape = f"{model}, data.input_dim={dim}, data.n_samples={n}, epochs={cfg.epochs}"

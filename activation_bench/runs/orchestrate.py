@@ -202,12 +202,12 @@ def pending(p: SweepPlan, force: bool) -> list[int]:
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
                   on_progress: Progress | None = None, notice: Notice | None = None) -> int:
     """Train the given members in stacks and write one run directory each. Returns count written."""
-    from activation_bench.engine import train
+    from activation_bench.engine import plan, train
 
     store.clean_stale_temps(p.directory)
     cfgs = [p.cfgs[i] for i in indices]
-    budget = stack_budget_mb(memory_mb, train.resolve_device(cfgs[0].device)) if cfgs else memory_mb
-    stacks = train.plan_stacks(cfgs, budget)
+    budget = stack_budget_mb(memory_mb, plan.resolve_device(cfgs[0].device)) if cfgs else memory_mb
+    stacks = plan.plan_stacks(cfgs, budget)
     trained = steps = 0
 
     for k, stack in enumerate(stacks, 1):
@@ -235,9 +235,9 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
 
 def steps_per_epoch(cfg: Cfg) -> int:
     """Optimiser steps in one epoch: one per minibatch."""
-    from activation_bench.engine import train
+    from activation_bench.engine import plan
 
-    n = train.data_shapes(cfg)[0]
+    n = plan.data_shapes(cfg)[0]
     return -(-n // (cfg.batch_size or n))
 
 
