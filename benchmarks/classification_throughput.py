@@ -36,12 +36,12 @@ def plain(seeds: int, epochs: int) -> int:
     from torch import nn
 
     from activation_bench.config.compose import compose
-    from activation_bench.data import tables
+    from activation_bench.data import splits
     from activation_bench.engine.activations import create
 
     steps = 0
     for seed in range(seeds):
-        s = tables.split_arrays(compose(["data=mnist1d", f"seed={seed}"]))
+        s = splits.split_arrays(compose(["data=mnist1d", f"seed={seed}"]))
         x, y = torch.tensor(s.x, dtype=torch.float32), torch.tensor(s.y, dtype=torch.int64)
         xv, yv = torch.tensor(s.x_val, dtype=torch.float32), torch.tensor(s.y_val, dtype=torch.int64)
         xt, yt = torch.tensor(s.x_test, dtype=torch.float32), torch.tensor(s.y_test, dtype=torch.int64)

@@ -40,12 +40,12 @@ def plain(seeds: int, epochs: int) -> int:
     from torch import nn
 
     from activation_bench.config.compose import compose
-    from activation_bench.data import tables
+    from activation_bench.data import splits
     from activation_bench.engine.activations import create
 
     steps = 0
     for seed in range(seeds):
-        s = tables.split_arrays(compose(["data=mnist1d", f"seed={seed}"]))
+        s = splits.split_arrays(compose(["data=mnist1d", f"seed={seed}"]))
 
         def t(a, labels=False):  # noqa: ANN001, ANN202
             return torch.tensor(a, dtype=torch.int64) if labels else torch.tensor(a, dtype=torch.float32)[:, None]

@@ -51,12 +51,12 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
     from torch.utils.data import DataLoader, TensorDataset
 
     from activation_bench.config.compose import compose
-    from activation_bench.data import tables
+    from activation_bench.data import splits
     from activation_bench.engine.activations import create
 
     start = CLOCK()
     cfg = compose(["data=diabetes", f"seed={seed}"])
-    s = tables.split_arrays(cfg)
+    s = splits.split_arrays(cfg)
     x, y = torch.tensor(s.x, dtype=torch.float32), torch.tensor(s.y[:, None], dtype=torch.float32)
     xv, yv = torch.tensor(s.x_val, dtype=torch.float32), torch.tensor(s.y_val[:, None], dtype=torch.float32)
     xt, yt = torch.tensor(s.x_test, dtype=torch.float32), torch.tensor(s.y_test[:, None], dtype=torch.float32)

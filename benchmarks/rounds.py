@@ -107,9 +107,9 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     from provenance import header
 
     from activation_bench.config.compose import compose
-    from activation_bench.data import tables
+    from activation_bench.data import splits
 
-    tables.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
+    splits.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
     print(header())
     print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(acts)} "

@@ -39,12 +39,12 @@ def test_regression_with_dropout_is_stacked_as_alone():
 def test_classifier_matches_plain_torch_cross_entropy_and_adam():
     """Reference: nn.Sequential + nn.CrossEntropyLoss + torch.optim.Adam, the same initial weights
     and the same (fixed-order) minibatches; rtol 1e-5 over the epochs, accuracies equal."""
-    from activation_bench.data import tables
+    from activation_bench.data import splits
     from activation_bench.data.synthetic import generator
     from activation_bench.engine.model import member_weights
 
     cfg = compose([*IRIS, "activation=gelu", "model.depth=2", "batch_size=30"])
-    ds = tables.make_dataset(cfg)
+    ds = splits.make_dataset(cfg)
     k = int(ds.y.max()) + 1
     assert ds.y.dtype == torch.int64 and k == 3
     layers = member_weights("torch_default", 4, 16, 16, 2, generator(cfg.seed, "init"), torch.float32, k)

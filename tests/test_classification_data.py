@@ -17,7 +17,7 @@ import torch
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
-from activation_bench.data import classes, generated, tables
+from activation_bench.data import classes, generated, splits, tables
 from activation_bench.engine import plan, train
 from tests.conftest import assert_refused_by_run_and_sweep
 
@@ -25,7 +25,7 @@ SMALL = ["model.hidden_dim=8", "epochs=2"]
 PARTS = ("y", "y_val", "y_test")
 
 
-def _split_counts(s: tables.Split, k: int) -> list[list[int]]:
+def _split_counts(s: splits.Split, k: int) -> list[list[int]]:
     return [np.bincount(getattr(s, p), minlength=k).tolist() for p in PARTS]
 
 
@@ -39,7 +39,7 @@ def test_bundled_class_tables_split_stratified_with_seed_independent_sizes(name,
     table = tables.table_for(cfg0.data)
     assert table.x.shape == (rows, dim) and table.classes == tuple(str(i) for i in range(k))
     assert tables.n_classes(cfg0) == k and tables.is_classification(cfg0.data)
-    s0, s1 = tables.split_arrays(cfg0), tables.split_arrays(cfg1)
+    s0, s1 = splits.split_arrays(cfg0), splits.split_arrays(cfg1)
     sizes = tables.split_sizes(rows, 0.2, 0.2)
     assert tables.shapes(cfg0) == tables.shapes(cfg1) == (*sizes, dim)
     assert tuple(len(getattr(s0, p)) for p in PARTS) == sizes
@@ -54,7 +54,7 @@ def test_bundled_class_tables_split_stratified_with_seed_independent_sizes(name,
 
 def test_split_is_a_partition_with_labels_kept_and_features_standardised_on_training_rows():
     on, off = compose_many([["data=wine", "seed=3"], ["data=wine", "seed=3", "data.standardize=false"]])
-    s, raw = tables.split_arrays(on), tables.split_arrays(off)
+    s, raw = splits.split_arrays(on), splits.split_arrays(off)
     table = tables.table_for(on.data)
     rows = {tuple(r): int(label) for r, label in zip(table.x, table.y)}
     seen = [(tuple(x), int(y)) for part in ("", "_val", "_test")
@@ -117,7 +117,7 @@ def test_csv_labels_strings_sorted_as_strings_integers_numerically(tmp_path):
         assert table.classes == names and table.y.dtype == np.int64
         raw = [str(v) for v in kinds[target]] if target != "flag" else ["True", "False", "False", "True"]
         assert [names[i] for i in table.y[:4]] == raw
-        assert tables.split_arrays(cfg).info["classes"] == list(names)
+        assert splits.split_arrays(cfg).info["classes"] == list(names)
 
 
 def test_csv_missing_labels_dropped_with_dropna(tmp_path):
@@ -154,11 +154,11 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path / "cache"))
     generated.mnist1d.cache_clear()
     tables.load_table.cache_clear()
-    tables._SPLITS.clear()
+    splits._SPLITS.clear()
     yield tmp_path / "cache"
     generated.mnist1d.cache_clear()
     tables.load_table.cache_clear()
-    tables._SPLITS.clear()
+    splits._SPLITS.clear()
 
 
 def test_mnist1d_generated_once_with_its_test_set_fixed_and_globals_untouched(cache):
@@ -169,7 +169,7 @@ def test_mnist1d_generated_once_with_its_test_set_fixed_and_globals_untouched(ca
     random.seed(7)
     np.random.seed(7)
     cfg0, cfg1 = compose_many([["data=mnist1d"], ["data=mnist1d", "seed=1"]])
-    s0, s1 = tables.split_arrays(cfg0), tables.split_arrays(cfg1)
+    s0, s1 = splits.split_arrays(cfg0), splits.split_arrays(cfg1)
     assert (random.random(), np.random.random()) == before  # the package's reseeding was undone
     assert tables.shapes(cfg0) == tables.shapes(cfg1) == (3200, 800, 1000, 40) and tables.n_classes(cfg0) == 10
     assert np.array_equal(s0.y_test, s1.y_test) and not np.array_equal(s0.x_test, s1.x_test)  # other scaling
@@ -178,7 +178,7 @@ def test_mnist1d_generated_once_with_its_test_set_fixed_and_globals_untouched(ca
     assert np.array_equal(s0.y_test, g.y_test) and len(g.y_test) == 1000 and g.x.shape == (4000, 40)
     # the validation split is drawn from the 4,000 training rows; the test rows are the canonical ones,
     # re-scaled with the training split's statistics
-    raw = tables.split_arrays(compose(["data=mnist1d", "data.standardize=false"]))
+    raw = splits.split_arrays(compose(["data=mnist1d", "data.standardize=false"]))
     assert sorted(map(tuple, np.vstack([raw.x, raw.x_val]))) == sorted(map(tuple, g.x))
     assert np.array_equal(raw.x_test, g.x_test)
     np.testing.assert_allclose(s0.x_test, (g.x_test - raw.x.mean(0)) / raw.x.std(0), rtol=1e-10)

@@ -14,7 +14,7 @@ from torch import nn
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.hashing import config_hash
-from activation_bench.data import tables
+from activation_bench.data import splits
 from activation_bench.data.synthetic import generator
 from activation_bench.engine import activations, plan, train
 from activation_bench.engine.cnn import conv_init, head_init
@@ -136,7 +136,7 @@ def _reference(cfg, ds, dims: int) -> tuple[list[float], list[float]]:
 ])
 def test_engine_matches_plain_torch_convolutions(base, dims, extra):
     cfg = compose([*base, "activation=relu", *extra] if "activation" not in " ".join(extra) else [*base, *extra])
-    ds = tables.make_dataset(cfg)
+    ds = splits.make_dataset(cfg)
     ref_train, ref_val = _reference(cfg, ds, dims)
     res = train.train([cfg])[0]
     assert res.train_loss == pytest.approx(ref_train, rel=1e-4)

@@ -16,7 +16,7 @@ import yaml
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
-from activation_bench.data import classes, images, shapes, tables
+from activation_bench.data import classes, images, shapes, splits, tables
 from activation_bench.data.keys import used_keys
 from activation_bench.errors import UsageError
 from tests.conftest import assert_refused_by_run_and_sweep, files_under
@@ -104,7 +104,7 @@ def test_idx_files_split_with_fixed_test_set_stratified_validation_and_per_chann
                                     [f"data={name}", f"data.root={tmp_path}", "data.standardize=false"]])
     assert tables.shapes(cfg0) == (24, 6, 20, 784) and tables.n_classes(cfg0) == 10
     assert shapes.input_shape(cfg0) == (1, 28, 28)
-    s0, s1, r = tables.split_arrays(cfg0), tables.split_arrays(cfg1), tables.split_arrays(raw)
+    s0, s1, r = splits.split_arrays(cfg0), splits.split_arrays(cfg1), splits.split_arrays(raw)
     train_c, val_c, _ = classes.stratified_counts(np.bincount(data["y_train"]), 6, 0)
     for s in (s0, s1):
         assert (s.x.shape, s.x_val.shape, s.x_test.shape) == ((24, 784), (6, 784), (20, 784))
@@ -129,7 +129,7 @@ def test_cifar_batches_are_read_in_plane_order_and_standardised_per_channel(tmp_
     cfg, raw = compose_many([["data=cifar10", f"data.root={tmp_path}"],
                              ["data=cifar10", f"data.root={tmp_path}", "data.standardize=false", "dtype=float64"]])
     assert tables.shapes(cfg) == (24, 6, 10, 3072) and shapes.input_shape(cfg) == (3, 32, 32)
-    s, r = tables.split_arrays(cfg), tables.split_arrays(raw)
+    s, r = splits.split_arrays(cfg), splits.split_arrays(raw)
     assert r.x.dtype == np.float64 and np.array_equal(r.x_test, data["x_test"] / 255)
     assert np.array_equal(s.y_test, data["y_test"])
     planes = s.x.reshape(24, 3, 1024).astype(np.float64)
@@ -159,16 +159,16 @@ def test_n_train_is_a_stratified_deterministic_nested_subsample_of_the_training_
         ["data=mnist", root], ["data=mnist", root, "data.n_train=10"], ["data=mnist", root, "data.n_train=10"],
         ["data=mnist", root, "data.n_train=20"], ["data=mnist", root, "data.n_train=10", "seed=1"]])
     assert tables.shapes(ten) == (10, 6, 20, 784) and tables.shapes(twenty)[0] == 20
-    s_full, s10, s20, s_other = (tables.split_arrays(c) for c in (full, ten, twenty, other))
-    tables._SPLITS.clear()
-    again = tables.split_arrays(ten_again)
+    s_full, s10, s20, s_other = (splits.split_arrays(c) for c in (full, ten, twenty, other))
+    splits._SPLITS.clear()
+    again = splits.split_arrays(ten_again)
     assert np.array_equal(again.x, s10.x) and np.array_equal(again.y, s10.y)  # the same rows from a fresh split
     assert _counts(s10.y) == [1] * 10 and sorted(_counts(s20.y)) == [2] * 10
 
-    def pixels(s: tables.Split, part: str = "x") -> np.ndarray:  # the standardisation undone (each its own)
+    def pixels(s: splits.Split, part: str = "x") -> np.ndarray:  # the standardisation undone (each its own)
         return np.rint(getattr(s, part) * s.info["channel_std"][0] + s.info["channel_mean"][0]).astype(np.uint8)
 
-    def rows(s: tables.Split) -> set[bytes]:
+    def rows(s: splits.Split) -> set[bytes]:
         return {r.tobytes() for r in pixels(s)}
 
     for s in (s10, s20):  # the validation split is the same whatever data.n_train
@@ -178,7 +178,7 @@ def test_n_train_is_a_stratified_deterministic_nested_subsample_of_the_training_
     assert s10.info["n_train"] == 10 and s10.info["n_train_available"] == 24
     # a class table takes it too: a stratified subsample, standardised on the rows kept
     digits = compose(["data=digits", "data.n_train=100"])
-    s = tables.split_arrays(digits)
+    s = splits.split_arrays(digits)
     assert tables.shapes(digits)[0] == 100 == len(s.y) and min(_counts(s.y)) >= 9
     np.testing.assert_allclose(s.x.mean(0), 0, atol=1e-12)
 

@@ -16,7 +16,7 @@ from torch import nn
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose
 from activation_bench.config.hashing import config_hash
-from activation_bench.data import tables
+from activation_bench.data import splits, tables
 from activation_bench.data.synthetic import generator
 from activation_bench.engine import activations, plan, train
 from activation_bench.engine.model import member_weights
@@ -137,7 +137,7 @@ def test_engine_matches_plain_torch_with_norm_layers(norm, residual, extra):
 def test_classifier_with_batch_norm_matches_plain_torch():
     cfg = compose(["data=iris", "activation=relu", "model.norm=batch", "model.depth=2", "model.hidden_dim=16",
                    "batch_size=32", "epochs=6", "lr=0.01"])
-    ds = tables.make_dataset(cfg)
+    ds = splits.make_dataset(cfg)
     ref_train, ref_val = _reference(cfg, ds.x, ds.y, (ds.x_val, ds.y_val), "batch", False, classify=True)
     res = train.train([cfg])[0]
     assert res.train_loss == pytest.approx(ref_train, rel=1e-4)

@@ -17,7 +17,7 @@ from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
-from activation_bench.data import functions, tables
+from activation_bench.data import functions, splits, tables
 from activation_bench.engine import plan, train
 from tests.conftest import assert_refused_by_run_and_sweep
 from tests.engine_helpers import stacked_and_alone
@@ -59,7 +59,7 @@ def test_split_is_paired_across_activations_and_differs_between_seeds():
         assert getattr(a, k).equal(getattr(b, k))
     assert not a.y_test.equal(c.y_test)
     # the three parts are a partition of the table's rows
-    s = tables.split_arrays(gelu)
+    s = splits.split_arrays(gelu)
     table = tables.table_for(gelu.data)
     raw_y = np.concatenate([s.y, s.y_val, s.y_test]) * s.info["target_scale"] + s.info["target_mean"]
     np.testing.assert_allclose(np.sort(raw_y), np.sort(table.y), rtol=1e-12)
@@ -68,7 +68,7 @@ def test_split_is_paired_across_activations_and_differs_between_seeds():
 
 def test_standardisation_uses_the_training_split_only():
     on, off = compose_many([["data=diabetes"], ["data=diabetes", "data.standardize=false"]])
-    s, raw = tables.split_arrays(on), tables.split_arrays(off)
+    s, raw = splits.split_arrays(on), splits.split_arrays(off)
     np.testing.assert_allclose(s.x.mean(0), 0, atol=1e-12)
     np.testing.assert_allclose(s.x.std(0), 1, rtol=1e-12)
     np.testing.assert_allclose(s.y.mean(), 0, atol=1e-12)
@@ -82,14 +82,14 @@ def test_standardisation_uses_the_training_split_only():
     fx, fy = StandardScaler().fit(raw.x), StandardScaler().fit(raw.y[:, None])
     np.testing.assert_allclose(s.x_val, fx.transform(raw.x_val), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(s.y_test, fy.transform(raw.y_test[:, None])[:, 0], rtol=1e-12, atol=1e-14)
-    const = tables.standardize(np.ones((4, 1)), np.arange(4.0), np.ones((1, 1)), np.zeros(1), np.full((1, 1), 2.0),
+    const = splits.standardize(np.ones((4, 1)), np.arange(4.0), np.ones((1, 1)), np.zeros(1), np.full((1, 1), 2.0),
                                  np.zeros(1))
     assert np.array_equal(const.x_test, [[1.0]])  # a constant column is centred, not scaled
 
 
 def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
     calls = {"read": 0, "split": 0}
-    real_builtin, real_split = tables._builtin, tables._split
+    real_builtin, real_split = tables._builtin, splits._split
 
     def counting_builtin(name):
         calls["read"] += 1
@@ -100,9 +100,9 @@ def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
         return real_split(cfg)
 
     tables.load_table.cache_clear()
-    tables._SPLITS.clear()
+    splits._SPLITS.clear()
     monkeypatch.setattr(tables, "_builtin", counting_builtin)
-    monkeypatch.setattr(tables, "_split", counting_split)
+    monkeypatch.setattr(splits, "_split", counting_split)
     grid = expand(["activation=gelu,relu,tanh", "seed=0,1", "data=star98", "epochs=2", "model.hidden_dim=4"])
     cfgs = compose_many(grid.members)
     for stack in plan.plan_stacks(cfgs):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from activation_bench.data import tables
+from activation_bench.data import splits, tables
 from activation_bench.data.shapes import input_shape
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
 from activation_bench.engine import compiled, fused, grouped
@@ -87,7 +87,7 @@ class RunResult:
 
 def load_data(cfg: Cfg) -> Dataset:
     """The member's data: real and function tasks from the per-process cache, else generated."""
-    return tables.make_dataset(cfg) if tables.is_real(cfg.data) else make_dataset(cfg)
+    return splits.make_dataset(cfg) if tables.is_real(cfg.data) else make_dataset(cfg)
 
 
 def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
