@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from activation_bench.cli import compare, export, rank, run, search
+from activation_bench.cli import compare, export, rank, run, search, study
 
 app = typer.Typer(
     add_completion=False,
@@ -36,6 +36,7 @@ app.command("plot-activations")(compare.plot_activations)
 app.command("report")(compare.report)
 app.command("rank")(rank.rank)
 app.command("search", help=search.SEARCH_HELP)(search.search)
+app.add_typer(study.app, name="study")
 app.add_typer(export.app, name="export")
 
 

@@ -1,0 +1,151 @@
+"""Typer sub-app `study` (registered in cli/main.py): a whole study from one YAML file.
+
+`study run` plans every sweep, trains (or resumes) what is missing, then writes the tables, figures
+and report.html; `study tables` only renders, from finished sweeps. The study layer does the work;
+training goes through the `sweep` command's own runner, so a study's sweep is exactly the sweep its
+command line would make.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from activation_bench.errors import UsageError, reported
+
+if TYPE_CHECKING:
+    from activation_bench.study.plan import PlannedSweep
+    from activation_bench.study.spec import Study
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                  help="A whole study from one YAML file: its sweeps, tuned comparisons, combined tables, "
+                  "rankings, figures and report.html (docs/studies.md).")
+
+FileArg = Annotated[Path, typer.Argument(help="The study file (YAML).", show_default=False)]
+RunsDirOpt = Annotated[Path | None, typer.Option(
+    "--runs-dir", help="Where the sweeps go (default: the file's runs_dir, relative to the working directory).",
+    show_default=False)]
+OutputOpt = Annotated[Path | None, typer.Option(
+    "--output", "-o", help="The folder for tables, figures and report.html (default: the file's output, "
+    "relative to the study file's folder).", show_default=False)]
+
+
+@app.command("run")
+def run(
+    study_file: FileArg,
+    hydra_overrides: Annotated[list[str] | None, typer.Argument(
+        help="hydra.launcher.* settings for --launcher.", show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (sweeps, members to train, "
+                                          "members done, files to write); train and write nothing.")] = False,
+    runs_dir: RunsDirOpt = None,
+    output: OutputOpt = None,
+    launcher: Annotated[str | None, typer.Option(
+        help="Send each sweep's members to a Hydra launcher, as `sweep --launcher` does: basic, joblib, "
+        "submitit_local, submitit_slurm (the [cluster] extra).", show_default=False)] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Groups (Hydra jobs) per sweep with --launcher.")] = max(
+        1, os.cpu_count() or 1),
+    memory_mb: Annotated[float, typer.Option(min=0.001, help="Memory budget of one training stack (MB), "
+                                             "as in sweep.")] = 1024.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Run (or resume) every sweep of a study file, then write every table (markdown, CSV, JSON),
+    figure and report.html. Finished members are never trained again: re-running a finished study
+    trains nothing and writes the same bytes.
+
+    Examples:
+
+      actbench study run docs/studies/gelu-vs-relu/study.yaml --dry-run
+
+      actbench study run my-study.yaml
+
+      actbench study run my-study.yaml --launcher joblib hydra.launcher.n_jobs=2
+    """
+    with reported():
+        from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
+        from activation_bench.runs import memory, orchestrate
+        from activation_bench.study import plan, spec
+
+        extra = list(hydra_overrides or [])
+        settings = hydra_settings(extra)
+        if settings != extra:
+            bad = next(o for o in extra if o not in settings)
+            raise UsageError(f"'{bad}': a study's sweeps are set in its file; only hydra.launcher.* settings "
+                             "go on the command line")
+        if not launcher:
+            refuse_hydra_settings(settings)
+        else:
+            orchestrate.check_launcher(launcher)
+        study = spec.load(study_file, runs_dir, output)
+        sweeps = plan.plan(study)
+        if dry_run:
+            _print_plan(study, sweeps)
+            return
+        for s in sweeps:
+            memory.check_memory([s.plan.cfgs[i] for i in s.todo], memory_mb, local=launcher != "submitit_slurm")
+        from activation_bench.cli.run import _run_sweep
+
+        for s in sweeps:
+            if not s.todo and (s.plan.directory / "results.csv").is_file():
+                continue  # finished: its results.csv is already the one the sweep writes
+            if not quiet:
+                typer.echo(f"sweep {s.name}: {len(s.todo)} of {len(s.plan.members)} members to train", err=True)
+            orchestrate.write_sweep_file(s.plan)
+            _run_sweep(s.plan, s.todo, launcher, jobs, settings, memory_mb, False, quiet)
+        _render(study)
+
+
+@app.command("tables")
+def tables(
+    study_file: FileArg,
+    runs_dir: RunsDirOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Write a study's tables, figures and report.html from its finished sweeps, training nothing;
+    names the sweeps that are not finished.
+
+    Examples:
+
+      actbench study tables my-study.yaml
+
+      actbench study tables my-study.yaml --output /tmp/tables
+    """
+    with reported():
+        from activation_bench.study import plan, spec
+
+        study = spec.load(study_file, runs_dir, output)
+        sweeps = plan.plan(study)
+        missing = [f"{s.name} ({len(s.todo)} of {len(s.plan.members)} members in {s.plan.directory})"
+                   for s in sweeps if s.todo or not (s.plan.directory / "results.csv").is_file()]
+        if missing:
+            raise UsageError(f"not finished: {'; '.join(missing)}: run `actbench study run {study_file}`")
+        _render(study)
+
+
+def _render(study: Study) -> None:
+    from activation_bench.study import outputs
+
+    built = outputs.build(study)
+    for line in built.warnings:
+        typer.echo(f"warning: {line}", err=True)
+    paths = outputs.write(study, built)
+    typer.echo(f"wrote {len(paths)} files to {study.output}", err=True)
+
+
+def _print_plan(study: Study, sweeps: list[PlannedSweep]) -> None:
+    from rich.table import Table
+
+    from activation_bench import terminal
+
+    table = Table(title=f"study {study.path}")
+    for header in ("sweep", "directory", "members", "done", "to train"):
+        table.add_column(header, no_wrap=True)
+    for s in sweeps:
+        n = len(s.plan.members)
+        table.add_row(s.name, str(s.plan.directory), str(n), str(n - len(s.todo)), str(len(s.todo)))
+    terminal.print_table(table)
+    total = sum(len(s.todo) for s in sweeps)
+    typer.echo(f"{total} members to train; then {len(study.files())} files in {study.output}: "
+               f"{', '.join(study.files())}")

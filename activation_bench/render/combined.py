@@ -1,0 +1,151 @@
+"""Combined tables: several comparisons of the same groups side by side, one row per group (say test
+accuracy and test loss, each with its interval, effect against the baseline and significance), as
+markdown, CSV and JSON. Numbers are the comparisons' own (`compare --format json`), not recomputed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from activation_bench.analysis.metrics import ACCURACY, LOG10
+from activation_bench.analysis.notes import CompareResult
+from activation_bench.errors import UsageError
+from activation_bench.render.tables import (
+    _md_escape,
+    _plain,
+    _significant,
+    _tuned_cell,
+    fmt_acc,
+    fmt_num,
+    fmt_p,
+    fmt_pp,
+)
+
+# the raw columns each part contributes to CSV and JSON, where its table has them
+RAW = ("n", "mean", "geo_mean", "ci_low", "ci_high", "mean_diff", "ratio", "ratio_lo", "ratio_hi", "diff_pp",
+       "diff_lo_pp", "diff_hi_pp", "win_rate", "p_t_holm", "p_wilcoxon_holm", "significant", "is_baseline")
+
+
+def _groups(parts: Sequence[tuple[str, CompareResult]], where: str) -> list[str]:
+    """The group columns every part shares (tuned keys excepted), else one line saying which differ."""
+    first_name, first = parts[0]
+    for name, res in parts[1:]:
+        if set(res.group_cols) != set(first.group_cols):
+            raise UsageError(f"{where}: '{first_name}' groups by {', '.join(first.group_cols) or 'nothing'} "
+                             f"but '{name}' by {', '.join(res.group_cols) or 'nothing'}: set the same `by`")
+    return list(first.group_cols)
+
+
+def _key(row: pd.Series, cols: Sequence[str]) -> tuple[str, ...]:
+    return tuple(str(row[c]) for c in cols)
+
+
+def _rows(res: CompareResult, cols: Sequence[str]) -> dict[tuple[str, ...], pd.Series]:
+    return {_key(r, cols): r for _, r in res.table.iterrows()}
+
+
+def _cells(res: CompareResult, row: pd.Series | None) -> list[str]:
+    """One part's cells of a row: tuned values, the centre with its interval, the effect against the
+    baseline with its interval, the Holm p-values and the significance mark."""
+    n_cells = len(_headers(res, ""))
+    if row is None:
+        return ["-"] * n_cells
+    cells = [_tuned_cell(res, row, k) for k in res.tuned_keys]
+    base = bool(row.get("is_baseline")) if not pd.isna(row.get("is_baseline", pd.NA)) else False
+    if res.scale == ACCURACY:
+        ci = "" if pd.isna(row["ci_low"]) else f" [{100 * row['ci_low']:.2f}, {100 * row['ci_high']:.2f}]"
+        cells.append(f"{fmt_acc(row['mean'])}{ci}")
+        if res.baseline is not None:
+            cells.append("baseline" if base else "-" if pd.isna(row.get("diff_pp")) else
+                         f"{fmt_pp(row['diff_pp'])} [{fmt_pp(row['diff_lo_pp'])}, {fmt_pp(row['diff_hi_pp'])}]")
+    else:
+        centre = "geo_mean" if res.scale == LOG10 else "mean"
+        ci = "" if pd.isna(row["ci_low"]) else f" [{fmt_num(row['ci_low'])}, {fmt_num(row['ci_high'])}]"
+        cells.append(f"{fmt_num(row[centre], 4)}{ci}")
+        if res.baseline is not None:
+            lo, hi = row.get("ratio_lo"), row.get("ratio_hi")
+            interval = "" if lo is None or pd.isna(lo) else f" [{fmt_num(lo)}, {fmt_num(hi)}]"
+            cells.append("baseline" if base else f"{fmt_num(row['ratio'])}{interval}")
+    if res.baseline is not None:
+        cells.append("" if base else f"{fmt_p(row['p_t_holm'])}/{fmt_p(row['p_wilcoxon_holm'])}")
+        cells.append("*" if _significant(row) else "")
+    return cells
+
+
+def _headers(res: CompareResult, label: str) -> list[str]:
+    pre = f"{label}: " if label else ""
+    heads = [f"{pre}{k} (tuned)" for k in res.tuned_keys]
+    if res.scale == ACCURACY:
+        heads.append(f"{pre}mean {res.loss} [95% CI]")
+        heads += [f"{pre}Δ pp [95% CI]"] if res.baseline is not None else []
+    else:
+        heads.append(f"{pre}{'geo mean' if res.scale == LOG10 else 'mean epochs'} [95% CI]")
+        heads += [f"{pre}ratio [95% CI]"] if res.baseline is not None else []
+    heads += [f"{pre}p Holm t/W", f"{pre}sig"] if res.baseline is not None else []
+    return heads
+
+
+def _order(parts: Sequence[tuple[str, CompareResult]], cols: Sequence[str]) -> list[tuple[str, ...]]:
+    """The first part's row order (best first per block), then groups only later parts have."""
+    keys = [_key(r, cols) for _, r in parts[0][1].table.iterrows()]
+    for _, res in parts[1:]:
+        keys += [k for k in (_key(r, cols) for _, r in res.table.iterrows()) if k not in keys]
+    return keys
+
+
+def to_markdown(parts: Sequence[tuple[str, CompareResult]], title: str, where: str = "table") -> str:
+    """A markdown table (groups down, each comparison's columns across) and what each part is."""
+    cols = _groups(parts, where)
+    rows = [_rows(res, cols) for _, res in parts]
+    heads = [*cols, *(h for name, res in parts for h in _headers(res, name))]
+    lines = [f"**{_md_escape(title)}**", "", "| " + " | ".join(_md_escape(h) for h in heads) + " |",
+             "|" + "|".join([":---"] * len(cols) + ["---:"] * (len(heads) - len(cols))) + "|"]
+    for key in _order(parts, cols):
+        cells = list(key)
+        for (_, res), by_key in zip(parts, rows):
+            cells += _cells(res, by_key.get(key))
+        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+    lines.append("")
+    for name, res in parts:
+        base = f", paired vs {res.baseline[0]}={res.baseline[1]}" if res.baseline is not None else ""
+        lines.append(f"- {_md_escape(name)}: {res.metric.label} of {res.loss}{base}; {_md_escape(res.methods[0])}")
+    lines.append("- Each part's method notes and warnings are in its own table; * = both Holm-corrected p < 0.05.")
+    return "\n".join(lines) + "\n"
+
+
+def _raw(parts: Sequence[tuple[str, CompareResult]], where: str) -> tuple[list[str], list[dict[str, Any]]]:
+    cols = _groups(parts, where)
+    rows = [_rows(res, cols) for _, res in parts]
+    out = []
+    for key in _order(parts, cols):
+        rec: dict[str, Any] = dict(zip(cols, key))
+        for (name, res), by_key in zip(parts, rows):
+            row = by_key.get(key)
+            keep = [*res.tuned_keys, *(c for c in RAW if c in res.table.columns)]
+            rec[name] = {c: (_plain(row[c]) if row is not None else None) for c in keep}
+        out.append(rec)
+    return cols, out
+
+
+def to_csv(parts: Sequence[tuple[str, CompareResult]], where: str = "table") -> str:
+    """One row per group: the group columns, then NAME.COLUMN for each part's raw numbers."""
+    cols, recs = _raw(parts, where)
+    flat = [{**{c: r[c] for c in cols}, **{f"{n}.{k}": v for n, _ in parts for k, v in r[n].items()}} for r in recs]
+    return pd.DataFrame(flat).to_csv(index=False, lineterminator="\n")
+
+
+def to_json(parts: Sequence[tuple[str, CompareResult]], title: str, where: str = "table") -> str:
+    """{title, group_columns, parts: [{name, metric, loss, scale, baseline}], rows: [{group..., NAME: {...}}]}."""
+    cols, recs = _raw(parts, where)
+    doc = {
+        "title": title,
+        "group_columns": cols,
+        "parts": [{"name": n, "metric": r.metric.label, "loss": r.loss, "scale": r.scale,
+                   "baseline": None if r.baseline is None else {"key": r.baseline[0], "value": r.baseline[1]},
+                   "tuned": r.tuned_keys} for n, r in parts],
+        "rows": recs,
+    }
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,191 @@
+"""A study's outputs from its finished sweeps: each comparison (`compare`), combined table, ranking
+(`rank`) and figure (`plot`), computed with the same functions as the commands, then report.html.
+Everything is built in memory first and written only when all of it succeeded, each file atomically,
+so a failure leaves the previous outputs as they were. Rendering is deterministic (no dates, fixed
+SVG ids), so a finished study renders byte for byte the same files again."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from activation_bench.errors import UsageError
+from activation_bench.study.spec import Study, TuneFields
+
+
+@dataclass
+class Built:
+    files: dict[str, str | bytes] = field(default_factory=dict)  # file name in the output folder -> content
+    warnings: list[str] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)  # what report.html shows
+
+
+class _Loads:
+    """Each set of sweeps loaded once (load checks the column it is asked for)."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.cache: dict[tuple, Any] = {}
+
+    def get(self, sweeps: list[str], column: str = "train_loss") -> Any:
+        from activation_bench.analysis.loading import load
+
+        key = tuple(sweeps)
+        if key not in self.cache:
+            self.cache[key] = load([self.study.sweep_dir(s) for s in sweeps], "train_loss")
+        loaded = self.cache[key]
+        if column not in loaded.losses or not bool((loaded.losses[column] == loaded.losses[column]).any()):
+            raise UsageError(f"no run of {', '.join(sweeps)} has values of {column}")
+        return loaded
+
+
+def _tune(part: TuneFields, by: Any = None) -> Any:
+    from activation_bench.analysis.tune import parse_tune
+
+    return parse_tune(part.tune, part.tune_seeds, [by] if isinstance(by, str) else by, part.tune_on)
+
+
+def _named(key: str) -> Any:
+    """Prefix a UsageError raised inside with the study key it belongs to."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def wrap() -> Any:
+        try:
+            yield
+        except UsageError as exc:
+            raise UsageError(f"{key}: {exc}") from None
+    return wrap()
+
+
+def build(study: Study) -> Built:
+    """Every table, figure and the report, in memory."""
+    out = Built()
+    loads = _Loads(study)
+    results = _comparisons(study, loads, out)
+    _combined(study, results, out)
+    ranks = _rankings(study, loads, out)
+    _figures(study, loads, results, out)
+    from activation_bench.study.report import page
+
+    out.files["report.html"] = page(study, results, ranks, out, loads)
+    return out
+
+
+def _comparisons(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
+    from activation_bench.analysis import compare as cmp
+    from activation_bench.analysis.loading import is_accuracy
+    from activation_bench.analysis.metrics import default_loss, parse_metric
+    from activation_bench.render import tables
+
+    results = {}
+    for name, c in study.spec.comparisons.items():
+        with _named(f"comparisons.{name}"):
+            m = parse_metric(c.metric)
+            loaded = loads.get(c.sweeps, c.loss or "train_loss")
+            power = None
+            if c.power is not None:
+                from activation_bench.analysis.power import parse_power
+
+                power = parse_power(c.power, accuracy=is_accuracy(c.loss or ""))
+            res = cmp.compare(loaded, m, c.by, c.baseline, default_loss(loaded, m, c.loss), power=power,
+                              tune=_tune(c, c.by))
+        results[name] = res
+        for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("json", "json")):
+            out.files[f"{name}.{ext}"] = tables.render(res, fmt)
+        out.warnings += [f"{name}: {w}" for w in res.warnings]
+    return results
+
+
+def _combined(study: Study, results: dict[str, Any], out: Built) -> None:
+    from activation_bench.render import combined
+
+    for name, t in study.spec.tables.items():
+        parts = [(c, results[c]) for c in t.comparisons]
+        title = table_title(t.title, parts)
+        where = f"{study.path}: tables.{name}"
+        out.files[f"{name}.md"] = combined.to_markdown(parts, title, where)
+        out.files[f"{name}.csv"] = combined.to_csv(parts, where)
+        out.files[f"{name}.json"] = combined.to_json(parts, title, where)
+
+
+def table_title(title: str | None, parts: list[tuple[str, Any]]) -> str:
+    """A combined table's title: the study's, else what each part compares."""
+    return title or "; ".join(f"{r.metric.label} of {r.loss}" for _, r in parts)
+
+
+def _rankings(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
+    from activation_bench.analysis import rank as rk
+    from activation_bench.analysis.metrics import default_loss, parse_metric
+    from activation_bench.render import rank_tables
+
+    ranks = {}
+    for name, r in study.spec.rankings.items():
+        with _named(f"rankings.{name}"):
+            m = parse_metric(r.metric)
+            loaded = loads.get(r.sweeps, r.loss or "train_loss")
+            res = rk.rank(loaded, m, r.by, r.task, default_loss(loaded, m, r.loss), r.alpha, r.posthoc,
+                          tune=_tune(r, r.by))
+        ranks[name] = res
+        for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("json", "json")):
+            out.files[f"{name}.{ext}"] = rank_tables.render(res, fmt)
+        if r.plot:
+            out.files[f"{name}-cd.svg"] = image(rank_tables.draw_cd(res), "svg")
+        out.warnings += [f"{name}: {w}" for w in res.warnings]
+    return ranks
+
+
+def _figures(study: Study, loads: _Loads, results: dict[str, Any], out: Built) -> None:
+    from activation_bench.analysis.metrics import parse_metric
+
+    for name, f in study.spec.figures.items():
+        with _named(f"figures.{name}"):
+            loaded = loads.get(f.sweeps, f.loss or "train_loss")
+            if f.kind == "sensitivity":
+                from activation_bench.analysis.metrics import default_loss
+                from activation_bench.render.sensitivity import sensitivity_figure
+
+                m = parse_metric(f.metric or ("early_stop" if "val_loss" in loaded.losses else "final"))
+                fig = sensitivity_figure(loaded, str(f.x), m, default_loss(loaded, m, f.loss), f.by)
+            else:
+                fig = _curves(loaded, f, results.get(f.tuned) if f.tuned else None, study)
+        out.files[f"{name}.{f.format}"] = image(fig, f.format)
+
+
+def _curves(loaded: Any, f: Any, tuned: Any, study: Study) -> Any:
+    from activation_bench.render import plots
+
+    loss = f.loss or "train_loss"
+    if tuned is None:
+        return plots.curves_figure(loaded, f.by, loss, accuracy=plots.companion_accuracy(loaded, loss))
+    raise UsageError("tuned curves: not available yet")
+
+
+def image(fig: Any, fmt: str) -> bytes:
+    """The figure's file content, the same bytes every time: no dates, fixed SVG ids."""
+    import matplotlib
+
+    buf = io.BytesIO()
+    meta = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}, "png": {}}[fmt]
+    with matplotlib.rc_context({"svg.hashsalt": "actbench", "svg.fonttype": "none"}):
+        fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight", metadata=meta)
+    return buf.getvalue()
+
+
+def write(study: Study, built: Built) -> list[Path]:
+    """Every file into the output folder (made if missing), each atomically; returns the paths."""
+    from activation_bench.runs.store import atomic_file, atomic_write
+
+    study.output.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, content in built.files.items():
+        path = study.output / name
+        if isinstance(content, bytes):
+            with atomic_file(path) as tmp:
+                tmp.write_bytes(content)
+        else:
+            atomic_write(path, content)
+        paths.append(path)
+    return paths

@@ -1,0 +1,128 @@
+"""A study's plan: every sweep expanded and composed (the sweep command's own `orchestrate.plan`),
+what is left to train, and the checks that need composed configs: the columns a comparison, ranking
+or figure reads are logged by its sweeps, and its tuned keys are swept there. Nothing is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
+
+from activation_bench.errors import UsageError
+from activation_bench.study.spec import Fail, RankingSpec, Study, TuneFields
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+    from activation_bench.runs.orchestrate import SweepPlan
+
+
+@dataclass
+class PlannedSweep:
+    name: str
+    plan: SweepPlan
+    todo: list[int]  # members not finished yet
+    columns: set[str]  # the per-epoch columns its members log
+
+    @property
+    def command(self) -> list[str]:
+        """The equivalent `actbench sweep` command line (resuming it trains the same members)."""
+        return ["actbench", "sweep", "--runs-dir", str(self.plan.directory.parent), "--name",
+                self.plan.directory.name, *self.plan.overrides]
+
+
+def logged_columns(cfg: Cfg) -> set[str]:
+    """The per-epoch columns a run of this config writes to losses.csv."""
+    from activation_bench.data.tables import is_classification
+    from activation_bench.engine.plan import data_shapes
+
+    _, n_val, n_test, _ = data_shapes(cfg)
+    cols = {"train_loss"}
+    classify = is_classification(cfg.data)
+    if n_val:
+        cols |= {"val_loss", "val_acc"} if classify else {"val_loss"}
+    if n_test:
+        cols |= {"test_loss", "test_acc"} if classify else {"test_loss"}
+    if cfg.log.get("train_eval"):
+        cols.add("train_eval_loss")
+    return cols
+
+
+def plan(study: Study, force: bool = False) -> list[PlannedSweep]:
+    """Every sweep planned (exit-2 errors name the sweep), then the cross-checks."""
+    from activation_bench.runs import orchestrate
+
+    out = []
+    for name, sw in study.spec.sweeps.items():
+        overrides = [*sw.grid, *sw.overrides]
+        try:
+            p = orchestrate.plan(overrides, study.runs_dir, sw.dir or name)
+        except UsageError as exc:
+            raise UsageError(f"{study.path}: sweeps.{name}: {exc}") from None
+        columns: set[str] = set()
+        seen: set[tuple] = set()
+        for cfg in p.cfgs:  # columns depend on the data and log settings: one look per distinct pair
+            key = (repr(cfg.data.plain() if hasattr(cfg.data, "plain") else cfg.data), bool(cfg.log.get("train_eval")))
+            if key not in seen:
+                seen.add(key)
+                columns |= logged_columns(cfg)
+        out.append(PlannedSweep(name, p, orchestrate.pending(p, force), columns))
+    _cross_check(study, {s.name: s for s in out})
+    return out
+
+
+def _cross_check(study: Study, sweeps: dict[str, PlannedSweep]) -> None:
+    spec = study.spec
+
+    def fail(key: str, msg: str) -> NoReturn:
+        raise UsageError(f"{study.path}: {key}: {msg}")
+
+    for group in ("comparisons", "rankings"):
+        for name, part in getattr(spec, group).items():
+            key = f"{group}.{name}"
+            parts = [sweeps[s] for s in part.sweeps]
+            if part.loss is not None:
+                _logged(fail, f"{key}.loss", part.loss, parts)
+            if part.tune_on is not None:
+                _logged(fail, f"{key}.tune_on", part.tune_on, parts)
+            if part.tune and not part.tune_on:
+                _logged(fail, f"{key}.tune", "val_loss", parts, why=" (tuning selects on val_loss)")
+            _swept(fail, key, part, parts)
+            if isinstance(part, RankingSpec):
+                _tasks(fail, key, part, parts)
+    for name, fig in spec.figures.items():
+        parts = [sweeps[s] for s in fig.sweeps]
+        if fig.loss is not None:
+            _logged(fail, f"figures.{name}.loss", fig.loss, parts)
+        if fig.x is not None and not any(fig.x in s.plan.keys for s in parts):
+            fail(f"figures.{name}.x", f"'{fig.x}' is not swept in {', '.join(fig.sweeps)} "
+                 f"(swept: {_keys(parts)})")
+
+
+def _logged(fail: Fail, key: str, column: str, parts: list[PlannedSweep], why: str = "") -> None:
+    missing = [s.name for s in parts if column not in s.columns]
+    if missing:
+        have = ", ".join(sorted(set.union(*(s.columns for s in parts))))
+        fail(key, f"no run of sweep {', '.join(missing)} logs {column}{why} (logged: {have})")
+
+
+def _swept(fail: Fail, key: str, part: TuneFields, parts: list[PlannedSweep]) -> None:
+    for k in part.tune or []:
+        if not any(k in s.plan.keys for s in parts):
+            fail(f"{key}.tune", f"'{k}' is not swept in {', '.join(s.name for s in parts)} "
+                 f"(swept: {_keys(parts)}): tuning chooses among a grid")
+
+
+def _tasks(fail: Fail, key: str, part: RankingSpec, parts: list[PlannedSweep]) -> None:
+    """A ranking needs tasks: given task columns swept, or something besides the ranked key, the seed
+    and the tuned keys varying within or between its sweeps."""
+    by, tuned = part.by, set(part.tune or [])
+    swept = {k for s in parts for k in s.plan.keys}
+    for t in part.task or []:
+        if t not in swept and len(parts) < 2:
+            fail(f"{key}.task", f"'{t}' is not swept in {parts[0].name} (swept: {_keys(parts)})")
+    if not part.task and len(parts) < 2 and not swept - {by, "seed", *tuned}:
+        fail(key, f"only one task: nothing but {', '.join(sorted(swept))} varies in {parts[0].name}; "
+             "a ranking ranks across tasks (`comparisons` compare on one)")
+
+
+def _keys(parts: list[PlannedSweep]) -> str:
+    return ", ".join(dict.fromkeys(k for s in parts for k in s.plan.keys)) or "nothing"

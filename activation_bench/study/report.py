@@ -1,0 +1,97 @@
+"""A study's report.html: every comparison, combined table, ranking and figure of the study on one
+self-contained page, with its provenance (the study file, the sweep commands, versions and machine).
+Deterministic: no generation time (the runs' own dates are shown), so re-rendering a finished
+study writes the same bytes."""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from activation_bench.study.spec import Study
+
+if TYPE_CHECKING:
+    from activation_bench.study.outputs import Built
+
+
+def _image(name: str, content: str | bytes) -> dict[str, Any]:
+    """A figure file for the page: SVG inline (its ids prefixed), PNG/PDF as a data URI."""
+    from markupsafe import Markup
+
+    if name.endswith(".svg"):
+        import re
+
+        text = content.decode("utf-8") if isinstance(content, bytes) else content
+        text = text[text.index("<svg"):]
+        prefix = re.sub(r"[^A-Za-z0-9-]", "-", name)
+        text = re.sub(r'\bid="', f'id="{prefix}-', text)
+        text = text.replace("url(#", f"url(#{prefix}-").replace('xlink:href="#', f'xlink:href="#{prefix}-')
+        return {"name": name, "svg": Markup(text), "uri": None, "pdf": False}
+    data = content if isinstance(content, bytes) else content.encode()
+    kind = "image/png" if name.endswith(".png") else "application/pdf"
+    return {"name": name, "svg": None, "uri": f"data:{kind};base64,{base64.b64encode(data).decode()}",
+            "pdf": name.endswith(".pdf")}
+
+
+def _rank_table(res: Any) -> dict[str, Any]:
+    from activation_bench.render import rank_tables
+
+    cols = rank_tables._columns(res)
+    rows = [[fn(r) for _, fn, _ in cols] for _, r in res.table.iterrows()]
+    return {"headers": [h for h, _, _ in cols], "right": [right for _, _, right in cols], "rows": rows,
+            "lines": rank_tables.summary_lines(res)}
+
+
+def _combined(parts: list[tuple[str, Any]], title: str, where: str) -> dict[str, Any]:
+    from activation_bench.render import combined
+
+    text = combined.to_markdown(parts, title, where)
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    cells = [[c.strip().replace("\\|", "|") for c in ln.strip("|").split(" | ")] for ln in lines]
+    notes = [ln[2:] for ln in text.splitlines() if ln.startswith("- ")]
+    return {"title": title, "headers": cells[0], "rows": cells[2:], "notes": notes}
+
+
+def _provenance(study: Study, loads: Any) -> dict[str, Any]:
+    from activation_bench.analysis.provenance import provenance
+
+    every = [s for s in study.spec.sweeps]
+    loaded = loads.cache.get(tuple(every)) or loads.get(every)
+    pv = provenance(loaded, shlex.join(["actbench", "study", "run", str(study.path)]))
+    pv.pop("generated", None)  # the page is the same whenever it is rendered
+    return pv
+
+
+def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], built: Built, loads: Any) -> str:
+    """The page's HTML."""
+    import jinja2
+
+    from activation_bench.render import report as rep
+    from activation_bench.study.outputs import table_title
+
+    spec = study.spec
+    comparisons = []
+    for name, res in results.items():
+        table = rep.compare_table(res)
+        table.update(name=name, title=spec.comparisons[name].title or f"{res.metric.label} of {res.loss}",
+                     sweeps=spec.comparisons[name].sweeps, budget=table["json"].get("budget_check"))
+        comparisons.append(table)
+    tables = []
+    for name, t in spec.tables.items():
+        parts = [(c, results[c]) for c in t.comparisons]
+        tables.append({"name": name, **_combined(parts, table_title(t.title, parts), f"tables.{name}")})
+    rankings = [{"name": n, "title": spec.rankings[n].title or f"ranking of {r.by}", **_rank_table(r),
+                 "cd": _image(f"{n}-cd.svg", built.files[f"{n}-cd.svg"]) if f"{n}-cd.svg" in built.files else None}
+                for n, r in ranks.items()]
+    figures = [{"title": f.title or n, **_image(f"{n}.{f.format}", built.files[f"{n}.{f.format}"])}
+               for n, f in spec.figures.items()]
+    sweeps = [{"name": n, "dir": str(study.sweep_dir(n)), "command": shlex.join(
+        ["actbench", "sweep", "--runs-dir", str(study.runs_dir), "--name", sw.dir or n, *sw.grid, *sw.overrides])}
+        for n, sw in spec.sweeps.items()]
+    env = jinja2.Environment(loader=jinja2.PackageLoader("activation_bench.render", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("study.html.j2").render(
+        title=spec.title or study.path.stem, description=spec.description, study_file=study.text,
+        study_path=str(study.path), sweeps=sweeps, comparisons=comparisons, tables=tables, rankings=rankings,
+        figures=figures, warnings=built.warnings, provenance=_provenance(study, loads))

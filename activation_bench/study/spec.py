@@ -1,0 +1,344 @@
+"""A study file: the schema (dataclasses OmegaConf checks the YAML against), loading it with one-line
+errors, and the checks between its parts. Torch-free: nothing here composes a run's config (plan.py
+does that).
+
+    title: GELU vs ReLU, tuned
+    runs_dir: runs/my-study          # sweeps go to RUNS_DIR/<sweep>, relative to the working directory
+    output: tables                   # tables, figures and report.html; relative to the study file
+    sweeps:
+      mnist1d:
+        grid: ['activation=gelu,relu', 'lr=1e-3,1e-2', 'seed=range(10)']
+        overrides: [data=mnist1d, epochs=20]
+    comparisons:
+      test-acc: {sweeps: [mnist1d], metric: early_stop, loss: test_acc, tune: [lr], tune_seeds: 4,
+                 tune_on: val_acc, baseline: activation=relu}
+    tables:
+      test: {comparisons: [test-acc, test-loss]}
+    rankings: ...
+    figures:
+      curves: {sweeps: [mnist1d], loss: val_loss, tuned: test-acc}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from activation_bench.errors import UsageError
+
+COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")  # store.COLUMNS
+TUNE_ON = ("val_loss", "val_acc")
+POSTHOCS = ("nemenyi", "wilcoxon")  # analysis/rank.POSTHOCS
+FIGURE_KINDS = ("curves", "sensitivity")
+IMAGE_FORMATS = ("png", "svg", "pdf")
+TABLE_FORMATS = ("md", "csv", "json")  # every comparison, combined table and ranking is written in each
+REPORT = "report.html"
+Fail = Callable[[str, str], NoReturn]  # raises the study's one-line UsageError
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]*\Z")
+
+
+@dataclass
+class SweepSpec:
+    grid: list[str] = field(default_factory=list)  # overrides in the sweep grammar (comma lists, range(), ...)
+    overrides: list[str] = field(default_factory=list)  # fixed settings, appended to the grid
+    dir: str | None = None  # the sweep's directory under runs_dir (default: the sweep's name)
+
+
+@dataclass
+class TuneFields:
+    tune: list[str] | None = None  # swept keys tuned per group (compare --tune)
+    tune_seeds: int | None = None
+    tune_on: str | None = None  # val_loss | val_acc
+
+
+@dataclass
+class ComparisonSpec(TuneFields):
+    sweeps: list[str] = field(default_factory=list)
+    metric: str = "final"
+    loss: str | None = None
+    by: list[str] | None = None
+    baseline: str | None = None  # KEY=VALUE
+    power: str | None = None  # compare --power RATIO
+    title: str | None = None
+
+
+@dataclass
+class TableSpec:
+    """Several comparisons side by side, one row per group (the comparisons must group alike)."""
+
+    comparisons: list[str] = field(default_factory=list)
+    title: str | None = None
+
+
+@dataclass
+class RankingSpec(TuneFields):
+    sweeps: list[str] = field(default_factory=list)
+    metric: str = "final"
+    loss: str | None = None
+    by: str = "activation"
+    task: list[str] | None = None
+    posthoc: str = "nemenyi"
+    alpha: float = 0.05
+    plot: bool = True  # the critical-difference diagram, NAME-cd.svg
+    title: str | None = None
+
+
+@dataclass
+class FigureSpec:
+    sweeps: list[str] = field(default_factory=list)
+    kind: str = "curves"  # curves (median and IQR band per epoch) | sensitivity (the metric against x)
+    loss: str | None = None
+    by: list[str] | None = None
+    tuned: str | None = None  # curves: each group at the value this comparison's tuning chose
+    x: str | None = None  # sensitivity: the swept key on the x axis
+    metric: str | None = None  # sensitivity: the metric drawn
+    format: str = "svg"
+    title: str | None = None
+
+
+@dataclass
+class StudySpec:
+    title: str = ""
+    description: str = ""
+    runs_dir: str = "runs"
+    output: str = "."
+    sweeps: dict[str, SweepSpec] = field(default_factory=dict)
+    comparisons: dict[str, ComparisonSpec] = field(default_factory=dict)
+    tables: dict[str, TableSpec] = field(default_factory=dict)
+    rankings: dict[str, RankingSpec] = field(default_factory=dict)
+    figures: dict[str, FigureSpec] = field(default_factory=dict)
+
+
+@dataclass
+class Study:
+    """A checked study: its spec, the file it came from and where it reads and writes."""
+
+    spec: StudySpec
+    path: Path
+    text: str  # the file as written (shown in the report)
+    runs_dir: Path
+    output: Path
+
+    def sweep_dir(self, name: str) -> Path:
+        return self.runs_dir / (self.spec.sweeps[name].dir or name)
+
+    def files(self) -> list[str]:
+        """Every file the study writes into its output folder, in writing order."""
+        s = self.spec
+        out = [f"{n}.{ext}" for group in (s.comparisons, s.tables) for n in group for ext in TABLE_FORMATS]
+        for n, r in s.rankings.items():
+            out += [f"{n}.{ext}" for ext in TABLE_FORMATS] + ([f"{n}-cd.svg"] if r.plot else [])
+        out += [f"{n}.{f.format}" for n, f in s.figures.items()]
+        return [*out, REPORT]
+
+
+def load(path: Path, runs_dir: Path | None = None, output: Path | None = None) -> Study:
+    """Read, validate and check a study file; every problem is one UsageError line naming the key."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such study file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from None
+    spec = _validated(path, _parse(path, text))
+    check(spec, path)
+    out = output if output is not None else _output_dir(path, spec.output)
+    return Study(spec, path, text, runs_dir if runs_dir is not None else Path(spec.runs_dir), out)
+
+
+def _parse(path: Path, text: str) -> dict:
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        """YAML that refuses a key given twice (PyYAML keeps the last one silently)."""
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            if key in seen:
+                raise UsageError(f"{path}: line {key_node.start_mark.line + 1}: key '{key}' given twice")
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        doc = yaml.load(text, Loader=UniqueKeys)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{path}: not a YAML study file: {where}{problem}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: a study file is a YAML mapping (title, sweeps, comparisons, ...), "
+                         f"not {type(doc).__name__}")
+    return doc
+
+
+def _validated(path: Path, doc: dict) -> StudySpec:
+    """The document merged into the schema: unknown keys and wrong types refused, naming the key."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(StudySpec), doc)
+        spec = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or ""
+        msg = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+        if msg.startswith("Key '") and " not in " in msg:
+            msg = f"unknown key (valid: {_valid_keys(key)})"
+        raise UsageError(f"{path}: {key or '(top level)'}: {msg}") from None
+    assert isinstance(spec, StudySpec)
+    return spec
+
+
+def _valid_keys(full_key: str) -> str:
+    """The keys the schema allows where full_key is (its parent's fields)."""
+    from dataclasses import fields
+
+    parts = full_key.split(".")
+    kinds = {"sweeps": SweepSpec, "comparisons": ComparisonSpec, "tables": TableSpec, "rankings": RankingSpec,
+             "figures": FigureSpec}
+    cls = kinds.get(parts[0]) if len(parts) == 3 else StudySpec
+    return ", ".join(f.name for f in fields(cls or StudySpec))
+
+
+def _output_dir(path: Path, output: str) -> Path:
+    """The output folder, relative to the study file's folder and inside it."""
+    rel = Path(output)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise UsageError(f"{path}: output: '{output}' must be a folder inside the study file's folder "
+                         "(relative, no '..'); give --output DIR to write elsewhere")
+    return path.parent / rel
+
+
+def check(spec: StudySpec, path: Path) -> None:
+    """References between the parts, names, and every value that is checked without composing configs."""
+    def fail(key: str, msg: str) -> NoReturn:
+        raise UsageError(f"{path}: {key}: {msg}")
+
+    if not spec.sweeps:
+        fail("sweeps", "a study needs at least one sweep")
+    dirs: dict[str, str] = {}
+    for name, sw in spec.sweeps.items():
+        _check_name(fail, f"sweeps.{name}", name)
+        if not sw.grid and not sw.overrides:
+            fail(f"sweeps.{name}.grid", "empty: give overrides in the sweep grammar, e.g. 'seed=range(10)'")
+        folder = sw.dir or name
+        _check_name(fail, f"sweeps.{name}.dir", folder)
+        if folder in dirs:
+            fail(f"sweeps.{name}", f"writes the same directory '{folder}' as sweep '{dirs[folder]}'")
+        dirs[folder] = name
+    for group in ("comparisons", "tables", "rankings", "figures"):
+        for name in getattr(spec, group):
+            _check_name(fail, f"{group}.{name}", name)
+    for name, c in spec.comparisons.items():
+        _check_sweeps(fail, spec, f"comparisons.{name}", c.sweeps)
+        _check_analysis(fail, f"comparisons.{name}", c.metric, c.loss, c)
+        if c.baseline is not None and "=" not in c.baseline:
+            fail(f"comparisons.{name}.baseline", f"'{c.baseline}': expected KEY=VALUE, e.g. activation=relu")
+        if c.power is not None:
+            _number(fail, f"comparisons.{name}.power", c.power)
+    for name, t in spec.tables.items():
+        if len(t.comparisons) < 2:
+            fail(f"tables.{name}.comparisons", "a combined table puts two or more comparisons side by side")
+        for c in t.comparisons:
+            if c not in spec.comparisons:
+                fail(f"tables.{name}.comparisons", f"no comparison '{c}' in this study ({_names(spec.comparisons)})")
+    for name, r in spec.rankings.items():
+        _check_sweeps(fail, spec, f"rankings.{name}", r.sweeps)
+        _check_analysis(fail, f"rankings.{name}", r.metric, r.loss, r)
+        if r.posthoc not in POSTHOCS:
+            fail(f"rankings.{name}.posthoc", f"'{r.posthoc}'; valid: {', '.join(POSTHOCS)}")
+        if not 0 < r.alpha < 1:
+            fail(f"rankings.{name}.alpha", f"{r.alpha}: a significance level between 0 and 1")
+    for name, f in spec.figures.items():
+        _check_figure(fail, spec, name, f)
+    _check_files(fail, spec)
+
+
+def _check_name(fail: Fail, key: str, name: str) -> None:
+    if not _NAME.match(str(name)) or name in (".", ".."):
+        fail(key, f"'{name}' is not a usable name: letters, digits and . _ + = , - (it names a file or folder)")
+
+
+def _names(group: dict) -> str:
+    return ", ".join(group) or "none defined"
+
+
+def _check_sweeps(fail: Fail, spec: StudySpec, key: str, sweeps: list[str]) -> None:
+    if not sweeps:
+        fail(f"{key}.sweeps", "name the sweeps it reads")
+    for s in sweeps:
+        if s not in spec.sweeps:
+            fail(f"{key}.sweeps", f"no sweep '{s}' in this study ({_names(spec.sweeps)})")
+
+
+def _check_analysis(fail: Fail, key: str, metric: str | None, loss: str | None, tune: TuneFields) -> None:
+    from activation_bench.analysis.metrics import parse_metric
+
+    if metric is not None:
+        try:
+            parse_metric(metric)
+        except UsageError as exc:
+            fail(f"{key}.metric", str(exc))
+    if loss is not None and loss not in COLUMNS:
+        fail(f"{key}.loss", f"'{loss}'; valid: {', '.join(COLUMNS)}")
+    if tune.tune_on is not None and tune.tune_on not in TUNE_ON:
+        fail(f"{key}.tune_on", f"'{tune.tune_on}'; valid: {', '.join(TUNE_ON)}")
+    if (tune.tune_seeds is not None or tune.tune_on is not None) and not tune.tune:
+        fail(f"{key}.tune", "tune_seeds and tune_on set up tuning: name the tuned keys too, e.g. tune: [lr]")
+    if tune.tune_seeds is not None and tune.tune_seeds < 1:
+        fail(f"{key}.tune_seeds", f"{tune.tune_seeds}: at least 1")
+
+
+def _number(fail: Fail, key: str, text: str) -> None:
+    try:
+        float(text)
+    except ValueError:
+        fail(key, f"'{text}' is not a number")
+
+
+def _check_figure(fail: Fail, spec: StudySpec, name: str, f: FigureSpec) -> None:
+    key = f"figures.{name}"
+    _check_sweeps(fail, spec, key, f.sweeps)
+    if f.kind not in FIGURE_KINDS:
+        fail(f"{key}.kind", f"'{f.kind}'; valid: {', '.join(FIGURE_KINDS)}")
+    if f.format not in IMAGE_FORMATS:
+        fail(f"{key}.format", f"'{f.format}'; valid: {', '.join(IMAGE_FORMATS)}")
+    if f.loss is not None and f.loss not in COLUMNS:
+        fail(f"{key}.loss", f"'{f.loss}'; valid: {', '.join(COLUMNS)}")
+    if f.kind == "sensitivity":
+        if not f.x:
+            fail(f"{key}.x", "a sensitivity figure draws the metric against a swept key: give x, e.g. x: lr")
+        if f.tuned is not None:
+            fail(f"{key}.tuned", "tuned curves are drawn by kind: curves")
+        _check_analysis(fail, key, f.metric, None, TuneFields())
+    else:
+        for field_name in ("x", "metric"):
+            if getattr(f, field_name) is not None:
+                fail(f"{key}.{field_name}", "applies to kind: sensitivity (curves show every epoch)")
+        if f.tuned is not None and f.tuned not in spec.comparisons:
+            fail(f"{key}.tuned", f"no comparison '{f.tuned}' in this study ({_names(spec.comparisons)})")
+        if f.tuned is not None and not spec.comparisons[f.tuned].tune:
+            fail(f"{key}.tuned", f"comparison '{f.tuned}' tunes nothing: give it tune: [KEY]")
+
+
+def _check_files(fail: Fail, spec: StudySpec) -> None:
+    """Two parts writing the same output file (a comparison and a table of one name, say)."""
+    seen: dict[str, str] = {}
+    for group in ("comparisons", "tables", "rankings", "figures"):
+        for name, part in getattr(spec, group).items():
+            files = [f"{name}.{part.format}"] if group == "figures" else [f"{name}.{ext}" for ext in TABLE_FORMATS]
+            if group == "rankings" and part.plot:
+                files.append(f"{name}-cd.svg")
+            for file in files:
+                if file == REPORT:
+                    fail(f"{group}.{name}", f"writes {REPORT}, the study's report: choose another name")
+                if file in seen:
+                    fail(f"{group}.{name}", f"writes {file}, as {seen[file]} does: choose another name")
+                seen[file] = f"{group}.{name}"
