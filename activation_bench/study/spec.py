@@ -337,8 +337,6 @@ def _check_files(fail: Fail, spec: StudySpec) -> None:
             if group == "rankings" and part.plot:
                 files.append(f"{name}-cd.svg")
             for file in files:
-                if file == REPORT:
-                    fail(f"{group}.{name}", f"writes {REPORT}, the study's report: choose another name")
                 if file in seen:
                     fail(f"{group}.{name}", f"writes {file}, as {seen[file]} does: choose another name")
                 seen[file] = f"{group}.{name}"

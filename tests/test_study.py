@@ -1,0 +1,220 @@
+"""`actbench study`: a study file runs end to end, resumes, re-renders byte for byte, refuses bad
+input before training, and every shipped study file validates and plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from activation_bench.cli.main import app
+from tests.conftest import files_under
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "docs" / "studies").glob("*/study.yaml"))
+
+# two small classification tasks, two activations, two lrs, 4 seeds (2 tune, 2 judge)
+STUDY = """\
+title: A tiny study
+description: gelu against relu on two class tables, lr tuned.
+runs_dir: runs
+output: out
+sweeps:
+  iris:
+    grid: ['activation=gelu,relu', 'lr=1e-2,1e-1', 'seed=range(4)']
+    overrides: [data=iris, epochs=3, model.hidden_dim=4, batch_size=32]
+  wine:
+    grid: ['activation=gelu,relu', 'lr=1e-2,1e-1', 'seed=range(4)']
+    overrides: [data=wine, epochs=3, model.hidden_dim=4, batch_size=32]
+comparisons:
+  acc: {sweeps: [iris], metric: early_stop, loss: test_acc, tune: [lr], tune_seeds: 2, tune_on: val_acc}
+  loss: {sweeps: [iris], metric: early_stop, loss: test_loss, tune: [lr], tune_seeds: 2, title: test log loss}
+tables:
+  both: {comparisons: [acc, loss]}
+rankings:
+  tasks: {sweeps: [iris, wine], metric: early_stop, loss: test_loss, tune: [lr], tune_seeds: 2}
+figures:
+  curves: {sweeps: [iris], loss: val_loss}
+  lr: {sweeps: [iris, wine], kind: sensitivity, x: lr, format: png}
+"""
+FILES = ["acc.md", "acc.csv", "acc.json", "loss.md", "loss.csv", "loss.json", "both.md", "both.csv", "both.json",
+         "tasks.md", "tasks.csv", "tasks.json", "tasks-cd.svg", "curves.svg", "lr.png", "report.html"]
+
+
+def _write(tmp_path: Path, text: str = STUDY) -> Path:
+    path = tmp_path / "study.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _digests(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture
+def done(runner, tmp_path, monkeypatch):
+    """The tiny study, run once in tmp_path."""
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path)
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_run_writes_every_table_figure_and_the_report(done, tmp_path):
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert (tmp_path / "runs" / "iris" / "results.csv").is_file() and (tmp_path / "runs" / "wine").is_dir()
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for part in ('data-name="acc"', 'data-name="both"', 'data-name="tasks"', "lr.png", "<svg", "A tiny study",
+                 "actbench sweep --runs-dir runs --name iris", "description: gelu against relu"):
+        assert part in page, part
+    assert "Generated" not in page  # no time of rendering: the page renders the same bytes again
+
+
+def test_tables_equal_the_compare_and_rank_commands(done, tmp_path, runner):
+    """Each comparison's files are what `actbench compare` with the same options writes."""
+    args = ["compare", "runs/iris", "--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds",
+            "2", "--tune-on", "val_acc", "-f", "json", "-o", "acc.json"]
+    assert runner.invoke(app, args).exit_code == 0
+    assert (tmp_path / "acc.json").read_bytes() == (tmp_path / "out" / "acc.json").read_bytes()
+    args = ["rank", "runs/iris", "runs/wine", "--metric", "early_stop", "--loss", "test_loss", "--tune", "lr",
+            "--tune-seeds", "2", "-f", "markdown", "-o", "tasks.md"]
+    assert runner.invoke(app, args).exit_code == 0
+    assert (tmp_path / "tasks.md").read_bytes() == (tmp_path / "out" / "tasks.md").read_bytes()
+
+
+def test_combined_table_holds_each_comparisons_numbers(done, tmp_path):
+    out = tmp_path / "out"
+    both = json.loads((out / "both.json").read_text())
+    acc, loss = (json.loads((out / f"{n}.json").read_text()) for n in ("acc", "loss"))
+    assert [p["name"] for p in both["parts"]] == ["acc", "loss"] and both["group_columns"] == ["activation"]
+    for row in both["rows"]:
+        a = next(r for r in acc["rows"] if r["activation"] == row["activation"])
+        b = next(r for r in loss["rows"] if r["activation"] == row["activation"])
+        assert row["acc"]["mean"] == a["mean"] and row["acc"]["lr"] == a["lr"]
+        assert row["loss"]["geo_mean"] == b["geo_mean"] and row["loss"]["p_t_holm"] == b["p_t_holm"]
+    md = (out / "both.md").read_text()
+    assert "acc: mean test_acc [95% CI]" in md and "loss: geo mean [95% CI]" in md and "| relu |" in md
+
+
+def test_rerun_trains_nothing_and_writes_the_same_bytes(done, tmp_path, runner):
+    before = _digests(tmp_path / "out")
+    summaries = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("summary.json")}
+    result = runner.invoke(app, ["study", "run", str(done)])
+    assert result.exit_code == 0, result.output
+    assert "to train" not in result.output  # no sweep had anything left
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("summary.json")} == summaries
+    assert _digests(tmp_path / "out") == before
+    assert runner.invoke(app, ["study", "tables", str(done)]).exit_code == 0
+    assert _digests(tmp_path / "out") == before
+
+
+def test_resume_trains_only_the_missing_members_to_the_same_tables(done, tmp_path, runner):
+    import shutil
+
+    before = _digests(tmp_path / "out")
+    member = sorted(p for p in (tmp_path / "runs" / "iris").iterdir() if p.is_dir())[3]
+    shutil.rmtree(member)
+    (tmp_path / "runs" / "iris" / "results.csv").unlink()
+    result = runner.invoke(app, ["study", "tables", str(done)])
+    assert result.exit_code == 2 and "not finished: iris (1 of 16 members" in result.output
+    result = runner.invoke(app, ["study", "run", str(done)])
+    assert result.exit_code == 0, result.output
+    assert "sweep iris: 1 of 16 members to train" in result.output and "sweep wine" not in result.output
+    after = _digests(tmp_path / "out")
+    # every table and figure the same; the report's provenance shows when the retrained member was made
+    assert {k: v for k, v in after.items() if k != "report.html"} == {k: v for k, v in before.items()
+                                                                       if k != "report.html"}
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path)
+    result = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "32 members to train" in result.output and "report.html" in result.output
+    assert files_under(tmp_path) == [path]
+
+
+def test_output_and_runs_dir_options(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, STUDY.replace("  tasks:", "  tasks-x:").split("figures:")[0])
+    result = runner.invoke(app, ["study", "run", str(path), "-q", "--runs-dir", "elsewhere", "-o", "tables"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "elsewhere" / "iris" / "results.csv").is_file() and not (tmp_path / "runs").exists()
+    assert (tmp_path / "tables" / "both.md").is_file() and not (tmp_path / "out").exists()
+
+
+BAD = [
+    ("title: [\n", "not a YAML study file: line 2"),
+    ("- a list\n", "a study file is a YAML mapping"),
+    (STUDY.replace("  acc: {sweeps", "  acc: {colour: red, sweeps"), "comparisons.acc.colour: unknown key"),
+    (STUDY.replace("title: A tiny study", "title: A tiny study\ntitel: typo"), "titel: unknown key"),
+    (STUDY.replace("acc: {sweeps: [iris]", "acc: {sweeps: [irises]"), "comparisons.acc.sweeps: no sweep 'irises'"),
+    (STUDY.replace("both: {comparisons: [acc, loss]}", "both: {comparisons: [acc, los]}"), "no comparison 'los'"),
+    (STUDY.replace("'lr=1e-2,1e-1'", "'lr=range(a)'", 1), "sweeps.iris:"),
+    (STUDY.replace("    overrides: [data=wine", "    dir: iris\n    overrides: [data=wine"),
+     "sweeps.wine: writes the same directory 'iris' as sweep 'iris'"),
+    (STUDY.replace("curves: {sweeps: [iris], loss: val_loss}", "curves: {sweeps: [iris], loss: train_eval_loss}"),
+     "figures.curves.loss: no run of sweep iris logs train_eval_loss"),
+    (STUDY.replace("lr: {sweeps: [iris, wine], kind: sensitivity, x: lr", "lr: {sweeps: [iris], kind: sensitivity, "
+                   "x: model.depth"), "figures.lr.x: 'model.depth' is not swept"),
+    (STUDY.replace("loss: test_acc, tune: [lr]", "loss: test_acc, tune: [batch_size]"),
+     "comparisons.acc.tune: 'batch_size' is not swept"),
+    (STUDY.replace("metric: early_stop, loss: test_acc", "metric: eventually, loss: test_acc"),
+     "comparisons.acc.metric: unknown metric 'eventually'"),
+    (STUDY.replace("  loss: {sweeps", "  acc: {sweeps"), "key 'acc' given twice"),
+    (STUDY.replace("  both:", "  acc:"), "tables.acc: writes acc.md, as comparisons.acc does"),
+    (STUDY.replace("format: png", "format: gif"), "figures.lr.format: 'gif'"),
+    (STUDY.replace("output: out", "output: ../out"), "output: '../out' must be a folder inside"),
+    (STUDY.replace("sweeps: [iris, wine], metric", "sweeps: [iris], metric"), "rankings.tasks: only one task"),
+    (STUDY.replace("  iris:\n", "  ../iris:\n").replace("[iris", "[../iris"), "is not a usable name"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD, ids=[m for _, m in BAD])
+def test_bad_study_files_are_refused_before_anything_is_written(runner, tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, text)
+    for command in (["study", "run", str(path)], ["study", "run", str(path), "--dry-run"],
+                    ["study", "tables", str(path)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        err = result.stderr.strip()
+        assert err.startswith("error: ") and "\n" not in err, err
+        assert message in err, err
+    assert files_under(tmp_path) == [path]
+
+
+def test_missing_file_and_stray_arguments(runner, tmp_path):
+    result = runner.invoke(app, ["study", "run", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "no such study file" in result.stderr
+    path = _write(tmp_path)
+    result = runner.invoke(app, ["study", "run", str(path), "epochs=3"])
+    assert result.exit_code == 2 and "only hydra.launcher.* settings" in result.stderr
+    result = runner.invoke(app, ["study", "run", str(path), "hydra.launcher.n_jobs=2"])
+    assert result.exit_code == 2 and "add --launcher" in result.stderr
+
+
+def test_a_failing_part_writes_no_output(runner, tmp_path, monkeypatch):
+    """A comparison that fails only on the results (a baseline no run has) leaves no output at all."""
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, STUDY.replace("tune_on: val_acc}", "tune_on: val_acc, baseline: activation=elu}"))
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 2 and "comparisons.acc: --baseline activation=elu: no runs" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.parent.name for p in SHIPPED])
+def test_shipped_study_files_validate_and_plan(runner, path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["study", "run", str(path), "--dry-run", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert "members to train" in result.output
+    assert files_under(tmp_path) == []
+
+
+def test_shipped_studies_exist():
+    assert len(SHIPPED) >= 1
