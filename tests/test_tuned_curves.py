@@ -131,13 +131,12 @@ def test_plot_tune_writes_the_figure(tmp_path, table):
     assert "grid's largest value" in result.stderr  # compare's note on an edge of the grid
 
 
-def test_plot_curves_takes_a_tune_spec(tmp_path, table):
-    """The entry point a study runner calls: plots.plot_curves(..., tune=spec, metric=m)."""
+def test_plot_tuned_curves_for_a_study_runner(tmp_path, table):
+    """The entry point a study runner calls, with a Loaded, a TuneSpec, a metric and a path."""
     out = tmp_path / "tuned.svg"
-    assert plots.plot_curves(cmp.load([table]), out, loss="train_loss", tune=TuneSpec(("lr",)),
-                             metric="early_stop") == out
-    text = out.read_text()
-    assert "grid max" in text
+    tuned = plot_tuned_curves(cmp.load([table]), out, TuneSpec(("lr",)), "early_stop", loss="train_loss")
+    assert tuned.selection.keys == ["lr"]
+    assert "grid max" in out.read_text()
 
 
 def test_classification_keeps_its_accuracy_panel(tmp_path):
@@ -178,7 +177,7 @@ def test_report_tune_draws_tuned_curves(tmp_path, table):
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert "gelu (lr 0.1, grid max)" in page and "relu (lr 0.001, grid min)" in page
-    assert "the legend names it), on the evaluation seeds (2, 3, 4, 5) only" in page
+    assert "on the evaluation seeds (2, 3, 4, 5) only; the legend names each value" in page
     assert "the median over the evaluation seeds" in page
     untuned = tmp_path / "u.html"
     assert invoke("report", str(table), "--no-shapes", "-o", str(untuned)).exit_code == 0

@@ -17,7 +17,6 @@ import numpy as np
 from activation_bench.analysis.compare import resolve_groups
 from activation_bench.analysis.loading import Loaded, is_accuracy  # accuracies: in %, on a linear axis
 from activation_bench.analysis.metrics import FLOOR, Metric, run_values
-from activation_bench.analysis.tune import TuneSpec
 from activation_bench.errors import UsageError
 from activation_bench.render import labels as fit
 from activation_bench.render.labels import group_labels as _labels
@@ -113,19 +112,12 @@ def curve_stats(loaded: Loaded, panels: Sequence[str], lines: Sequence[str], los
 
 
 def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, loss: str = "train_loss",
-                floor: float = FLOOR, with_accuracy: bool = True, tune: TuneSpec | None = None,
-                metric: Metric | str | None = None) -> Path:
+                floor: float = FLOOR, with_accuracy: bool = True) -> Path:
     """One panel per data distribution (or --by value), median loss per group over epochs on a log
     y-axis, with the interquartile range over seeds as a band. For classification runs (and
     `with_accuracy`), each panel has the accuracy (`companion_accuracy`) below it (beside it for
     one task). More than labels.MAX_CURVES groups: the baseline's and the best (labels.few_lines).
-    `tune`: each group at its own tuned values, chosen by `metric` as compare --tune chooses, over
-    the judging seeds only (render/tuned_curves.py)."""
-    if tune is not None:
-        from activation_bench.render.tuned_curves import plot_tuned_curves
-
-        plot_tuned_curves(loaded, output, tune, metric, by, loss, floor, with_accuracy)
-        return output
+    Each group at its own tuned values: render/tuned_curves.plot_tuned_curves."""
     check_output(output)
     accuracy = companion_accuracy(loaded, loss) if with_accuracy else None
     return save_figure(curves_figure(loaded, by, loss, floor, accuracy), output)

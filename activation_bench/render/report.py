@@ -289,8 +289,8 @@ def curves(loaded: Loaded, task_cols: Sequence[str], res: cmp.CompareResult) -> 
     sel = res.tuning
     tc = None if sel is None else from_selection(loaded, sel, list(task_cols),
                                                  [c for c in res.group_cols if c not in task_cols])
-    tuned = "" if sel is None else (f"each group at its chosen {', '.join(sel.keys)} ({res.metric.label}; the legend "
-                                    f"names it), on the evaluation seeds ({', '.join(sel.eval_seeds)}) only")
+    tuned = "" if sel is None else (f"each group at its chosen {', '.join(sel.keys)} ({res.metric.label}), on the "
+                                    f"evaluation seeds ({', '.join(sel.eval_seeds)}) only; the legend names each value")
     out = []
     for loss in LOSSES:
         if plots.has_values(loaded, loss):

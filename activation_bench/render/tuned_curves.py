@@ -22,6 +22,14 @@ from activation_bench.analysis.loading import Loaded
 from activation_bench.analysis.metrics import FLOOR, Metric
 from activation_bench.analysis.tune import Selection, TuneSpec, _seed_list, eval_mask
 from activation_bench.render.labels import group_labels as _labels
+from activation_bench.render.plots import (
+    check_output,
+    companion_accuracy,
+    curve_layout,
+    curve_stats,
+    curves_figure,
+    save_figure,
+)
 
 
 @dataclass
@@ -70,7 +78,6 @@ def select_curves(loaded: Loaded, tune: TuneSpec, metric: Metric | str | None = 
     from activation_bench.analysis.metrics import default_loss, parse_metric, run_values
     from activation_bench.analysis.tasks import check_tasks
     from activation_bench.analysis.tune import parse_tune, tuned_values
-    from activation_bench.render.plots import curve_layout
 
     parse_tune(tune.keys, tune.tune_seeds, by, tune.on)  # --by naming a tuned key
     m = default_metric(loaded) if metric is None else parse_metric(metric) if isinstance(metric, str) else metric
@@ -140,8 +147,6 @@ def tuned_curve_stats(loaded: Loaded, tuned: TunedCurves, loss: str = "train_los
     """The numbers behind a tuned-curves figure: per (panel, line, epoch) the quartiles (q25,
     q50, q75) of `loss` over the drawn runs (judging seeds at the chosen values, diverged runs
     left out; accuracies in %) and their count n, with the chosen value of each tuned key."""
-    from activation_bench.render.plots import curve_stats
-
     stats = curve_stats(loaded, tuned.panels, tuned.lines, loss, floor, tuned.drawn)[0]
     chosen = tuned.selection.chosen.replace("(none)", None)
     keys = pd.DataFrame({"panel": _labels(chosen, tuned.panels), "line": _labels(chosen, tuned.lines),
@@ -155,8 +160,6 @@ def tuned_curves_figure(loaded: Loaded, tuned: TunedCurves, loss: str = "train_l
     """The figure (a matplotlib Figure, not saved): plots.curves_figure on the drawn runs, a curve
     per group, the legend naming each group's chosen value. `accuracy`: the companion accuracy
     panel (plots.companion_accuracy)."""
-    from activation_bench.render.plots import curves_figure
-
     return curves_figure(loaded, tuned.panels or None, loss, floor, accuracy, lines=tuned.lines, drawn=tuned.drawn,
                          baseline=baseline, legend=tuned.legend, panel_legends=tuned.panel_legends,
                          over=tuned.describe(metric_label or "the metric"))
@@ -169,7 +172,6 @@ def plot_tuned_curves(loaded: Loaded, output: Path, tune: TuneSpec, metric: Metr
     panel where `with_accuracy`) and write the figure atomically to `output` (.png, .svg, .pdf).
     Returns the TunedCurves (its `notes`: the selection's warnings)."""
     from activation_bench.analysis.metrics import parse_metric
-    from activation_bench.render.plots import check_output, companion_accuracy, save_figure
 
     check_output(output)
     m = default_metric(loaded) if metric is None else parse_metric(metric) if isinstance(metric, str) else metric
