@@ -162,13 +162,18 @@ def plot(
                                           "a log axis, a line per activation (or --by), a panel per task.",
                                           show_default=False)] = None,
     metric: Annotated[str | None, typer.Option(
-        "--metric", "-m", help="With --x: the metric drawn (as in compare). Default: early_stop where the runs "
-        "have val_loss, else final.", show_default=False)] = None,
+        "--metric", "-m", help="With --x: the metric drawn; with --tune: the metric the values are chosen by (as "
+        "in compare). Default: early_stop where the runs have val_loss, else final.", show_default=False)] = None,
+    tune: TuneOpt = None,
+    tune_seeds: TuneSeedsOpt = None,
+    tune_on: TuneOnOpt = None,
 ) -> None:
     """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
     over epochs on a log scale, with the interquartile range over seeds as a band. For classification
     runs, each panel has the accuracy beside it (val_acc beside val_loss, else test_acc; in %, on a
-    linear axis). With --grads, each hidden layer's weight-gradient norm instead.
+    linear axis). With --tune, each group's curve at its own tuned value, chosen as compare --tune
+    chooses it, over the judging seeds only; the legend names the value. With --grads, each hidden
+    layer's weight-gradient norm instead.
 
     Examples:
 
@@ -179,13 +184,25 @@ def plot(
       actbench plot --grads runs/my-deep-sweep --output grads.png
 
       actbench plot runs/my-lr-sweep --x lr --metric early_stop --output lr.svg
+
+      actbench plot runs/my-lr-sweep --tune lr --loss val_loss --output tuned.png
     """
     with reported():
+        from activation_bench.analysis.tune import parse_tune
         from activation_bench.render import plots
 
         plots.check_output(output)
-        if metric is not None and x is None:
-            raise UsageError("--metric draws against --x: give --x KEY too, e.g. --x lr (curves show every epoch)")
+        tuning = parse_tune(tune, tune_seeds, by, tune_on)
+        if tuning is not None and metric is not None:
+            from activation_bench.analysis.metrics import parse_metric
+
+            parse_metric(metric)  # before any file is read
+        if metric is not None and x is None and tuning is None:
+            raise UsageError("--metric is what --x draws or what --tune chooses by: give --x KEY too, e.g. --x lr, "
+                             "or --tune KEY (curves show every epoch)")
+        if tuning is not None and (x is not None or grads):
+            raise UsageError(f"--tune and {'--x' if x is not None else '--grads'} draw different figures: give one of "
+                             "them (report --tune stars the chosen values on the --x figure)")
         if x is not None:
             if grads:
                 raise UsageError("--x and --grads draw different figures: give one of them")
@@ -202,7 +219,12 @@ def plot(
         loss = loss or "train_loss"
         loaded = cmp.load(paths, loss)
         _warn(loaded.warnings)
-        plots.plot_curves(loaded, output, by, loss)
+        if tuning is not None:
+            from activation_bench.render.tuned_curves import plot_tuned_curves
+
+            _warn(plot_tuned_curves(loaded, output, tuning, metric, by, loss).notes)
+        else:
+            plots.plot_curves(loaded, output, by, loss)
         typer.echo(f"wrote {output}", err=True)
 
 

@@ -116,7 +116,8 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
     """One panel per data distribution (or --by value), median loss per group over epochs on a log
     y-axis, with the interquartile range over seeds as a band. For classification runs (and
     `with_accuracy`), each panel has the accuracy (`companion_accuracy`) below it (beside it for
-    one task). More than labels.MAX_CURVES groups: the baseline's and the best (labels.few_lines)."""
+    one task). More than labels.MAX_CURVES groups: the baseline's and the best (labels.few_lines).
+    Each group at its own tuned values: render/tuned_curves.plot_tuned_curves."""
     check_output(output)
     accuracy = companion_accuracy(loaded, loss) if with_accuracy else None
     return save_figure(curves_figure(loaded, by, loss, floor, accuracy), output)
@@ -124,13 +125,17 @@ def plot_curves(loaded: Loaded, output: Path, by: Sequence[str] | None = None, l
 
 def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "train_loss",
                   floor: float = FLOOR, accuracy: str | None = None, lines: Sequence[str] | None = None,
-                  drawn: np.ndarray | None = None, baseline: tuple[str, str] | None = None) -> Any:
+                  drawn: np.ndarray | None = None, baseline: tuple[str, str] | None = None,
+                  legend: dict[str, str] | None = None, panel_legends: dict[str, dict[str, str]] | None = None,
+                  over: str = "seeds") -> Any:
     """The figure of `plot_curves` (a matplotlib Figure, not saved). `accuracy`: an accuracy column
     drawn in a panel below each loss panel (to its right for one task; in %, linear axis). `loss`
     may itself be an accuracy column (val_acc, test_acc): then drawn alone, in %, on a linear axis.
     `lines`: the columns a curve stands for (default: every group column that is not a panel's);
     `drawn`: per run, whether it is drawn (a tuned report: the evaluated runs at the chosen values);
-    `baseline`: the group kept when a panel would hold too many curves (default: compare's rule)."""
+    `baseline`: the group kept when a panel would hold too many curves (default: compare's rule);
+    `legend`: a line's legend text (default: its name); `panel_legends`: panel -> line -> text, a
+    legend inside that panel's loss axes; `over`: what the title says the median is over."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
     if is_accuracy(loss) and not has_values(loaded, loss):
@@ -164,6 +169,10 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
         _draw_panel(loss_axes[i], sub, line_names, colors, floor, loss, _panel_title(panels, name, sub),
                     xlabel=acc_df is None or beside, ylabel=first_column,
                     empty=NO_ACCURACY if is_accuracy(loss) else "every run diverged")
+        inside = (panel_legends or {}).get(name)
+        if inside:  # the values chosen in this panel
+            pairs = [(h, inside[lab]) for h, lab in zip(*loss_axes[i].get_legend_handles_labels()) if lab in inside]
+            loss_axes[i].legend(*zip(*pairs), fontsize="x-small", frameon=False)
         if acc_df is not None:
             _draw_panel(acc_axes[i], acc_df[acc_df["panel"] == name], line_names, colors, floor, str(accuracy),
                         _panel_title(panels, name, None) if beside else None, ylabel=first_column or beside,
@@ -175,11 +184,11 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
     labels = [lab for lab in line_names if lab in seen]
     handles = [seen[lab] for lab in labels]
     legend_title = ", ".join(lines) if len(lines) == 1 else ("group" if lines else None)
-    fit.figure_legend(fig, handles, labels, legend_title)
+    fit.figure_legend(fig, handles, [(legend or {}).get(lab, lab) for lab in labels], legend_title)
     note = f"\n({n_div} diverged runs left out)" if n_div else ""
     where = "(left) and {} in % (right)" if beside else "(top) and {} in % (below each)"
     what = _column_label(loss) if accuracy is None else f"{loss} {where.format(accuracy)}"
-    fit.suptitle(fig, f"{what}: median over seeds, band = interquartile range{note}" + (f"\n{few}" if few else ""))
+    fit.suptitle(fig, f"{what}: median over {over}, band = interquartile range{note}" + (f"\n{few}" if few else ""))
     return fig
 
 

@@ -283,21 +283,22 @@ def curves(loaded: Loaded, task_cols: Sequence[str], res: cmp.CompareResult) -> 
     (its baseline kept where a panel would hold too many); val_loss too when recorded. For
     classification runs, val_acc beside val_loss and test_acc beside test_loss (in %). Tuned
     (`res.tuning`): each group's evaluation runs at its chosen values only, as in the tables."""
-    from activation_bench.analysis.tune import eval_mask
     from activation_bench.render import plots
+    from activation_bench.render.tuned_curves import from_selection, tuned_curves_figure
 
     sel = res.tuning
-    drawn = None if sel is None else eval_mask(loaded.runs, sel)
-    lines = None if sel is None else [c for c in res.group_cols if c not in task_cols]
+    tc = None if sel is None else from_selection(loaded, sel, list(task_cols),
+                                                 [c for c in res.group_cols if c not in task_cols])
     tuned = "" if sel is None else (f"each group at its chosen {', '.join(sel.keys)} ({res.metric.label}), on the "
-                                    f"evaluation seeds ({', '.join(sel.eval_seeds)})")
+                                    f"evaluation seeds ({', '.join(sel.eval_seeds)}) only; the legend names each value")
     out = []
     for loss in LOSSES:
         if plots.has_values(loaded, loss):
             acc = PAIRED.get(loss)
             acc = acc if acc is not None and plots.has_values(loaded, acc) else None
-            fig = plots.curves_figure(loaded, list(task_cols) or None, loss, accuracy=acc, lines=lines, drawn=drawn,
-                                      baseline=res.baseline)
+            fig = plots.curves_figure(loaded, list(task_cols) or None, loss, accuracy=acc, baseline=res.baseline) \
+                if tc is None else tuned_curves_figure(loaded, tc, loss, res.metric.label, accuracy=acc,
+                                                       baseline=res.baseline)
             out.append({"loss": loss, "accuracy": acc, "svg": svg(fig, f"curves-{loss}"), "tuned": tuned,
                         "accuracy_where": "right" if len(fig.axes) == 2 else "below"})
     return out
