@@ -14,6 +14,9 @@ directory as a user would type it, with these mechanical changes and nothing els
   runs/<search>/rung3, a shell glob below one of them, ...) is mapped to one by PATHS (PATHS_FOR
   where one example needs another), input files (houses.csv, my_space.yaml, ...) are written by
   FILES, and files an example writes (-o, --output, --plot, `> FILE`) must exist afterwards;
+- a study (`actbench study`) reads its file: my-study.yaml is docs/studies.md's own example with
+  `epochs=2`, a shipped one (docs/studies/*/study.yaml) is copied from the checkout and only
+  planned (`--dry-run`: hours of training); `study tables` runs the study first;
 - what needs a cluster or a server is listed in OFFLINE, what takes seconds in SLOW (the quick run
   checks it up to the slow part; test_slow_example_runs runs it in full), an example that fails
   as written because of a product bug in KNOWN_BUGS (an expected failure until it is fixed).
@@ -215,7 +218,6 @@ PATHS = {
     "runs/real-data-study/randhie": "real-data-tuned/tables",
     "runs/real-data-study/functions": "real-data-tuned/functions-lo",
     "runs/real-data-study/longer": "real-data-tuned/functions-lo",
-    "runs/gelu_vs_relu": "syn",
     "runs/digits": "classes",
     "runs/my-digits-sweep": "classes",
     "runs/classifiers": "classes",
@@ -246,6 +248,7 @@ FILES = {
                                                  for i in range(200)),
     "flowers.csv": "petal,sepal,species\n" + "".join(f"{i % 7},{(3 * i) % 11},{['iris', 'rose', 'lily'][i % 3]}\n"
                                                      for i in range(45)),
+    "my-study.yaml": "(docs/studies.md's example, shortened: see study_file)",
     "my_space.yaml": "unary: [x, 'sin(x)', 'tanh(x)']\nbinary: ['x1 + x2', 'x1 * x2', 'max(x1, x2)']\n",
 }
 
@@ -278,6 +281,7 @@ KNOWN_BUGS: dict[str, tuple[str, str, str]] = {}
 TRAIN = {"run", "sweep", "search"}
 READ = {"compare", "rank", "plot", "report", "export"}
 ALONE = {"config", "activations", "plot-activations"}
+STUDY = {"study"}
 OUTPUT_OPTIONS = {"-o", "--output", "--plot", "--runs-dir"}
 
 
@@ -314,11 +318,14 @@ def test_every_example_is_covered():
     assert len(EXAMPLES) > 100
     used_paths, used_files, used_offline, used_for = set(), set(), set(), set()
     for ex in EXAMPLES.values():
-        assert ex.argv[0] in TRAIN | READ | ALONE, f"{ex.key}: a new command; teach tests/test_examples.py to run it"
+        known = TRAIN | READ | ALONE | STUDY
+        assert ex.argv[0] in known, f"{ex.key}: a new command; teach tests/test_examples.py to run it"
         for word in inputs(ex):
             if word in FILES:
                 used_files.add(word)
                 continue
+            if word.startswith("docs/studies/") and (ROOT / word).is_file():
+                continue  # a shipped study file, copied from the checkout
             target = mapped(word, ex)
             assert target is not None, f"{ex.key} ({ex.where[0]}): map {word} to a fixture in PATHS"
             used_paths.update(k for k in PATHS if word == k or word.startswith(k + "/"))
@@ -378,6 +385,8 @@ def prepared(ex: Example, request: pytest.FixtureRequest, full: bool) -> list[li
     """The command lines that check an example, in order (see the module's docstring); full: an
     example of SLOW run in full rather than with --dry-run."""
     argv = [w for word in ex.argv for w in (ELLIPSIS if word == "..." else [word])]
+    if argv[0] == "study":
+        return _study(argv, ex, full)
     reads = [w for w in inputs(ex) if w not in FILES]
     if reads:
         root = request.getfixturevalue("fixture_root")
@@ -392,6 +401,24 @@ def prepared(ex: Example, request: pytest.FixtureRequest, full: bool) -> list[li
     if offline(ex) or (slow(ex) and not full):
         return [[*argv, "--dry-run"]]
     return [argv]
+
+
+def _study(argv: list[str], ex: Example, full: bool) -> list[list[str]]:
+    """A study example: a shipped study only planned; the launchers' (SLOW) planned in the quick run;
+    `study tables` after the study has run."""
+    if any(w.startswith("docs/studies/") for w in argv) or (slow(ex) and not full):
+        return [argv if "--dry-run" in argv else [*argv, "--dry-run"]]
+    if argv[1] == "tables":
+        return [["study", "run", argv[2], "-q"], argv]
+    return [argv]
+
+
+def study_file() -> str:
+    """docs/studies.md's example study file with `epochs=2`."""
+    text = (ROOT / "docs" / "studies.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n# my-study.yaml\n(.*?)```", text, re.S)
+    assert block is not None, "docs/studies.md: the ```yaml block of my-study.yaml"
+    return re.sub(r"\bepochs=\d+", "epochs=2", block.group(1))
 
 
 def overrides(argv: list[str]) -> list[str]:
@@ -427,8 +454,13 @@ def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypat
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     for word in inputs(ex):
-        if word in FILES:
+        if word == "my-study.yaml":
+            Path(word).write_text(study_file(), encoding="utf-8")
+        elif word in FILES:
             Path(word).write_text(FILES[word], encoding="utf-8")
+        elif word.startswith("docs/studies/"):
+            Path(word).parent.mkdir(parents=True, exist_ok=True)
+            Path(word).write_bytes((ROOT / word).read_bytes())
     if any(w in ("data=mnist", "data=fashion_mnist", "data=cifar10") for w in ex.argv):
         from tests.test_images import write_cifar, write_mnist
 

@@ -36,10 +36,11 @@ rankings:
   tasks: {sweeps: [iris, wine], metric: early_stop, loss: test_loss, tune: [lr], tune_seeds: 2}
 figures:
   curves: {sweeps: [iris], loss: val_loss}
+  tuned: {sweeps: [iris], loss: val_loss, tuned: loss}
   lr: {sweeps: [iris, wine], kind: sensitivity, x: lr, format: png}
 """
 FILES = ["acc.md", "acc.csv", "acc.json", "loss.md", "loss.csv", "loss.json", "both.md", "both.csv", "both.json",
-         "tasks.md", "tasks.csv", "tasks.json", "tasks-cd.svg", "curves.svg", "lr.png", "report.html"]
+         "tasks.md", "tasks.csv", "tasks.json", "tasks-cd.svg", "curves.svg", "tuned.svg", "lr.png", "report.html"]
 
 
 def _write(tmp_path: Path, text: str = STUDY) -> Path:
@@ -70,6 +71,7 @@ def test_run_writes_every_table_figure_and_the_report(done, tmp_path):
     for part in ('data-name="acc"', 'data-name="both"', 'data-name="tasks"', "lr.png", "<svg", "A tiny study",
                  "actbench sweep --runs-dir runs --name iris", "description: gelu against relu"):
         assert part in page, part
+    assert "(lr 0.1" in (out / "tuned.svg").read_text()  # each curve names its tuned value
     assert "Generated" not in page  # no time of rendering: the page renders the same bytes again
 
 
@@ -168,6 +170,8 @@ BAD = [
     (STUDY.replace("  loss: {sweeps", "  acc: {sweeps"), "key 'acc' given twice"),
     (STUDY.replace("  both:", "  acc:"), "tables.acc: writes acc.md, as comparisons.acc does"),
     (STUDY.replace("format: png", "format: gif"), "figures.lr.format: 'gif'"),
+    (STUDY.replace("tuned: loss}", "tuned: los}"), "figures.tuned.tuned: no comparison 'los'"),
+    (STUDY.replace("tuned: loss}", "tuned: loss, x: lr}"), "figures.tuned.x: applies to kind: sensitivity"),
     (STUDY.replace("output: out", "output: ../out"), "output: '../out' must be a folder inside"),
     (STUDY.replace("sweeps: [iris, wine], metric", "sweeps: [iris], metric"), "rankings.tasks: only one task"),
     (STUDY.replace("  iris:\n", "  ../iris:\n").replace("[iris", "[../iris"), "is not a usable name"),

@@ -110,7 +110,7 @@ def tables(
 
       actbench study tables my-study.yaml
 
-      actbench study tables my-study.yaml --output /tmp/tables
+      actbench study tables my-study.yaml --output tables-copy
     """
     with reported():
         from activation_bench.study import plan, spec

@@ -155,12 +155,21 @@ def _figures(study: Study, loads: _Loads, results: dict[str, Any], out: Built) -
 
 
 def _curves(loaded: Any, f: Any, tuned: Any, study: Study) -> Any:
+    """Curves of every run, or (`tuned`: a comparison) each group at the value that comparison's
+    tuning chose, over its judging seeds: chosen again on these sweeps by the comparison's rule."""
+    from activation_bench.analysis.metrics import parse_metric
     from activation_bench.render import plots
 
     loss = f.loss or "train_loss"
+    accuracy = plots.companion_accuracy(loaded, loss)
     if tuned is None:
-        return plots.curves_figure(loaded, f.by, loss, accuracy=plots.companion_accuracy(loaded, loss))
-    raise UsageError("tuned curves: not available yet")
+        return plots.curves_figure(loaded, f.by, loss, accuracy=accuracy)
+    from activation_bench.render import tuned_curves
+
+    c = study.spec.comparisons[f.tuned]
+    m = parse_metric(c.metric)
+    chosen = tuned_curves.select_curves(loaded, _tune(c, c.by), m, f.by or c.by)
+    return tuned_curves.tuned_curves_figure(loaded, chosen, loss, m.label, accuracy=accuracy, baseline=tuned.baseline)
 
 
 def image(fig: Any, fmt: str) -> bytes:
