@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "activation_bench"
 # lowest first; a module may import its own layer's modules and the layers below
-LAYERS = ["core", "data", "engine", "config", "runs", "analysis", "render|export|search", "cli"]
+LAYERS = ["core", "data", "engine", "config", "runs", "analysis", "render|export|search", "study", "cli"]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names.split("|")}
 NO_TORCH = {"analysis"}
 

@@ -29,6 +29,11 @@ RAW = ("n", "mean", "geo_mean", "ci_low", "ci_high", "mean_diff", "ratio", "rati
        "diff_lo_pp", "diff_hi_pp", "win_rate", "p_t_holm", "p_wilcoxon_holm", "significant", "is_baseline")
 
 
+def title(given: str | None, parts: Sequence[tuple[str, CompareResult]]) -> str:
+    """A combined table's title: the given one, else what each part compares."""
+    return given or "; ".join(f"{r.metric.label} of {r.loss}" for _, r in parts)
+
+
 def _groups(parts: Sequence[tuple[str, CompareResult]], where: str) -> list[str]:
     """The group columns every part shares (tuned keys excepted), else one line saying which differ."""
     first_name, first = parts[0]

@@ -70,7 +70,7 @@ def build(study: Study) -> Built:
     _figures(study, loads, results, out)
     from activation_bench.study.report import page
 
-    out.files["report.html"] = page(study, results, ranks, out, loads)
+    out.files["report.html"] = page(study, results, ranks, out.files, out.warnings, loads)
     return out
 
 
@@ -104,16 +104,11 @@ def _combined(study: Study, results: dict[str, Any], out: Built) -> None:
 
     for name, t in study.spec.tables.items():
         parts = [(c, results[c]) for c in t.comparisons]
-        title = table_title(t.title, parts)
+        title = combined.title(t.title, parts)
         where = f"{study.path}: tables.{name}"
         out.files[f"{name}.md"] = combined.to_markdown(parts, title, where)
         out.files[f"{name}.csv"] = combined.to_csv(parts, where)
         out.files[f"{name}.json"] = combined.to_json(parts, title, where)
-
-
-def table_title(title: str | None, parts: list[tuple[str, Any]]) -> str:
-    """A combined table's title: the study's, else what each part compares."""
-    return title or "; ".join(f"{r.metric.label} of {r.loss}" for _, r in parts)
 
 
 def _rankings(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:

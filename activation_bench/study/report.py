@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import base64
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from activation_bench.study.spec import Study
-
-if TYPE_CHECKING:
-    from activation_bench.study.outputs import Built
 
 
 def _image(name: str, content: str | bytes) -> dict[str, Any]:
@@ -63,12 +60,13 @@ def _provenance(study: Study, loads: Any) -> dict[str, Any]:
     return pv
 
 
-def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], built: Built, loads: Any) -> str:
-    """The page's HTML."""
+def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], files: dict[str, str | bytes],
+         warnings: list[str], loads: Any) -> str:
+    """The page's HTML: `files` are the study's other outputs (its figures are shown inline)."""
     import jinja2
 
+    from activation_bench.render import combined
     from activation_bench.render import report as rep
-    from activation_bench.study.outputs import table_title
 
     spec = study.spec
     comparisons = []
@@ -80,11 +78,11 @@ def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], built: Bu
     tables = []
     for name, t in spec.tables.items():
         parts = [(c, results[c]) for c in t.comparisons]
-        tables.append({"name": name, **_combined(parts, table_title(t.title, parts), f"tables.{name}")})
+        tables.append({"name": name, **_combined(parts, combined.title(t.title, parts), f"tables.{name}")})
     rankings = [{"name": n, "title": spec.rankings[n].title or f"ranking of {r.by}", **_rank_table(r),
-                 "cd": _image(f"{n}-cd.svg", built.files[f"{n}-cd.svg"]) if f"{n}-cd.svg" in built.files else None}
+                 "cd": _image(f"{n}-cd.svg", files[f"{n}-cd.svg"]) if f"{n}-cd.svg" in files else None}
                 for n, r in ranks.items()]
-    figures = [{"title": f.title or n, **_image(f"{n}.{f.format}", built.files[f"{n}.{f.format}"])}
+    figures = [{"title": f.title or n, **_image(f"{n}.{f.format}", files[f"{n}.{f.format}"])}
                for n, f in spec.figures.items()]
     sweeps = [{"name": n, "dir": str(study.sweep_dir(n)), "command": shlex.join(
         ["actbench", "sweep", "--runs-dir", str(study.runs_dir), "--name", sw.dir or n, *sw.grid, *sw.overrides])}
@@ -94,4 +92,4 @@ def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], built: Bu
     return env.get_template("study.html.j2").render(
         title=spec.title or study.path.stem, description=spec.description, study_file=study.text,
         study_path=str(study.path), sweeps=sweeps, comparisons=comparisons, tables=tables, rankings=rankings,
-        figures=figures, warnings=built.warnings, provenance=_provenance(study, loads))
+        figures=figures, warnings=warnings, provenance=_provenance(study, loads))
