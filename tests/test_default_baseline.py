@@ -49,7 +49,7 @@ def test_compare_defaults_to_relu_when_it_is_not_first(tmp_path: Path):
     assert res.baseline == ("activation", "relu")
     out = CliRunner().invoke(app, ["compare", str(csv), "--format", "json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["baseline"] == {"key": "activation", "value": "relu"}
+    assert json.loads(out.stdout)["baseline"] == {"key": "activation", "value": "relu"}
     # without relu in the runs: the first value of the first group column (gelu)
     csv2 = write_long_csv(tmp_path / "no_relu.csv", {a: FINAL[a] for a in ("gelu", "silu")})
     assert cmp.compare(cmp.load([csv2]), "final").baseline == ("activation", "gelu")

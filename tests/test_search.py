@@ -228,6 +228,10 @@ def test_search_keeps_the_best_of_the_screen_and_measures_agreement(runner, runs
     ratio = _geo([fresh[f] / screen[f] for f in survivors])
     assert doc["optimism_n"] == len(survivors) and doc["optimism"] == pytest.approx(ratio, rel=1e-3)
     assert doc["tune_seeds"] == [2, 3] and doc["judge_seeds"] == [4, 5]
+    # the verdict's budget check: each judged function at its chosen lr (analysis/budget.py)
+    budget = __import__("yaml").safe_load((root / "search.yaml").read_text())["budget_check"]
+    assert budget["tuned_keys"] == ["lr"] and {r["activation"] for r in budget["rows"]} >= set(survivors)
+    assert all(r["runs"] + r["diverged"] == 2 for r in budget["rows"])  # judging seeds 4 and 5
 
 
 BAD = [

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from activation_bench.analysis.budget import budget_check, validation_column
 from activation_bench.analysis.loading import Loaded, canon, load, varying_columns
 from activation_bench.analysis.metrics import (
     ACCURACY,
@@ -239,6 +240,7 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     selection = None
     if tune is not None:
         values, selection = tuned_values(loaded, values, metric, group_cols, tune, floor, notes)
+    judged = loaded.runs.index.get_indexer(values.index)  # the runs the statistics use (positions)
     _note_missing(values, metric, notes)
     table = group_stats(values, group_cols, metric, loss)
     if selection is not None:
@@ -258,6 +260,8 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     table = _order(_tidy(table), group_cols, base, how)
     res = CompareResult(table, list(group_cols), metric, loss, base, pair_cols, notes, floor, power, selection)
     res.table = table[output_columns(res)].reset_index(drop=True)
+    res.budget = budget_check(loaded, group_cols, judged if selection is not None else None, selection,
+                              validation_column(tune), loss, order=res.table)
     return res
 
 

@@ -26,6 +26,14 @@ class CompareResult:
     floor: float = FLOOR
     power: Any = None  # a power.PowerSpec when --power was given
     tuning: Any = None  # a tune.Selection when --tune was given
+    budget: Any = None  # a budget.BudgetCheck: the runs still improving when the budget ran out
+
+    @property
+    def all_warnings(self) -> list[str]:
+        """`warnings` and, where it fires, the budget check's warning (the lines printed and listed
+        under a table and in the JSON's `warnings`)."""
+        extra = self.budget.warning if self.budget is not None else None
+        return [*self.warnings, extra] if extra else list(self.warnings)
 
     @property
     def scale(self) -> str:

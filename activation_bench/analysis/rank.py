@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from activation_bench.analysis.budget import STATS, BudgetCheck, budget_check, validation_column
 from activation_bench.analysis.loading import Loaded, higher_is_better, varying_columns
 from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, parse_metric, run_values, scale
 from activation_bench.analysis.stats import ALPHA, holm
@@ -56,6 +57,13 @@ class RankResult:
     loss: str = "train_loss"
     warnings: list[str] = field(default_factory=list)
     tuning: Selection | None = None  # with --tune: what was chosen per task and group
+    budget: BudgetCheck | None = None  # per ranked value: runs still improving when the budget ran out
+
+    @property
+    def all_warnings(self) -> list[str]:
+        """`warnings` and, where it fires, the budget check's warning."""
+        extra = self.budget.warning if self.budget is not None else None
+        return [*self.warnings, extra] if extra else list(self.warnings)
 
     @property
     def best(self) -> str:
@@ -230,10 +238,12 @@ def _label(cols: Sequence[str], key: tuple) -> str:
 
 
 def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[str], loss: str,
-                 floor: float, notes: list[str], tune: TuneSpec | None = None) -> tuple[pd.DataFrame, Selection | None]:
+                 floor: float, notes: list[str], tune: TuneSpec | None = None,
+                 used: list[np.ndarray] | None = None) -> tuple[pd.DataFrame, Selection | None]:
     """Task x group matrix of mean scores over each cell's usable runs; tasks missing a group are
     named in `notes` and left out; groups with fewer usable seeds than others in a task are named.
-    With `tune`: each task x group at its tuned values, scored on the evaluation seeds only."""
+    With `tune`: each task x group at its tuned values, scored on the evaluation seeds only.
+    `used` (a list) gets the positions of the runs the matrix rests on (the ranked tasks' runs)."""
     values = run_values(loaded, metric, loss, floor)
     frame = pd.DataFrame({c: values[c].astype(object).where(values[c].notna(), "(none)") for c in [*task_cols, by]})
     frame["score"] = task_scores(values, loaded, metric, loss)
@@ -253,7 +263,7 @@ def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[st
     if len(task_keys) < 2:
         raise UsageError(f"only one task ({_label(task_cols, task_keys[0]) if task_cols else 'nothing else varies'}):"
                          f" ranking needs several; `actbench compare` compares {by} groups on one task")
-    rows, kept = [], []
+    rows, kept, kept_keys = [], [], []
     for key in task_keys:
         label = _label(task_cols, key)
         n = {g: int(count.get((*key, g), 0)) for g in groups}
@@ -268,9 +278,14 @@ def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[st
             notes.append(f"task {label}: fewer usable seeds for {by} {', '.join(short)}; their mean is over fewer")
         rows.append([float(mean[(*key, g)]) for g in groups])
         kept.append(label)
+        kept_keys.append(key)
     if len(kept) < 2:
         raise UsageError(f"only {len(kept)} of {len(task_keys)} tasks have a result for every {by}: "
                          "ranking needs at least 2 (see the warnings above)")
+    if used is not None:
+        ranked = set(kept_keys)
+        in_task = [tuple(k) in ranked for k in frame[list(task_cols)].itertuples(index=False, name=None)]
+        used.append(loaded.runs.index.get_indexer(frame.index[np.asarray(in_task, bool)]))
     return pd.DataFrame(rows, index=pd.Index(kept, name="task"), columns=pd.Index(groups, name=by)), sel
 
 
@@ -287,12 +302,21 @@ def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
     notes = list(loaded.warnings)
     task_cols = resolve_task(loaded, by, task, tune.keys if tune is not None else ())
     check_tasks(loaded, loss, task_cols, option="--task")
-    scores, sel = score_matrix(loaded, metric, by, task_cols, loss, floor, notes, tune)
+    used: list[np.ndarray] = []
+    scores, sel = score_matrix(loaded, metric, by, task_cols, loss, floor, notes, tune, used)
     higher = scale(metric, loss) == ACCURACY
     st = rank_matrix(scores, alpha, posthoc, lower_is_better=not higher)
-    return RankResult(_table(scores, st, by, higher), by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
+    table = _table(scores, st, by, higher)
+    check = budget_check(loaded, [by], used[0], None, validation_column(tune), loss, order=table, verdict="ranking")
+    if sel is not None:  # per ranked value its judged runs, and every run of the ranked tasks
+        every = budget_check(loaded, [by], None, None, validation_column(tune), loss, order=table)
+        check.table = check.table.merge(every.table.rename(columns={c: f"{c}_all" for c in STATS}), on=[by],
+                                        how="left")
+        check.judged = "the judged runs: each task's evaluation seeds at the group's chosen " + ", ".join(sel.keys)
+        check.tuned_keys, check.values_shown = list(sel.keys), False
+    return RankResult(table, by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
                       st["friedman_p"], st["critical_difference"], st["p_nemenyi"], st["p_wilcoxon"],
-                      st["groups"], alpha, posthoc, metric, loss, notes, sel)
+                      st["groups"], alpha, posthoc, metric, loss, notes, sel, check)
 
 
 def _table(scores: pd.DataFrame, st: dict, by: str, higher: bool = False) -> pd.DataFrame:

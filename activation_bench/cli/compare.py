@@ -143,7 +143,7 @@ def compare(
                                  f"points), not --metric {m.label}")
         loaded = cmp.load(paths, loss or "train_loss")
         result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning)
-        _warn(result.warnings)
+        _warn(result.all_warnings)
         emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
 
 

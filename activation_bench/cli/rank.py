@@ -77,7 +77,7 @@ def rank(
             store.check_folder(output)  # before any work
         loaded = load(paths, loss or "train_loss")
         result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc, tune=tuning)
-        _warn(result.warnings)
+        _warn(result.all_warnings)
         if plot is not None:
             rank_tables.write_cd(result, plot)
             typer.echo(f"wrote {plot}", err=True)

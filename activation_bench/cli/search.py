@@ -181,7 +181,7 @@ def _summary(s: Search, result: CompareResult, agree: dict, command: str) -> Non
     """The verdict (the table `command` prints too), its notes, and the screen's agreement with it."""
     from activation_bench.render import tables
 
-    for line in result.warnings:
+    for line in result.all_warnings:
         typer.echo(f"warning: {line}", err=True)
     tables.print_table(result)
     rho, opt = agree["spearman_screen_vs_judged"], agree["optimism"]

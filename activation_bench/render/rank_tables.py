@@ -39,6 +39,11 @@ def summary_lines(res: RankResult) -> list[str]:
     return lines
 
 
+def budget_lines(res: RankResult) -> list[str]:
+    """The budget check's line per ranked value (analysis/budget.py); none without one."""
+    return [res.budget.line()] if res.budget is not None else []
+
+
 def _columns(res: RankResult) -> list[tuple[str, Any, bool]]:
     best = res.best
 
@@ -60,7 +65,7 @@ def rich_table(res: RankResult) -> Any:
     from rich import box
     from rich.table import Table
 
-    caption = [*summary_lines(res), *res.methods]
+    caption = [*summary_lines(res), *res.methods, *([res.budget.short()] if res.budget is not None else [])]
     table = Table(title=_title(res), caption="\n".join(caption), caption_justify="left", box=box.SIMPLE_HEAD)
     cols = _columns(res)
     for header, _, right in cols:
@@ -94,8 +99,8 @@ def to_markdown(res: RankResult) -> str:
     for _, row in res.table.iterrows():
         lines.append("| " + " | ".join(_md_escape(fn(row)) for _, fn, _ in cols) + " |")
     lines.append("")
-    lines += [f"- {_md_escape(m.strip())}" for m in [*summary_lines(res), *res.methods]]
-    lines += [f"- warning: {_md_escape(w)}" for w in res.warnings]
+    lines += [f"- {_md_escape(m.strip())}" for m in [*summary_lines(res), *res.methods, *budget_lines(res)]]
+    lines += [f"- warning: {_md_escape(w)}" for w in res.all_warnings]
     return "\n".join(lines) + "\n"
 
 
@@ -120,8 +125,10 @@ def to_json(res: RankResult) -> str:
         "p_nemenyi": _matrix(res.p_nemenyi),
         "p_wilcoxon_holm_all_pairs": None if res.p_wilcoxon is None else _matrix(res.p_wilcoxon),
         "scores": {str(t): {str(g): _plain(v) for g, v in row.items()} for t, row in res.scores.iterrows()},
-        "methods": res.methods, "warnings": res.warnings,
+        "methods": res.methods, "warnings": res.all_warnings,
     }
+    if res.budget is not None:
+        doc["budget_check"] = res.budget.to_dict()
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 

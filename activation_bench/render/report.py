@@ -160,7 +160,8 @@ def compare_table(res: cmp.CompareResult) -> dict[str, Any]:
     rows = [{"cells": _row_cells(r, res), "baseline": bool(r.get("is_baseline")), "sig": bool(r.get("significant"))}
             for r in doc["rows"]]
     return {"metric": doc["metric"], "loss": doc["loss"], "headers": _headers(res), "rows": rows,
-            "notes": tables.row_notes(res), "methods": doc["methods"], "warnings": doc["warnings"], "json": doc}
+            "notes": tables.row_notes(res), "methods": doc["methods"], "warnings": doc["warnings"], "json": doc,
+            "budget": tables.budget_lines(res)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def ranking(loaded: Loaded, res: cmp.CompareResult, tune: TuneSpec | None = None
     rows = [[fn(r) for _, fn, _ in cols] for _, r in rr.table.iterrows()]
     return {"svg": svg(rank_tables.draw_cd(rr), "ranking", tight=True), "caption": rank_tables._title(rr),
             "headers": [h for h, _, _ in cols], "rows": rows,
-            "notes": [*rank_tables.summary_lines(rr), *rr.methods, *rr.warnings]}
+            "notes": [*rank_tables.summary_lines(rr), *rr.methods, *rank_tables.budget_lines(rr), *rr.all_warnings]}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -199,7 +199,7 @@ def rich_table(res: CompareResult) -> Any:
     from rich import box
     from rich.table import Table
 
-    caption = [*res.methods, *row_notes(res)]
+    caption = [*res.methods, *([res.budget.short()] if res.budget is not None else []), *row_notes(res)]
     table = Table(title=_title(res), caption="\n".join(caption), caption_justify="left", box=box.SIMPLE_HEAD)
     cols = _columns(res, compact=True)
     for i, (header, _, right) in enumerate(cols):
@@ -235,9 +235,14 @@ def to_markdown(res: CompareResult) -> str:
     for _, row in res.table.iterrows():
         lines.append("| " + " | ".join(_md_escape(fn(row)) for _, fn, _ in cols) + " |")
     lines.append("")
-    lines += [f"- {_md_escape(m)}" for m in res.methods]
-    lines += [f"- warning: {_md_escape(w)}" for w in res.warnings]
+    lines += [f"- {_md_escape(m)}" for m in [*res.methods, *budget_lines(res)]]
+    lines += [f"- warning: {_md_escape(w)}" for w in res.all_warnings]
     return "\n".join(lines) + "\n"
+
+
+def budget_lines(res: CompareResult) -> list[str]:
+    """The budget check's line (analysis/budget.py) for under a table; none without one."""
+    return [res.budget.line()] if res.budget is not None else []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,9 +256,15 @@ def _csv_columns(res: CompareResult) -> list[str]:
 def to_csv(res: CompareResult) -> str:
     """One row per group: group columns, metric,n,mean,std,median,geo_mean,ci_low,ci_high, counts,
     then the comparison statistics (on accuracies no geo_mean, and diff_pp, diff_lo_pp, diff_hi_pp,
-    sd_diff_pp instead of mean_diff, sd_diff, ratio). Raw numbers (full precision); empty cells
+    sd_diff_pp instead of mean_diff, sd_diff, ratio), then the budget check's shares
+    still_improving_late and still_improving_last. Raw numbers (full precision); empty cells
     where undefined."""
-    return res.table[_csv_columns(res)].to_csv(index=False, lineterminator="\n")
+    out = res.table[_csv_columns(res)]
+    if res.budget is not None:
+        shares = res.budget.per_group(res.table)
+        out = out.assign(still_improving_late=shares["late"].to_numpy(float),
+                         still_improving_last=shares["last"].to_numpy(float))
+    return out.to_csv(index=False, lineterminator="\n")
 
 
 def _plain(x: Any) -> Any:
@@ -268,7 +279,8 @@ def _plain(x: Any) -> Any:
 
 def to_json(res: CompareResult) -> str:
     """{metric, loss, scale, higher_is_better, group_columns, baseline, pair_columns, floor, methods,
-    warnings, rows: [...]}. Raw numbers; NaN/inf as null; floor is null on accuracies (no floor)."""
+    warnings, rows: [...], budget_check: {...} (budget.BudgetCheck.to_dict)}. Raw numbers; NaN/inf
+    as null; floor is null on accuracies (no floor); `warnings` includes the budget check's."""
     rows = [{c: _plain(v) for c, v in row.items()} for row in res.table[_csv_columns(res)].to_dict("records")]
     doc = {
         "metric": res.metric.label,
@@ -280,9 +292,11 @@ def to_json(res: CompareResult) -> str:
         "pair_columns": res.pair_cols,
         "floor": None if res.scale == ACCURACY else res.floor,
         "methods": res.methods,
-        "warnings": res.warnings,
+        "warnings": res.all_warnings,
         "rows": rows,
     }
+    if res.budget is not None:
+        doc["budget_check"] = res.budget.to_dict()
     if res.tuning is not None:
         doc["tuning"] = tuning_json(res.tuning)
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"

@@ -171,17 +171,19 @@ def write_settings(search: Search) -> None:
     write_candidates(search)
 
 
-def _search_doc(search: Search, agreement: dict | None = None) -> dict:
+def _search_doc(search: Search, agreement: dict | None = None, budget: dict | None = None) -> dict:
     doc = {"settings": _plain(search.settings), "space_size": len(search.verdicts),
            "rungs": [asdict(r) | {"seeds": list(r.seeds), "tune_seeds": list(r.tune_seeds)} for r in search.rungs]}
-    return doc | ({"agreement": agreement} if agreement is not None else {})
+    return doc | ({"agreement": agreement} if agreement is not None else {}) | \
+        ({"budget_check": budget} if budget is not None else {})
 
 
-def write_agreement(search: Search, agreement: dict) -> None:
-    """search.yaml with the screen's agreement with the judgement (judge.agreement)."""
+def write_agreement(search: Search, agreement: dict, budget: dict | None = None) -> None:
+    """search.yaml with the screen's agreement with the judgement (judge.agreement) and the
+    verdict's budget check (budget.BudgetCheck.to_dict)."""
     from activation_bench.cfg import dump_yaml
 
-    store.atomic_write(search.directory / "search.yaml", dump_yaml(_search_doc(search, agreement)))
+    store.atomic_write(search.directory / "search.yaml", dump_yaml(_search_doc(search, agreement, budget)))
 
 
 def rung_dir(search: Search, rung: halving.Rung) -> Path:

@@ -143,7 +143,8 @@ def _round(x: float) -> float | None:
 
 def record(search: Search, result: CompareResult, chosen_scores: dict[str, float]) -> dict:
     """After the judgement: candidates.csv gains each survivor's chosen lr and judged score, and
-    search.yaml the agreement."""
+    search.yaml the agreement and the verdict's budget check (`budget_check`: the judged runs still
+    improving when the budget ran out, analysis/budget.py)."""
     final = search.rungs[-1]
     got = judged(result)
     for fn in driver.rung_candidates(search, final):
@@ -152,5 +153,5 @@ def record(search: Search, result: CompareResult, chosen_scores: dict[str, float
             search.judged[fn] = got[fn]
     driver.write_candidates(search)
     agree = agreement(search, result)
-    driver.write_agreement(search, agree)
+    driver.write_agreement(search, agree, result.budget.to_dict() if result.budget is not None else None)
     return agree
