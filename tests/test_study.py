@@ -72,6 +72,10 @@ def test_run_writes_every_table_figure_and_the_report(done, tmp_path):
                  "actbench sweep --runs-dir runs --name iris", "description: gelu against relu"):
         assert part in page, part
     assert "(lr 0.1" in (out / "tuned.svg").read_text()  # each curve names its tuned value
+    # the budget check: in each comparison's markdown and JSON, and on the page
+    assert "Budget check: share of judged runs" in (out / "acc.md").read_text()
+    assert json.loads((out / "acc.json").read_text())["budget_check"]["column"] == "val_acc"
+    assert 'class="notes budget">Budget check' in page
     assert "Generated" not in page  # no time of rendering: the page renders the same bytes again
 
 

@@ -262,6 +262,10 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     res.table = table[output_columns(res)].reset_index(drop=True)
     res.budget = budget_check(loaded, group_cols, judged if selection is not None else None, selection,
                               validation_column(tune), loss, order=res.table)
+    if metric.kind in ("epoch", "to") and res.budget.warning:  # read at a fixed epoch or loss, not the end
+        res.budget.warning = None
+        res.budget.notes.append(f"no warning for --metric {metric.label}: the verdict is read at a fixed epoch "
+                                "or loss, not at the end of the budget")
     return res
 
 

@@ -95,7 +95,7 @@ def _comparisons(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
         results[name] = res
         for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("json", "json")):
             out.files[f"{name}.{ext}"] = tables.render(res, fmt)
-        out.warnings += [f"{name}: {w}" for w in res.warnings]
+        out.warnings += [f"{name}: {w}" for w in res.all_warnings]
     return results
 
 
@@ -128,7 +128,7 @@ def _rankings(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
             out.files[f"{name}.{ext}"] = rank_tables.render(res, fmt)
         if r.plot:
             out.files[f"{name}-cd.svg"] = image(rank_tables.draw_cd(res), "svg")
-        out.warnings += [f"{name}: {w}" for w in res.warnings]
+        out.warnings += [f"{name}: {w}" for w in res.all_warnings]
     return ranks
 
 

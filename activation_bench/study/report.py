@@ -37,7 +37,7 @@ def _rank_table(res: Any) -> dict[str, Any]:
     cols = rank_tables._columns(res)
     rows = [[fn(r) for _, fn, _ in cols] for _, r in res.table.iterrows()]
     return {"headers": [h for h, _, _ in cols], "right": [right for _, _, right in cols], "rows": rows,
-            "lines": rank_tables.summary_lines(res)}
+            "lines": [*rank_tables.summary_lines(res), *rank_tables.budget_lines(res)]}
 
 
 def _combined(parts: list[tuple[str, Any]], title: str, where: str) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], files: di
     for name, res in results.items():
         table = rep.compare_table(res)
         table.update(name=name, title=spec.comparisons[name].title or f"{res.metric.label} of {res.loss}",
-                     sweeps=spec.comparisons[name].sweeps, budget=table["json"].get("budget_check"))
+                     sweeps=spec.comparisons[name].sweeps)
         comparisons.append(table)
     tables = []
     for name, t in spec.tables.items():
