@@ -209,3 +209,14 @@ def test_report_shows_it_under_each_table(tmp_path):
                                         (TuneSpec(("lr",), on="val_acc"), "val_acc")])
 def test_validation_column(spec, want):
     assert bd.validation_column(spec) == want
+
+
+def test_no_warning_for_metrics_read_at_a_fixed_epoch_or_loss(tmp_path):
+    """epoch=K and to=EPS are read at a fixed point, not at the end of the budget: the shares are
+    shown, the warning is not (and a note says why); final on the same runs warns."""
+    loaded = load([write(tmp_path / "r.csv", {"gelu": 10, "relu": 10})])
+    assert cmp.compare(loaded, "final").budget.warning is not None
+    for metric in ("epoch=3", "to=0.2"):
+        check = cmp.compare(loaded, metric).budget
+        assert check.warning is None and "no warning for --metric" in check.notes[-1]
+        assert list(check.table["late"]) == [1.0, 1.0]
