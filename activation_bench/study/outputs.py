@@ -6,7 +6,9 @@ SVG ids), so a finished study renders byte for byte the same files again."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,10 @@ from activation_bench.study.spec import Study, TuneFields
 class Built:
     files: dict[str, str | bytes] = field(default_factory=dict)  # file name in the output folder -> content
     warnings: list[str] = field(default_factory=list)
-    context: dict[str, Any] = field(default_factory=dict)  # what report.html shows
 
 
 class _Loads:
-    """Each set of sweeps loaded once (load checks the column it is asked for)."""
+    """Each set of sweeps loaded once; `get` also checks that the runs have values of a column."""
 
     def __init__(self, study: Study) -> None:
         self.study = study
@@ -47,17 +48,13 @@ def _tune(part: TuneFields, by: Any = None) -> Any:
     return parse_tune(part.tune, part.tune_seeds, [by] if isinstance(by, str) else by, part.tune_on)
 
 
-def _named(key: str) -> Any:
+@contextlib.contextmanager
+def _named(key: str) -> Iterator[None]:
     """Prefix a UsageError raised inside with the study key it belongs to."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def wrap() -> Any:
-        try:
-            yield
-        except UsageError as exc:
-            raise UsageError(f"{key}: {exc}") from None
-    return wrap()
+    try:
+        yield
+    except UsageError as exc:
+        raise UsageError(f"{key}: {exc}") from None
 
 
 def build(study: Study) -> Built:
