@@ -89,11 +89,16 @@ def _comparisons(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
                 power = parse_power(c.power, accuracy=is_accuracy(c.loss or ""))
             res = cmp.compare(loaded, m, c.by, c.baseline, default_loss(loaded, m, c.loss), power=power,
                               tune=_tune(c, c.by))
-        results[name] = res
-        for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("json", "json")):
-            out.files[f"{name}.{ext}"] = tables.render(res, fmt)
-        out.warnings += [f"{name}: {w}" for w in res.all_warnings]
+        results[name] = _tables(out, name, res, tables.render)
     return results
+
+
+def _tables(out: Built, name: str, res: Any, render: Any) -> Any:
+    """A comparison's or ranking's three files (as its command writes them) and its warnings."""
+    for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("json", "json")):
+        out.files[f"{name}.{ext}"] = render(res, fmt)
+    out.warnings += [f"{name}: {w}" for w in res.all_warnings]
+    return res
 
 
 def _combined(study: Study, results: dict[str, Any], out: Built) -> None:
@@ -120,12 +125,9 @@ def _rankings(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
             loaded = loads.get(r.sweeps, r.loss or "train_loss")
             res = rk.rank(loaded, m, r.by, r.task, default_loss(loaded, m, r.loss), r.alpha, r.posthoc,
                           tune=_tune(r, r.by))
-        ranks[name] = res
-        for ext, fmt in (("md", "markdown"), ("csv", "csv"), ("json", "json")):
-            out.files[f"{name}.{ext}"] = rank_tables.render(res, fmt)
+        ranks[name] = _tables(out, name, res, rank_tables.render)
         if r.plot:
             out.files[f"{name}-cd.svg"] = image(rank_tables.draw_cd(res), "svg")
-        out.warnings += [f"{name}: {w}" for w in res.all_warnings]
     return ranks
 
 
