@@ -12,7 +12,8 @@ from activation_bench.cli.main import app
 from tests.conftest import files_under
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "docs" / "studies").glob("*/study.yaml"))
+# every YAML file under docs/studies/ is a study file (study.yaml, fixed-lr.yaml, tuned.yaml, ...)
+SHIPPED = sorted((ROOT / "docs" / "studies").glob("*/*.yaml"))
 
 # two small classification tasks, two activations, two lrs, 4 seeds (2 tune, 2 judge)
 STUDY = """\
@@ -215,7 +216,7 @@ def test_a_failing_part_writes_no_output(runner, tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.parent.name for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED, ids=[f"{p.parent.name}/{p.name}" for p in SHIPPED])
 def test_shipped_study_files_validate_and_plan(runner, path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["study", "run", str(path), "--dry-run", "--runs-dir", str(tmp_path / "runs")])

@@ -1,10 +1,11 @@
-"""The tables of docs/depth.md from the depth study's sweep directory (see docs/studies/depth/depth_study.sh).
+"""The tables of docs/depth.md from the depth study's sweep directory (docs/studies/depth/study.yaml;
+extras.sh runs this).
 
 Prints markdown: per metric (final and best val_loss, final train_loss) the geometric mean over
 seeds for every activation x init x depth, each column's ranking, and the share of dead and
 saturated hidden units at the end of training (mean over seeds and layers), from summary.json.
 
-With --real (the diabetes sweep of docs/studies/depth/depth_real_study.sh) the loss tables are the test loss at
+With --real (a sweep of docs/studies/depth/real.yaml) the loss tables are the test loss at
 each run's epoch of lowest val_loss (early_stop), the final test loss and the final train loss, and
 the median early-stopping epoch replaces the saturated units.
 

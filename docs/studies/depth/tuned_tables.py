@@ -1,4 +1,5 @@
-"""The tables of docs/depth.md's tuned study from its sweep directory (docs/studies/depth/depth_tuned.sh).
+"""The tables of docs/depth.md's tuned study from its sweep directory (docs/studies/depth/tuned.yaml;
+extras.sh runs this).
 
 Every statistic is `compare --tune lr --tune-seeds 5`: each activation x depth x norm cell at its
 own learning rate, chosen on seeds 0-4 by the mean log10 of the metric's val_loss, judged on

@@ -1,6 +1,7 @@
 """Mean test RMSE at the early-stopping epoch, in each target's own units, and the median
 early-stopping epoch, per task and activation, from the study's summary.json files
-(docs/studies/real-data/real_data_study.sh). Prints two markdown tables.
+(docs/studies/real-data/fixed-lr.yaml's sweeps). Prints two markdown tables; the study file cannot
+(a study compares losses, not RMSE in each target's units).
 
     python docs/studies/real-data/real_data_rmse.py runs/real-data-study
 """

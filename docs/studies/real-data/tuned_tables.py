@@ -1,16 +1,15 @@
-"""Tables of the tuned real-data study (tuned_study.sh runs it).
+"""What the tuned real-data study file (study.yaml) cannot express; run after it.
 
-    python tuned_tables.py compare RUNS_DIR OUT_DIR          every comparison, figure and the ranking
+    python tuned_tables.py fixed RUNS_DIR OUT_DIR            the same seeds at lr 1e-3: fixed-*.md|csv
     python tuned_tables.py fixed-input OUT_CSV SWEEP_DIR...  the lr 1e-3 rows of the evaluation seeds (6-25)
     python tuned_tables.py summary RUNS_DIR OUT_DIR          verdicts, chosen lrs, early stopping, tuning budget
 
-`compare` does in one process, loading each part of the study once, what these commands do:
-    actbench compare DIRS --metric early_stop --tune lr --tune-seeds 6 --baseline activation=relu -f FMT
+`fixed` compares the lr 1e-3 rows of the judging seeds (6-25) of each part of the study, a filter on
+one value of a swept grid that no study part has; it does what these commands do:
+    python tuned_tables.py fixed-input FIXED_CSV DIRS
     actbench compare FIXED_CSV --metric early_stop --baseline activation=relu -f FMT
-    actbench plot DIRS --x lr --metric early_stop -o sensitivity-PART.svg
-    actbench rank ALL_DIRS --metric early_stop --tune lr --tune-seeds 6 -f markdown
 
-`summary` reads the compare CSV/JSON files tuned_study.sh wrote into OUT_DIR (tuned-*.csv/json and
+`summary` reads the files study.yaml and `fixed` wrote into OUT_DIR (tuned-*.csv/json and
 fixed-*.csv) and the sweeps' results.csv under RUNS_DIR; it prints markdown.
 """
 
@@ -30,33 +29,22 @@ EPOCHS = {"tables": 200, "functions": 60, "randhie": 12}
 ACTS = ["relu", "gelu", "silu", "elu", "tanh"]
 
 
-def compare_all(runs: Path, out: Path) -> None:
+def fixed_all(runs: Path, out: Path) -> None:
     from activation_bench.analysis import compare as cmp
-    from activation_bench.analysis import rank as rk
-    from activation_bench.analysis.tune import TuneSpec
-    from activation_bench.render import rank_tables, sensitivity, tables
+    from activation_bench.render import tables
 
-    spec, m = TuneSpec(("lr",), 6), cmp.parse_metric("early_stop")
-    every = []
+    m = cmp.parse_metric("early_stop")
     for sweep in SWEEPS:
         dirs = [f.parent for f in results(runs, sweep)]
         if not dirs or not all((d / "results.csv").is_file() for d in dirs):
             print(f"{sweep}: not (yet) complete, skipped", file=sys.stderr)
             continue
-        every += dirs
-        loaded = cmp.load(dirs, "test_loss")
-        res = cmp.compare(loaded, m, None, "activation=relu", "test_loss", tune=spec)
-        for fmt, ext in (("markdown", "md"), ("csv", "csv"), ("json", "json")):
-            (out / f"tuned-{sweep}.{ext}").write_text(tables.render(res, fmt))
-        sensitivity.plot_sensitivity(loaded, out / f"sensitivity-{sweep}.svg", "lr", m, "test_loss")
         fixed_csv = runs / f"{sweep}-fixed.csv"
         fixed_input(fixed_csv, dirs)
         fixed = cmp.compare(cmp.load([fixed_csv], "test_loss"), m, None, "activation=relu", "test_loss")
         for fmt, ext in (("markdown", "md"), ("csv", "csv")):
             (out / f"fixed-{sweep}.{ext}").write_text(tables.render(fixed, fmt))
         print(f"{sweep}: done", file=sys.stderr)
-    ranked = rk.rank(cmp.load(every, "test_loss"), m, "activation", None, "test_loss", tune=spec)
-    (out / "rank-tuned.md").write_text(rank_tables.to_markdown(ranked))
 
 
 def fixed_input(out: Path, sweeps: list[Path]) -> None:
@@ -193,8 +181,8 @@ def summary(runs: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "compare":
-        compare_all(Path(sys.argv[2]), Path(sys.argv[3]))
+    if len(sys.argv) == 4 and sys.argv[1] == "fixed":
+        fixed_all(Path(sys.argv[2]), Path(sys.argv[3]))
     elif len(sys.argv) >= 4 and sys.argv[1] == "fixed-input":
         fixed_input(Path(sys.argv[2]), [Path(a) for a in sys.argv[3:]])
     elif len(sys.argv) == 4 and sys.argv[1] == "summary":
