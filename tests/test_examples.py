@@ -187,8 +187,6 @@ FIXTURES = {
     # classifiers on two tables, two lrs, with dropout and the dropout-free training loss, 7 seeds
     "classes": ["data=iris,wine", "activation=gelu,relu", "lr=1e-2,1e-1", "model.dropout=0.5", "seed=range(7)",
                 "log.train_eval=true", "epochs=5"],
-    "classes-hi": ["data=iris,wine", "activation=gelu,relu", "lr=3e-1", "model.dropout=0.5", "seed=range(7)",
-                   "log.train_eval=true", "epochs=5"],
     # depth x init with gradient norms
     "deep": ["data=function", "data.n_samples=60", "model.depth=1,4,8", "activation=gelu,relu",
              "model.init=torch_default,auto", "seed=range(2)", "log.grad_norms=true", "log.every=1", "epochs=3"],
@@ -220,8 +218,6 @@ PATHS = {
     "runs/recipe": "classes",
     "runs/cnn": "classes",
     "runs/mnist1d-cnn": "classes",
-    "runs/gelu-mlp/mnist1d": "classes",
-    "runs/gelu-mlp/mnist1d-hi": "classes-hi",
     "runs/depth-study": "deep",
     "runs/my-deep-sweep": "deep",
     "runs/depth-real-diabetes": "deep",
@@ -260,7 +256,6 @@ ELLIPSIS = ["activation=gelu,relu", "seed=range(2)"]
 # the experiment and the tracking URI) or without drawing the figures (report: the page with
 # everything else); test_slow_example_runs runs them in full
 SLOW = {
-    "--runs-dir runs/gelu-mlp": "80 depth-8, 128-wide members on MNIST-1D: about 10 s at 2 epochs",
     "--launcher joblib": "starts worker processes that import torch",
     "--launcher submitit_local": "starts worker processes that import torch",
     "--name depth-tuned": "672 members (4 depths x 2 norms x 6 activations x 7 lrs x 2 seeds): about 20 s at 2 epochs",
