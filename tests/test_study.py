@@ -145,13 +145,14 @@ def test_dry_run_prints_the_plan_and_writes_nothing(runner, tmp_path, monkeypatc
     assert files_under(tmp_path) == [path]
 
 
-def test_output_and_runs_dir_options(runner, tmp_path, monkeypatch):
+def test_output_runs_dir_and_report_name(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    path = _write(tmp_path, STUDY.replace("  tasks:", "  tasks-x:").split("figures:")[0])
+    path = _write(tmp_path, STUDY.replace("output: out", "output: out\nreport: tiny.html").split("figures:")[0])
     result = runner.invoke(app, ["study", "run", str(path), "-q", "--runs-dir", "elsewhere", "-o", "tables"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "elsewhere" / "iris" / "results.csv").is_file() and not (tmp_path / "runs").exists()
     assert (tmp_path / "tables" / "both.md").is_file() and not (tmp_path / "out").exists()
+    assert (tmp_path / "tables" / "tiny.html").is_file() and not (tmp_path / "tables" / "report.html").exists()
 
 
 BAD = [
@@ -178,6 +179,7 @@ BAD = [
     (STUDY.replace("tuned: loss}", "tuned: los}"), "figures.tuned.tuned: no comparison 'los'"),
     (STUDY.replace("tuned: loss}", "tuned: loss, x: lr}"), "figures.tuned.x: applies to kind: sensitivity"),
     (STUDY.replace("output: out", "output: ../out"), "output: '../out' must be a folder inside"),
+    (STUDY.replace("output: out", "output: out\nreport: page.txt"), "report: 'page.txt': the page's file name ends"),
     (STUDY.replace("sweeps: [iris, wine], metric", "sweeps: [iris], metric"), "rankings.tasks: only one task"),
     (STUDY.replace("  iris:\n", "  ../iris:\n").replace("[iris", "[../iris"), "is not a usable name"),
 ]

@@ -67,7 +67,7 @@ def build(study: Study) -> Built:
     _figures(study, loads, results, out)
     from activation_bench.study.report import page
 
-    out.files["report.html"] = page(study, results, ranks, out.files, out.warnings, loads)
+    out.files[study.spec.report] = page(study, results, ranks, out.files, out.warnings, loads)
     return out
 
 

@@ -35,7 +35,6 @@ POSTHOCS = ("nemenyi", "wilcoxon")  # analysis/rank.POSTHOCS
 FIGURE_KINDS = ("curves", "sensitivity")
 IMAGE_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("md", "csv", "json")  # every comparison, combined table and ranking is written in each
-REPORT = "report.html"
 Fail = Callable[[str, str], NoReturn]  # raises the study's one-line UsageError
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]*\Z")
 
@@ -105,6 +104,7 @@ class StudySpec:
     description: str = ""
     runs_dir: str = "runs"
     output: str = "."
+    report: str = "report.html"  # the page's file name (two studies sharing a folder name theirs apart)
     sweeps: dict[str, SweepSpec] = field(default_factory=dict)
     comparisons: dict[str, ComparisonSpec] = field(default_factory=dict)
     tables: dict[str, TableSpec] = field(default_factory=dict)
@@ -132,7 +132,7 @@ class Study:
         for n, r in s.rankings.items():
             out += [f"{n}.{ext}" for ext in TABLE_FORMATS] + ([f"{n}-cd.svg"] if r.plot else [])
         out += [f"{n}.{f.format}" for n, f in s.figures.items()]
-        return [*out, REPORT]
+        return [*out, s.report]
 
 
 def load(path: Path, runs_dir: Path | None = None, output: Path | None = None) -> Study:
@@ -258,6 +258,9 @@ def check(spec: StudySpec, path: Path) -> None:
             fail(f"rankings.{name}.alpha", f"{r.alpha}: a significance level between 0 and 1")
     for name, f in spec.figures.items():
         _check_figure(fail, spec, name, f)
+    _check_name(fail, "report", spec.report)
+    if not spec.report.endswith(".html"):
+        fail("report", f"'{spec.report}': the page's file name ends in .html")
     _check_files(fail, spec)
 
 
@@ -330,7 +333,7 @@ def _check_figure(fail: Fail, spec: StudySpec, name: str, f: FigureSpec) -> None
 
 def _check_files(fail: Fail, spec: StudySpec) -> None:
     """Two parts writing the same output file (a comparison and a table of one name, say)."""
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {spec.report: "the report"}
     for group in ("comparisons", "tables", "rankings", "figures"):
         for name, part in getattr(spec, group).items():
             files = [f"{name}.{part.format}"] if group == "figures" else [f"{name}.{ext}" for ext in TABLE_FORMATS]
