@@ -146,7 +146,7 @@ def write(path: Path, state: dict[str, Any], header: dict[str, Any]) -> None:
             fh.write(MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n")
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            _sync(fh.fileno())
         if path.exists():
             os.replace(path, previous(path))
         os.replace(tmp, path)
@@ -156,6 +156,10 @@ def write(path: Path, state: dict[str, Any], header: dict[str, Any]) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _sync(fd: int) -> None:
+    os.fsync(fd)
 
 
 def previous(path: Path) -> Path:
