@@ -280,3 +280,18 @@ def test_submitit_job_requeued_resumes_from_its_checkpoint(tmp_path):
     assert "job 0 stopped by SIGUSR2: checkpoint written at epoch 20/40" in logs
     assert "resuming stack 1/1 (4 members) from checkpoint" in logs  # the requeued job
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "far" / "r")
+
+
+@pytest.mark.slow
+def test_compiled_engine_resumes_from_its_checkpoint(tmp_path):
+    from activation_bench.engine import compiled
+
+    if compiled.compiler_missing():
+        pytest.skip(compiled.compiler_missing())
+    grid = ["engine=compiled", "seed=0,1,2,3", "epochs=60", "data.n_samples=32", "model.hidden_dim=8"]
+    assert _cli(tmp_path / "ref", grid).returncode == 0
+    stopped = _cli(tmp_path / "b", grid, {checkpoint.SIGNAL_AT_ENV: "TERM@25"})
+    assert stopped.returncode == 143, stopped.stderr
+    resumed = _cli(tmp_path / "b", grid)
+    assert resumed.returncode == 0 and "from checkpoint" in resumed.stderr, resumed.stderr
+    assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")

@@ -14,12 +14,9 @@ checksums and the signals that ask for a checkpoint are runs/checkpoint.py's (`H
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
-
-if TYPE_CHECKING:
-    from activation_bench.engine.train import _Divergence, _Losses, _Stack
 
 FORMAT = 1  # bumped when the state's layout changes: an older checkpoint is then not used
 
@@ -56,7 +53,8 @@ class Hooks(Protocol):
 class Session:
     """One stack's checkpoints while it trains: resume from a saved state, and save when due."""
 
-    def __init__(self, hooks: Hooks, stack: _Stack, losses: _Losses, divergence: _Divergence,
+    # stack, losses, divergence: train.py's _Stack, _Losses and _Divergence (train.py imports this module)
+    def __init__(self, hooks: Hooks, stack: Any, losses: Any, divergence: Any,
                  logs: dict[str, Any], epochs: int, started: float | None = None) -> None:
         self.hooks, self.stack, self.losses, self.divergence = hooks, stack, losses, divergence
         self.logs = {k: v for k, v in logs.items() if v is not None}  # GradLog / PreactLog
@@ -114,7 +112,7 @@ def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.detach().to("cpu", copy=True)
 
 
-def generators(stack: _Stack) -> dict[str, torch.Generator]:
+def generators(stack: Any) -> dict[str, torch.Generator]:
     """Every random stream the stack draws from while training, by a stable name."""
     out = {f"shuffle/{s}": g for s, g in stack.shufflers.items()}
     dropout = getattr(stack.model, "dropout", None)

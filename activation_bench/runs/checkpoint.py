@@ -275,6 +275,10 @@ class StackCheckpoints:
             if list(head["members"]) != self.hashes:
                 self.notice(f"checkpoint {path} not used: it holds other members (config hashes differ)")
                 continue
+            if head.get("versions") != _versions():
+                self.notice(f"checkpoint {path} not used: written by other versions ({head.get('versions')}), "
+                            "which need not continue bit for bit")
+                continue
             self.resumed = True
             self.notice(f"resuming {self.label} from checkpoint {path.name} at epoch {head.get('epoch')}"
                         f"/{head.get('epochs')}" + (f" (step {head['step']})" if head.get("step") else ""))
@@ -287,7 +291,7 @@ class StackCheckpoints:
         self.notice(f"checkpoint {self.path} not used: {why}; starting over")
 
     def due(self, epoch: int, step: int) -> bool:
-        if not step:
+        if self.trace and not step:
             self._trace({"event": "epoch", "epoch": epoch})
         if self.trigger is not None and not self.resumed and self.trigger[1:] == (epoch, step or None):
             sig, self.trigger = self.trigger[0], None
@@ -302,7 +306,7 @@ class StackCheckpoints:
     def save(self, state: dict[str, Any]) -> None:
         start = time.perf_counter()
         header = {"members": self.hashes, "epoch": state["epoch"], "step": state["step"], "epochs": state["epochs"],
-                  "engine": state["engine"]}
+                  "engine": state["engine"], "versions": _versions()}
         write(self.path, state, header)
         SIGNAL_STATE.save_now = False
         self.saves += 1
@@ -319,6 +323,13 @@ class StackCheckpoints:
         if self.trace:
             with open(self.trace, "a") as fh:
                 fh.write(json.dumps({"pid": os.getpid(), "stack": self.path.stem, **event}) + "\n")
+
+
+def _versions() -> dict[str, str]:
+    """Python's, torch's and activation_bench's versions: a checkpoint continues only under its own."""
+    from activation_bench.runs import store
+
+    return dict(store.versions())
 
 
 def _signal_at() -> tuple[int, int, int | None] | None:
