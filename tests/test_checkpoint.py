@@ -139,11 +139,20 @@ def test_damaged_checkpoint_is_not_used_previous_one_is(runner, tmp_path, monkey
     data = bytearray(ckpt.read_bytes())
     data[-100] ^= 0xFF  # one flipped bit in the payload
     ckpt.write_bytes(bytes(data))
+    prevs: list[int] = []
+    real = checkpoint.write
+
+    def write(path, state, header):
+        real(path, state, header)
+        prevs.append(checkpoint.read(checkpoint.previous(path))[0]["epoch"])
+
+    monkeypatch.setattr(checkpoint, "write", write)
     resumed = _run(runner, tmp_path / "b", args, monkeypatch)
     assert resumed.exit_code == 0, resumed.output
     err = resumed.stderr.splitlines()
     assert err[0] == f"checkpoint {ckpt} not used: it fails its checksum (a write cut short or a damaged disk)"
     assert err[1].startswith("resuming the run from checkpoint ") and ".prev.ckpt at epoch 6/12" in err[1]
+    assert prevs == [6, 8]  # the damaged one was dropped, never kept as the previous checkpoint
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
 
 

@@ -259,6 +259,7 @@ class StackCheckpoints:
         self.every = int(settings.get("every", 0) or 0) if settings is not None else 0
         self.last = time.perf_counter()
         self.resumed = False
+        self.damaged = False  # the latest checkpoint failed its check: the next save does not keep it
         self.saves = 0
         self.trigger = _signal_at()
         self.trace = os.environ.get(TRACE_ENV)
@@ -271,6 +272,7 @@ class StackCheckpoints:
                 head, state = read(path)
             except Damaged as why:
                 self.notice(f"checkpoint {path} not used: {why}")
+                self.damaged |= path == self.path
                 continue
             if list(head["members"]) != self.hashes:
                 self.notice(f"checkpoint {path} not used: it holds other members (config hashes differ)")
@@ -307,6 +309,10 @@ class StackCheckpoints:
         start = time.perf_counter()
         header = {"members": self.hashes, "epoch": state["epoch"], "step": state["step"], "epochs": state["epochs"],
                   "engine": state["engine"], "versions": _versions()}
+        if self.damaged:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()  # the previous checkpoint, whole, stays the fallback
+            self.damaged = False
         write(self.path, state, header)
         SIGNAL_STATE.save_now = False
         self.saves += 1
