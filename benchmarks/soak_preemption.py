@@ -79,6 +79,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="checkpoint.seconds of both sweeps")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = ap.parse_args()
+    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+
+    print(header(), f"load average {os.getloadavg()[0]:.2f}", flush=True)
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="actbench-soak-"))
     env = dict(os.environ)
@@ -96,6 +99,7 @@ def main() -> None:
         summaries = [json.loads(p.read_text()) for p in (tmp / "ref" / "soak").glob("*/summary.json")]
         # each stack's training seconds (its members share one wall_time_s)
         train_s = sum({s["wall_time_s"] for s in summaries})
+        startup = max(0.0, ref_s - train_s)
         print(f"uninterrupted: {ref_s:.1f} s whole process, {train_s:.1f} s training in {len(stacks)} stacks, "
               f"{ref_epochs} epochs traced, {len(saves)} checkpoints at checkpoint.seconds={args.seconds:g}")
 
@@ -107,7 +111,9 @@ def main() -> None:
             attempts += 1
             proc = subprocess.Popen(cmd, env={**env, "ACTBENCH_CHECKPOINT_TRACE": str(trace)},
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.5, max(1.0, 0.6 * ref_s)))
+            # past start-up (imports, planning), then a random share of the training: on average
+            # 0.8 of 1/(N+1) of it, so N kills land before the sweep is done
+            time.sleep(startup + rng.uniform(0.0, 1.6 * train_s / (args.kills + 1)))
             if proc.poll() is not None:
                 if proc.returncode == 0:
                     print(f"attempt {attempts}: the sweep finished before its kill; {kills} kills so far")
