@@ -304,3 +304,11 @@ def test_compiled_engine_resumes_from_its_checkpoint(tmp_path):
     resumed = _cli(tmp_path / "b", grid)
     assert resumed.returncode == 0 and "from checkpoint" in resumed.stderr, resumed.stderr
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
+@pytest.mark.parametrize(("arg", "message"), [("checkpoint.seconds=-1", "checkpoint.seconds must be >= 0"),
+                                              ("checkpoint.every=-2", "checkpoint.every must be >= 0")])
+def test_bad_checkpoint_settings_are_refused(runner, runs_dir, arg, message):
+    from tests.conftest import assert_refused_by_run_and_sweep
+
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*TINY, arg], message)
