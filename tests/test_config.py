@@ -45,10 +45,17 @@ def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
         old["model"] = {"hidden_dim": old["model"]["hidden_dim"]}
         del old["log"]
         del old["engine"]
+        del old["checkpoint"]  # never hashed (NOT_HASHED)
         text = json.dumps(old, sort_keys=True, allow_nan=True)
         assert config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()[:16]
     legacy = {key.split(".", 1)[1] for group in LEGACY_DEFAULTS for key in group if key.startswith("data.")}
     assert legacy == {*tables.REAL_KEYS, "task", "root", "n_train"}
+
+
+def test_checkpoint_settings_are_not_hashed() -> None:
+    """How often a checkpoint is written changes no result: the run keeps its hash (and resumes)."""
+    base = config_hash(compose([]))
+    assert config_hash(compose(["checkpoint.seconds=5", "checkpoint.every=3"])) == base == "d7378612aec1fba2"
 
 
 def test_hashes_of_the_release_before_the_added_keys() -> None:

@@ -48,7 +48,8 @@ def run(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from activation_bench.runs import orchestrate
+    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.runs import checkpoint, orchestrate
 
     with reported():
         cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name, memory_mb, config_file)
@@ -63,10 +64,14 @@ def run(
             progress.update(task, completed=done, loss=loss)
 
         try:
-            with progress:
+            with checkpoint.handling_signals(), progress:
                 path, result = orchestrate.run_one(cfg, path, on_epoch)
+        except Preempted as stop:
+            typer.echo(f"stopped by {checkpoint.signal_name(stop.signum)}: checkpoint written at epoch "
+                       f"{stop.epoch}/{stop.epochs}; run the same command again to resume", err=True)
+            raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
         except KeyboardInterrupt:
-            typer.echo("interrupted: nothing written", err=True)
+            typer.echo("interrupted at once: no run directory written (a checkpoint written earlier is kept)", err=True)
             raise typer.Exit(130) from None
     _print_run_summary(path, cfg, result)
 
@@ -213,7 +218,8 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from activation_bench.runs import orchestrate
+    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.runs import checkpoint, orchestrate
 
     console = Console(stderr=True)
     skipped = len(p.members) - len(todo)
@@ -244,7 +250,14 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
             if todo and launcher:
                 orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice)
             elif todo:
-                orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)
+                with checkpoint.handling_signals():
+                    orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)
+    except Preempted as stop:
+        path, have, missing = orchestrate.build_results(p)
+        where = f"; checkpoint written at epoch {stop.epoch}/{stop.epochs}" if stop.epochs else ""
+        typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume "
+                   f"(stopped by {checkpoint.signal_name(stop.signum)}{where})", err=True)
+        raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
     except KeyboardInterrupt:
         path, have, missing = orchestrate.build_results(p)
         typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume", err=True)

@@ -31,13 +31,19 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"model.name": "mlp"},  # the model family, model=mlp|cnn (#37)
 )
 
+# Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever
+# they hold. checkpoint.*: how often a mid-run checkpoint is written (#40).
+NOT_HASHED = ("checkpoint",)
+
 
 def config_hash(cfg: Cfg) -> str:
     """Identity of a run: a hash of its fully resolved config (what resume matches on), leaving out
-    the LEGACY_DEFAULTS groups that hold their backwards-compatible values."""
+    NOT_HASHED and the LEGACY_DEFAULTS groups that hold their backwards-compatible values."""
     import json
 
     doc = plain(cfg)
+    for key in NOT_HASHED:
+        doc.pop(key, None)
     for group in LEGACY_DEFAULTS:
         if all(_holds(doc, key, value) for key, value in group.items()):
             for key in group:

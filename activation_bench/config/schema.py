@@ -96,6 +96,15 @@ class LogConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """Mid-run checkpoints of a training stack (runs/checkpoint.py); not part of config_hash (they
+    change no result). A signal (SIGTERM, SIGINT, SIGUSR2) writes one whatever these say."""
+
+    seconds: float = 300.0  # write one every this many seconds of training (0: not by time)
+    every: int = 0  # ... and/or every this many epochs (0: not by epochs)
+
+
+@dataclass
 class Config:
     activation: dict[str, Any] = field(default_factory=lambda: {"name": "gelu"})
     data: DataConfig = field(default_factory=DataConfig)
@@ -111,6 +120,7 @@ class Config:
     device: str = "cpu"
     dtype: str = "float32"
     engine: str = "eager"  # eager | compiled (torch.compile of the whole step) | auto (compiled for long stacks)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 _registered = False

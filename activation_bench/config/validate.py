@@ -43,6 +43,10 @@ def validate(cfg: Cfg, where: str = "") -> None:
     engine = cfg.get("engine", "eager")
     _check(engine in ENGINES, f"unknown engine '{engine}'; valid: {', '.join(ENGINES)}", where)
     _check(cfg.log.every >= 1, f"log.every must be a positive integer, got {cfg.log.every}", where)
+    ck = cfg.get("checkpoint") or {}
+    secs, every = ck.get("seconds", 300.0), ck.get("every", 0)
+    _check(_finite(secs) and secs >= 0, f"checkpoint.seconds must be >= 0 (0: not by time), got {secs}", where)
+    _check(every >= 0, f"checkpoint.every must be >= 0 (0: not by epochs), got {every}", where)
     k = cfg.log.preact_stats
     _check(k >= 0, f"log.preact_stats must be >= 0 (0: off; K: every K epochs), got {k}", where)
     family = model_name(cfg)

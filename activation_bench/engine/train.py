@@ -24,7 +24,7 @@ import torch
 from activation_bench.data import splits, tables
 from activation_bench.data.shapes import input_shape
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
-from activation_bench.engine import compiled, fused, grouped
+from activation_bench.engine import checkpoint, compiled, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
 from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.members import build_model, param_counts
@@ -91,9 +91,11 @@ def load_data(cfg: Cfg) -> Dataset:
 
 
 def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
-          notice: NoticeFn | None = None) -> list[RunResult]:
+          notice: NoticeFn | None = None, checkpoints: checkpoint.Hooks | None = None) -> list[RunResult]:
     """Train members that all share one stack key, together. Returns results in input order.
-    With engine=compiled|auto, `notice` gets one line saying which engine the stack used."""
+    With engine=compiled|auto, `notice` gets one line saying which engine the stack used. With
+    `checkpoints`, the stack resumes from its saved state and saves it when due (checkpoint.py);
+    it raises checkpoint.Preempted where a signal asked it to stop."""
     if not cfgs:
         return []
     key = stack_key(cfgs[0])
@@ -114,7 +116,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     # dominates), and stacked and single runs flush alike.
     flush = torch.set_flush_denormal(True)
     try:
-        return _train(cfgs, n_real, on_progress, notice, (engine, why))
+        return _train(cfgs, n_real, on_progress, notice, (engine, why), checkpoints)
     finally:
         if flush:
             torch.set_flush_denormal(False)
@@ -130,7 +132,8 @@ def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
-           notice: NoticeFn | None = None, engine: tuple[str, str] = ("eager", "requested")) -> list[RunResult]:
+           notice: NoticeFn | None = None, engine: tuple[str, str] = ("eager", "requested"),
+           hooks: checkpoint.Hooks | None = None) -> list[RunResult]:
     """Build the stack, train it epoch by epoch (validation and test losses after each, the
     divergence check every CHECK_EVERY epochs), and return each member's result."""
     start = time.perf_counter()
@@ -146,9 +149,11 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     if preact is not None:
         preact.add(0, stack.model, stack.x)  # at initialisation
     divergence = _Divergence.none(m, stack.device)
-    done = 0
-    for epoch in range(epochs):
-        losses.train[epoch] = _epoch(stack, epoch, grad_log)
+    run = checkpoint.Session(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact}, epochs,
+                             start) if hooks is not None else None
+    done = run.resume() if run is not None else 0
+    for epoch in range(done, epochs):
+        losses.train[epoch] = _epoch(stack, epoch, grad_log, run)
         _evaluate(stack, losses, epoch)
         done = epoch + 1
         if preact is not None and preact.due(done):
@@ -160,7 +165,9 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
                 break
         if on_progress is not None:
             on_progress(done, epochs, losses.train[epoch])
-    wall = time.perf_counter() - start
+        if run is not None:
+            run.after_epoch(done)
+    wall = run.wall() if run is not None else time.perf_counter() - start
     return _results(stack, losses, divergence.at, done, grad_log, wall, n_real, preact)
 
 
@@ -287,10 +294,13 @@ class _Losses:
         return {k: (t[:done].T.cpu().tolist() if t is not None else None) for k, t in cols.items()}
 
 
-def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None) -> torch.Tensor:
+def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.Session | None = None) -> torch.Tensor:
     """One pass over the training set; returns the members' losses [M] (the mean over minibatches).
-    Where the gradient log is due, the epoch's last batch is logged."""
+    Where the gradient log is due, the epoch's last batch is logged. With `run`, a checkpoint may
+    be saved between steps, and a resumed epoch starts at the step it stopped at."""
     outputs: list[torch.Tensor] | None = [] if grad_log is not None and grad_log.due(epoch + 1) else None
+    if run is not None:
+        run.epoch_start()
     batches = stack.batches()
     if len(batches) == 1:
         xb, yb = batches[0]
@@ -298,12 +308,16 @@ def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None) -> torch.Tensor:
         if outputs is not None:
             grad_log.add(epoch + 1, stack.model, outputs)  # type: ignore[union-attr]
         return loss
-    total = torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
-    for b, (xb, yb) in enumerate(batches):
+    first, saved = run.start_step(epoch) if run is not None else (0, None)
+    total = saved if saved is not None else torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
+    for b in range(first, len(batches)):
+        xb, yb = batches[b]
         record = outputs if b == len(batches) - 1 else None
         total += _step(stack, xb, yb, record)
         if record is not None:
             grad_log.add(epoch + 1, stack.model, record)  # type: ignore[union-attr]
+        elif run is not None and b + 1 < len(batches):
+            run.after_step(epoch, b + 1, total)
     return total / len(batches)
 
 

@@ -79,15 +79,21 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
 
 def run_one(cfg: Cfg, final: Path,
             on_epoch: Callable[[int, int, float], None] | None = None) -> tuple[Path, RunResult]:
-    """Train one run (a stack of one) and write its directory. Returns (directory, RunResult)."""
+    """Train one run (a stack of one) and write its directory. Returns (directory, RunResult).
+    It resumes from its checkpoint in the runs directory, and writes one when due (checkpoint.py)."""
     from activation_bench.config.hashing import config_hash
     from activation_bench.engine import train
+    from activation_bench.runs import checkpoint
 
     def progress(done: int, total: int, loss: Any) -> None:
         on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
 
-    result = train.train([cfg], progress if on_epoch else None, stderr_line)[0]
-    path = store.write_run(final, cfg, result, config_hash(cfg), labels={}, unique=True)
+    cfg_hash = config_hash(cfg)
+    checkpoint.clean_stale(final.parent)
+    hooks = checkpoint.StackCheckpoints(final.parent, [cfg_hash], cfg.get("checkpoint"), stderr_line, "the run")
+    result = train.train([cfg], progress if on_epoch else None, stderr_line, hooks)[0]
+    path = store.write_run(final, cfg, result, cfg_hash, labels={}, unique=True)
+    hooks.remove()
     return path, result
 
 
@@ -201,28 +207,35 @@ def pending(p: SweepPlan, force: bool) -> list[int]:
 
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
                   on_progress: Progress | None = None, notice: Notice | None = None) -> int:
-    """Train the given members in stacks and write one run directory each. Returns count written."""
-    from activation_bench.engine import plan, train
+    """Train the given members in stacks and write one run directory each. Returns count written.
+    A stack with a checkpoint in the sweep's directory resumes from it, as the same stack; each
+    stack writes checkpoints when due, and stops with checkpoint.Preempted at a signal."""
+    from activation_bench.engine import train
+    from activation_bench.runs import checkpoint
 
     store.clean_stale_temps(p.directory)
-    cfgs = [p.cfgs[i] for i in indices]
-    budget = stack_budget_mb(memory_mb, plan.resolve_device(cfgs[0].device)) if cfgs else memory_mb
-    stacks = plan.plan_stacks(cfgs, budget)
+    checkpoint.clean_stale(p.directory)
+    say = notice or stderr_line
+    stacks = _stacks(p, indices, memory_mb, force)
     trained = steps = 0
 
-    for k, stack in enumerate(stacks, 1):
-        members = [indices[j] for j in stack]
+    for k, members in enumerate(stacks, 1):
+        checkpoint.SIGNAL_STATE.check()  # a signal between stacks: stop before the next one
         per_epoch = len(members) * steps_per_epoch(p.cfgs[members[0]])
 
-        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(stack),
+        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(members),
                      base_steps: int = steps, per_epoch: int = per_epoch, k: int = k) -> None:
             if on_progress is not None:
                 on_progress(SweepProgress(base, base + size * done / total, base_steps + per_epoch * done,
                                           done, total, k, len(stacks)))
 
-        results = train.train([p.cfgs[i] for i in members], progress, notice or stderr_line)
+        hooks = checkpoint.StackCheckpoints(p.directory, [p.hashes[i] for i in members],
+                                            p.cfgs[members[0]].get("checkpoint"), say,
+                                            f"stack {k}/{len(stacks)} ({len(members)} members)")
+        results = train.train([p.cfgs[i] for i in members], progress, say, hooks)
         store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
                          for i, r in zip(members, results)], replace=force)
+        hooks.remove()
         for i, result in zip(members, results):
             if result.status == "diverged" and notice is not None:
                 notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
@@ -231,6 +244,31 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
         if on_progress is not None:
             on_progress(SweepProgress(trained, trained, steps, stack=k, stacks=len(stacks)))
     return trained
+
+
+def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool) -> list[list[int]]:
+    """The members' stacks (plan indices): first each stack a checkpoint holds whose members are
+    all to train here (it resumes as the same stack), then the rest as plan_stacks groups them.
+    A checkpoint whose members have all finished is removed (never with --force)."""
+    from activation_bench.engine import plan
+    from activation_bench.runs import checkpoint
+
+    resumed: list[list[int]] = []
+    saved = checkpoint.saved_stacks(p.directory) if not force else {}
+    if saved:
+        todo = {p.hashes[i]: i for i in indices}
+        finished = set(done_hashes(p.directory))
+        for path, hashes in saved.items():
+            taken = {i for s in resumed for i in s}
+            if len(set(hashes)) == len(hashes) and all(h in todo and todo[h] not in taken for h in hashes):
+                resumed.append([todo[h] for h in hashes])
+            elif all(h in finished for h in hashes):
+                checkpoint.remove(path)
+    taken = {i for s in resumed for i in s}
+    rest = [i for i in indices if i not in taken]
+    cfgs = [p.cfgs[i] for i in rest]
+    budget = stack_budget_mb(memory_mb, plan.resolve_device(cfgs[0].device)) if cfgs else memory_mb
+    return resumed + [[rest[j] for j in s] for s in plan.plan_stacks(cfgs, budget)]
 
 
 def steps_per_epoch(cfg: Cfg) -> int:
