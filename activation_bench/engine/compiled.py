@@ -8,10 +8,11 @@ loops. It is compiled once per stack shape (the members per activation, rows per
 inductor's FX-graph and AOTAutograd caches live in the user cache directory (`cache_dir()`), so the
 same shapes compile once per machine and later processes only re-trace.
 
-It covers the two-layer MLP (model.depth=1, no dropout, no normalization), full-batch and
+It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
-activations without parameters or random draws: the closed forms of fused.py where they exist,
-else torch.func.vjp of the forward (expressions, gated units) inside the compiled step.
+activations without parameters or random draws. The two-layer MLP without dropout or norm takes the
+step here (the closed forms of fused.py where they exist, else torch.func.vjp of the activation);
+every other MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp).
 Any other stack, a machine without a C++ compiler, or a compilation that fails
 trains with the eager engine instead, and says so in one line: the compiled function is compiled
 and run once on copies of the stack's tensors before training starts, so a failure never leaves a
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench.cfg import model_name
-from activation_bench.engine import activations, fused, grouped
+from activation_bench.engine import activations, compiled_mlp, fused, grouped
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -194,30 +195,45 @@ def _compile(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     return torch.compile(fn, fullgraph=True, dynamic=False)  # static shapes: one graph per batch shape
 
 
+def _plain(model: Any) -> bool:
+    """The depth-1 MLP without dropout or normalization: the hand-written step here; every other
+    MLP takes compiled_mlp's step (the model's forward differentiated by torch.func)."""
+    return model.depth == 1 and model.dropout is None and model.norms is None
+
+
 def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> StepFn:
     """The compiled step of this stack, compiled and run once on copies of its tensors for every
     distinct batch shape (raises on any failure, before the stack trains)."""
     model, opt = stack.model, stack.opt
-    rules = [_rule(s.module) for s in model.slices]
-    fn = _compile(_step_function(rules, [s.stop - s.start for s in model.slices], model.n_out, opt.kind,  # type: ignore[arg-type]
-                                 (opt.beta1, opt.beta2), opt.eps))
+    sizes = [s.stop - s.start for s in model.slices]
+    if _plain(model):
+        rules = [_rule(s.module) for s in model.slices]
+        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps))
+    else:
+        fn = _compile(compiled_mlp.step_function(compiled_mlp.acts_of(model), sizes,
+                                                 compiled_mlp.layout(model, opt.params), model, opt.kind,
+                                                 (opt.beta1, opt.beta2), opt.eps))
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
     v = list(opt.exp_avg_sqs) if adam else []
+    plain, running = _plain(model), compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
     for xb, yb in batches:  # compile (and check) every shape before anything trains
         if (xb.shape, yb.shape) in seen:
             continue
         seen.add((xb.shape, yb.shape))
-        copies = [[t.clone() for t in group] for group in (params, m, v)]
-        fn(*copies, _scale(opt, 1, scale.clone()), xb, yb)
+        copies = [[t.clone() for t in group] for group in (params, m, v, running)]
+        # masks of ones, not drawn: the members' dropout streams must not advance before training
+        ones = [torch.ones_like(t) for t in compiled_mlp.masks(model, xb, draw=False)]
+        fn(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
             opt.step_count += 1
-        return fn(params, m, v, _scale(opt, opt.step_count, scale), xb, yb)
+        extra = () if plain else (running, compiled_mlp.masks(model, xb))
+        return fn(params, m, v, *extra, _scale(opt, opt.step_count, scale), xb, yb)
 
     return step
 
@@ -251,11 +267,8 @@ def config_unsupported(first: Cfg) -> str | None:
     shares (plan._engine_key): such members never share a stack with compilable ones."""
     if activations.is_per_member(dict(first.activation)):
         return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
-    model = first.model
     if model_name(first) != "mlp":
         return f"the compiled engine covers the MLP only (model={model_name(first)} trains eager)"
-    if model.depth != 1 or float(model.get("dropout") or 0.0) or (model.get("norm") or "none") != "none":
-        return "only model.depth=1 without dropout or normalization is compiled"
     if first.log.grad_norms:
         return "log.grad_norms is logged by the eager engine only"
     if int(first.log.get("preact_stats") or 0):
