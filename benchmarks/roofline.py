@@ -14,7 +14,8 @@ How FLOPs are counted (the usual convention for training, as model-FLOP utilisat
   data): the count is high by 2 B x inputs x width per step (12% for MNIST-1D at depth 2 x 64, 4%
   at depth 8 x 64 on 64 inputs), so the fraction is that much flattering.
 
-The ceiling: `torch.bmm` over the stack's own products, each layer's forward [M, B, in] x [M, in,
+The ceiling: `torch.bmm` over the stack's own products (M: the members of the largest stack the
+grid is trained in), each layer's forward [M, B, in] x [M, in,
 out], weight gradient [M, in, B] x [M, B, out] and input gradient [M, B, out] x [M, out, in], at
 the widths the engine runs (the padded output), timed best of a few rounds in this process: the
 rate the products alone reach, with no elementwise work between them. Marginal time: the wall
@@ -69,6 +70,16 @@ def bmm_rate(members: int, widths: Sequence[int], batch: int, rounds: int = 5, m
                 break
         best = min(best, elapsed / n)
     return flops / best / 1e9
+
+
+def largest_stack(overrides: list[str]) -> int:
+    """The members of the largest stack actbench trains this grid in (plan.plan_stacks: its memory
+    budget splits large grids), the member count the ceiling is measured at."""
+    from activation_bench.config.compose import compose_many
+    from activation_bench.config.grid import expand
+    from activation_bench.engine import plan
+
+    return max(len(s) for s in plan.plan_stacks(compose_many(expand(overrides).members)))
 
 
 def line(flops: float, seconds: float, ceiling: float) -> str:

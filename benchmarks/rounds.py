@@ -129,10 +129,12 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
               "--epochs", str(args.epochs)]
     actbench = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
+    def grid(epochs: int = args.epochs) -> list[str]:
+        return [f"activation={','.join(acts)}", f"seed=range({args.seeds})", "data=mnist1d", f"batch_size={batch}",
+                "shuffle=true", f"epochs={epochs}", f"engine={args.engine}", *overrides]
+
     def sweep_cmd(runs: str, epochs: int = args.epochs) -> list[str]:
-        return [*actbench, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(acts)}",
-                f"seed=range({args.seeds})", "data=mnist1d", f"batch_size={batch}", "shuffle=true",
-                f"epochs={epochs}", f"engine={args.engine}", *overrides]
+        return [*actbench, "sweep", "--runs-dir", runs, "-q", *grid(epochs)]
 
     args.sweep_steps = sweep_steps
     short = max(1, args.epochs // 5)
@@ -145,12 +147,14 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
 
         import roofline  # benchmarks/, beside this script
 
-        ceiling = roofline.bmm_rate(len(acts) * args.seeds, widths, batch)
+        stack = roofline.largest_stack(grid())
+        ceiling = roofline.bmm_rate(stack, widths, batch)
         n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
         extra = args.epochs - short
         flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], int(data.y.max()) + 1],
                                         batch, extra * -(-n // batch), n_eval, extra)
         marginal = statistics.median(w - s for w, s in zip(walls, shorts))
         print(f"marginal: {extra} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less {short} "
-              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling)}")
+              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling)}; bmm timed on "
+              f"stacks of {stack}; load average {os.getloadavg()[0]:.2f}")
     return args
