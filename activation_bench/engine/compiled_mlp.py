@@ -115,6 +115,45 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     return step
 
 
+def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
+                  classify: bool) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The pure evaluation: (params, running, x, y) -> (per-member loss [M], accuracy [M]; zeros
+    for a regressor), in evaluation mode as the eager model computes it (no dropout; batch norm
+    from its running statistics, folded into the weight as MemberNorm.folded does)."""
+    depth, n_out, residual = model.depth, model.n_out, model.residual
+    kind_norm = model.norms[0].kind if model.norms is not None else "none"
+
+    def activate(h: torch.Tensor) -> torch.Tensor:
+        if len(acts) == 1:
+            return acts[0](h)
+        return torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+
+    def evaluate(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
+                 y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = x
+        for k in range(depth):
+            w, b = params[lay.w[k]], lay.b[k]
+            if kind_norm == "batch":
+                scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
+                shift = params[lay.beta[k]] - running[2 * k] * scale  # type: ignore[index]
+                h = torch.baddbmm(shift, a, w * scale)
+            else:
+                h = torch.bmm(a, w) if b is None else torch.baddbmm(params[b], a, w)
+                if kind_norm == "layer":
+                    h = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], -1)[0]  # type: ignore[index]
+            out = activate(h)
+            a = a + out if residual and k > 0 else out
+        w2, b2 = params[lay.w2], params[lay.b2]
+        if not classify:
+            pred = (a * w2).sum(dim=-1, keepdim=True) + b2[..., :1]
+            return (pred - y).square().mean(dim=tuple(range(1, pred.dim()))), torch.zeros_like(pred[:, 0, 0])
+        logits = torch.baddbmm(b2, a, w2)[..., :n_out]
+        loss = logits.log_softmax(dim=-1).gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
+        return loss, (logits.argmax(dim=-1) == y).to(logits.dtype).mean(dim=1)
+
+    return evaluate
+
+
 def acts_of(model: Any) -> list[Act]:
     """Each slice's activation as a plain function of its input (the same module in every layer:
     the compiled engine takes no per-layer modules)."""
