@@ -58,6 +58,8 @@ def test_auto_compiles_where_eager_time_is_several_times_the_compile_cost():
     ref = compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1)
     assert ref == pytest.approx(240 * 1000 / compiled.REF_STEPS_PER_S)
     assert compiled.estimated_eager_s(240, 1000, 20, 64, 64, 1) == pytest.approx(2 * ref)
+    # deeper members: (depth - 1) more hidden x hidden layers of work (64 + 64 + 1 against 64 + 1)
+    assert compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1, depth=2) == pytest.approx(ref * 129 / 65)
     assert compiled.choose("auto", compiled.estimated_eager_s(240, 50_000, 10, 64, 64, 1))[0] == "compiled"
     assert compiled.choose("auto", compiled.estimated_eager_s(240, 49_000, 10, 64, 64, 1))[0] == "eager"
 

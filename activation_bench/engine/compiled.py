@@ -66,10 +66,12 @@ def cache_dir() -> str:
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(user_cache() / "inductor")
 
 
-def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int) -> float:
+def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
+                      depth: int = 1) -> float:
     """The eager engine's estimated training time of a stack: members x optimiser steps, each at the
-    reference rate scaled by its size (rows per batch x (inputs + outputs) x hidden)."""
-    work = max(rows, 1) * (inputs + outputs) * hidden / REF_WORK
+    reference rate scaled by its size (rows per batch x (inputs + (depth - 1) x hidden + outputs) x
+    hidden: a member's weights, times the rows)."""
+    work = max(rows, 1) * (inputs + (depth - 1) * hidden + outputs) * hidden / REF_WORK
     return members * steps * max(work, 0.25) / REF_STEPS_PER_S
 
 
@@ -268,13 +270,14 @@ def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int) -> tuple[str, str]:
+def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
+         depth: int = 1) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
     resolved by the estimate, and eager where the config alone rules the compiled engine out."""
     requested = first.get("engine") or "eager"
     if requested == "eager":
         return "eager", "requested"
-    engine, why = choose(requested, estimated_eager_s(members, steps, rows, inputs, hidden, outputs))
+    engine, why = choose(requested, estimated_eager_s(members, steps, rows, inputs, hidden, outputs, depth))
     if engine == "compiled" and (why_not := config_unsupported(first) or compiler_missing()) is not None:
         return "eager", _fallback(why_not)
     return engine, why

@@ -126,7 +126,7 @@ def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
     n, _, _, inputs = data_shapes(first)
     rows = min(first.batch_size or n, n)
     return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, inputs,
-                         int(first.model.get("hidden_dim") or 0), n_outputs(first))
+                         int(first.model.get("hidden_dim") or 0), n_outputs(first), int(first.model.get("depth") or 1))
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
