@@ -18,8 +18,12 @@ Both use the same data: the seed's split from actbench's data layer (the MNIST-1
 before timing). The two run in interleaved rounds (--repeat); the ratio reported is the median of
 the rounds' ratios of model steps per second.
 
+Each round also runs the sweep at a fifth of the epochs; the difference is the marginal time of the
+other epochs, and the last line gives their training FLOPs per second against torch.bmm's rate at
+the stack's own shapes (benchmarks/roofline.py says how FLOPs are counted).
+
 Usage:
-    python benchmarks/classification_throughput.py [--epochs 20] [--seeds 30] [--repeat 3]
+    python benchmarks/classification_throughput.py [--epochs 20] [--seeds 30] [--repeat 3] [--engine compiled]
     python benchmarks/classification_throughput.py --quick      # a smoke run: 4 seeds, 2 epochs, 1 round
 """
 
@@ -64,7 +68,7 @@ def main() -> None:
     overrides = [f"model.depth={DEPTH}", f"model.hidden_dim={HIDDEN}"]
     mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, overrides,
                            f"data=mnist1d, depth {DEPTH} x {HIDDEN}, batch_size={BATCH}, shuffle=true",
-                           epochs=20, plain_seeds=2, quick=(4, 2, 1))
+                           epochs=20, plain_seeds=2, quick=(4, 2, 1), widths=[40, *[HIDDEN] * DEPTH, 16])
 
 
 if __name__ == "__main__":

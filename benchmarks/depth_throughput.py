@@ -10,12 +10,17 @@ x 30 seeds x 200 epochs on the default data (10 samples of 64 features), 64 hidd
 - actbench engine alone: the same grid through `plan.plan_stacks`/`train.train` in this process
   (training only: no start-up, composing or files), against the median naive rate.
 - naive: one model at a time, as the seed notebook trains: nn.Sequential of depth x (Linear,
-  activation) and a Linear output, a DataLoader, torch.optim.Adam, zero_grad/backward/step. Timed
+  activation; with --norm the norm before each activation, the Linear without bias before batch
+  norm) and a Linear output, a DataLoader, torch.optim.Adam, zero_grad/backward/step. Timed
   on one member per activation (its steps per second stand for the whole grid).
 
 Rounds are interleaved (--repeat) and the ratio reported is the median of the rounds' ratios, as
-in sweep_throughput.py. Usage:
+in sweep_throughput.py. Last, the engine's marginal training rate: in process, the grid at --epochs
+less the grid at a fifth of them (after one untimed run at that fifth, so compilation and warm-up
+are paid before either), its training FLOPs over that time against torch.bmm's rate at the stack's
+own shapes (benchmarks/roofline.py says how FLOPs are counted). Usage:
     python benchmarks/depth_throughput.py [--depth 8] [--epochs 200] [--seeds 30] [--repeat 3]
+        [--norm none|batch|layer] [--engine eager|compiled]
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
 
-def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64) -> tuple[int, float]:
+def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str = "none") -> tuple[int, float]:
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -46,7 +51,10 @@ def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64) -> tuple[i
         x, y = torch.randn(10, 64), torch.randn(10, 1)
         layers: list[nn.Module] = []
         for k in range(depth):
-            layers += [nn.Linear(64 if k == 0 else hidden, hidden), create(a)]
+            layers.append(nn.Linear(64 if k == 0 else hidden, hidden, bias=norm != "batch"))
+            if norm != "none":
+                layers.append(nn.BatchNorm1d(hidden) if norm == "batch" else nn.LayerNorm(hidden))
+            layers.append(create(a))
         model = nn.Sequential(*layers, nn.Linear(hidden, 1))
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         loader = DataLoader(TensorDataset(x, y), batch_size=10)
@@ -61,15 +69,15 @@ def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64) -> tuple[i
     return steps, time.perf_counter() - start
 
 
-def actbench_sweep(root: str, depth: int, seeds: int, epochs: int) -> tuple[int, float]:
+def actbench_sweep(root: str, depth: int, seeds: int, epochs: int, extra: list[str]) -> tuple[int, float]:
     cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
-           f"epochs={epochs}", f"model.depth={depth}"]
+           f"epochs={epochs}", f"model.depth={depth}", *extra]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return len(ACTS) * seeds * epochs, time.perf_counter() - start
 
 
-def engine_in_process(depth: int, seeds: int, epochs: int) -> tuple[int, float]:
+def engine_in_process(depth: int, seeds: int, epochs: int, extra: list[str]) -> tuple[int, float]:
     """actbench's engine alone (composed configs in, losses out), timed in this process: no start-up,
     no files."""
     from activation_bench.config.compose import compose_many
@@ -77,7 +85,7 @@ def engine_in_process(depth: int, seeds: int, epochs: int) -> tuple[int, float]:
     from activation_bench.engine import plan, train
 
     grid = expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
-                          f"model.depth={depth}"])
+                   f"model.depth={depth}", *extra])
     cfgs = compose_many(grid.members)
     start = time.perf_counter()
     for stack in plan.plan_stacks(cfgs):
@@ -91,21 +99,25 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--norm", default="none", help="model.norm of the sweep (none, batch, layer)")
+    ap.add_argument("--engine", default="eager", help="actbench's engine= (eager, compiled, auto)")
     args = ap.parse_args()
+    extra = [f"model.norm={args.norm}", f"engine={args.engine}"]
     import torch
     from provenance import header  # benchmarks/provenance.py, beside this script
 
     print(header())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
-          f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs")
+          f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs, "
+          f"model.norm={args.norm}, engine={args.engine}")
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
-    naive(ACTS[:1], args.depth, 2)  # warm-up: one-time imports are not counted against the naive loop
+    naive(ACTS[:1], args.depth, 2, norm=args.norm)  # warm-up: one-time imports are not counted against the naive loop
     ratios, bases = [], []
     keep = tempfile.mkdtemp(prefix="actbench-depth-bench-")  # kept until the end (see sweep_throughput.py)
     try:
         for r in range(1, args.repeat + 1):
-            steps, wall = actbench_sweep(os.path.join(keep, f"round{r}"), args.depth, args.seeds, args.epochs)
-            n_steps, n_wall = naive(ACTS, args.depth, args.epochs)
+            steps, wall = actbench_sweep(os.path.join(keep, f"round{r}"), args.depth, args.seeds, args.epochs, extra)
+            n_steps, n_wall = naive(ACTS, args.depth, args.epochs, norm=args.norm)
             rate, base = steps / wall, n_steps / n_wall
             ratios.append(rate / base), bases.append(base)
             print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
@@ -114,13 +126,25 @@ def main() -> None:
                   f"{1.0:8.1f}")
     finally:
         shutil.rmtree(keep)
-    steps, wall = engine_in_process(args.depth, args.seeds, args.epochs)
+    short = max(1, args.epochs // 5)
+    engine_in_process(args.depth, args.seeds, short, extra)  # untimed: compilation, caches, first-touch
+    _, short_wall = engine_in_process(args.depth, args.seeds, short, extra)
+    steps, wall = engine_in_process(args.depth, args.seeds, args.epochs, extra)
     rate = steps / wall
     print(f"{'-':6s} {'actbench engine alone (in process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
           f"{rate / statistics.median(bases):8.1f}")
     rounds = ", ".join(f"{x:.1f}" for x in ratios)
     print(f"depth {args.depth}: actbench / naive = {statistics.median(ratios):.1f}x "
           f"(median of {len(ratios)} rounds: {rounds})")
+    import roofline  # benchmarks/, beside this script
+
+    members, hidden = len(ACTS) * args.seeds, [64] * (args.depth + 1)  # 64 inputs, 64 per hidden layer
+    grid = [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={args.depth}", *extra]
+    # the one-output layer is a multiply and a sum, no bmm
+    ceiling = roofline.bmm_rate(roofline.largest_stack(grid), hidden, 10)
+    flops = roofline.training_flops(members, [*hidden, 1], 10, args.epochs - short)
+    print(f"engine alone, marginal: {args.epochs - short} epochs in {wall - short_wall:.2f} s ({args.epochs} less "
+          f"{short}); {roofline.line(flops, wall - short_wall, ceiling)}; load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

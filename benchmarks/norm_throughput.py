@@ -19,8 +19,11 @@ layers with batch norm (Linear without bias -> BatchNorm1d -> activation), full 
   activation), which gives its model steps per second, start-up included.
 
 The two run in interleaved rounds (--repeat); the ratio reported is the median of the rounds'
-ratios of model steps per second. Usage:
+ratios of model steps per second. Each round also runs the sweep at a fifth of the epochs: the
+difference is the marginal time of the rest, whose training FLOPs per second the last line gives
+against torch.bmm's rate at the stack's own shapes (benchmarks/roofline.py). Usage:
     python benchmarks/norm_throughput.py [--shape default|study] [--epochs 500] [--seeds 8] [--repeat 3]
+        [--engine compiled]
     python benchmarks/norm_throughput.py --quick      # a smoke run: 2 seeds, 20 epochs, 1 round
 """
 
@@ -92,6 +95,7 @@ def main() -> None:
     ap.add_argument("--plain-seeds", type=int, default=2, help="seeds of every activation the plain loop runs")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 20 epochs, 1 round")
+    ap.add_argument("--engine", default="eager", help="actbench's engine= (eager, compiled, auto)")
     ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_worker:
@@ -112,12 +116,30 @@ def main() -> None:
     sweep_steps = len(ACTS) * args.seeds * args.epochs
     worker = [sys.executable, __file__, "--plain-worker", "--shape", args.shape, "--plain-seeds",
               str(args.plain_seeds), "--epochs", str(args.epochs)]
-    def sweep_cmd(runs: str) -> list[str]:
-        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(ACTS)}",
-                f"seed=range({args.seeds})", f"model.depth={DEPTH}", "model.norm=batch", *data,
-                f"epochs={args.epochs}", "lr=0.001"]
+    def grid(epochs: int = args.epochs) -> list[str]:
+        return [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={DEPTH}",
+                "model.norm=batch", *data, f"epochs={epochs}", "lr=0.001", f"engine={args.engine}"]
 
-    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, one model at a time")
+    def sweep_cmd(runs: str, epochs: int = args.epochs) -> list[str]:
+        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", *grid(epochs)]
+
+    short = max(1, args.epochs // 5)
+    walls: list[float] = []
+    shorts: list[float] = []
+    ratio = sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, one model at a time", walls,
+                           lambda runs: sweep_cmd(runs, short), shorts)
+    import statistics
+
+    import roofline  # benchmarks/, beside this script
+
+    stack = roofline.largest_stack(grid())
+    ceiling = roofline.bmm_rate(stack, [inputs, *[hidden] * DEPTH], rows)  # the one output: no bmm
+    flops = roofline.training_flops(len(ACTS) * args.seeds, [inputs, *[hidden] * DEPTH, 1], rows,
+                                    args.epochs - short, val, args.epochs - short)
+    marginal = statistics.median(w - s for w, s in zip(walls, shorts))
+    print(f"marginal: {args.epochs - short} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less "
+          f"{short} epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling)}; bmm timed "
+          f"on stacks of {stack}; load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ model steps, with the validation and test losses evaluated every epoch.
   members (one per activation by default), which gives its steps per second.
 
 actbench and the naive sample run in interleaved rounds (--repeat); the ratio reported is the
-median of the rounds' ratios of model steps per second.
+median of the rounds' ratios of model steps per second. Each round also runs each engine's sweep at
+a fifth of the epochs; the last lines give the other epochs' training FLOPs per second against
+torch.bmm's rate at the stack's own shapes (benchmarks/roofline.py).
 
 Usage:
     python benchmarks/real_data_throughput.py [--epochs 200] [--seeds 30] [--repeat 3]
@@ -125,6 +127,8 @@ def main() -> None:
     naive(ACTS[:1], 0, 2)  # warm-up: one-time imports (torch.optim pulls in torch._dynamo), the table's first read
     engines = [e for e in args.engines.split(",") if e]
     ratios: dict[str, list[float]] = {e: [] for e in engines}
+    short = max(1, args.epochs // 5)
+    marginal: dict[str, list[float]] = {e: [] for e in engines}  # per round: wall at --epochs less at `short`
     keep = tempfile.mkdtemp(prefix="actbench-real-bench-")
     os.environ["ACTBENCH_CACHE_DIR"] = os.path.join(keep, "cache")  # the compiled engine's, empty
     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
@@ -140,6 +144,8 @@ def main() -> None:
                 steps, wall = actbench_sweep(os.path.join(keep, f"round{r}-{engine}"), args.seeds, args.epochs, engine)
                 rate = steps / wall
                 ratios[engine].append(rate / base)
+                marginal[engine].append(wall - actbench_sweep(os.path.join(keep, f"short{r}-{engine}"), args.seeds,
+                                                              short, engine)[1])
                 print(f"{r:<6d} {'actbench engine=' + engine:34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
                       f"{rate / base:8.1f}", flush=True)
             print(f"{r:<6d} {'naive, DataLoader (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} {1.0:8.1f}")
@@ -148,6 +154,19 @@ def main() -> None:
     for engine, rs in ratios.items():
         rounds = ", ".join(f"{x:.1f}" for x in rs)
         print(f"actbench engine={engine} / naive = {statistics.median(rs):.1f}x (median of {len(rs)} rounds: {rounds})")
+    import roofline  # benchmarks/, beside this script
+
+    grid = [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", "data=diabetes", f"batch_size={BATCH}",
+            "shuffle=true"]
+    stack = roofline.largest_stack(grid)
+    ceiling = roofline.bmm_rate(stack, [10, 64], BATCH)  # the one output is a multiply and a sum, no bmm
+    # an epoch's 9 batches cover the 266 training rows once (the last has 10): 6 x 266 x W an epoch
+    flops = roofline.training_flops(len(ACTS) * args.seeds, [10, 64, 1], 266, args.epochs - short, 88 + 88,
+                                    args.epochs - short)
+    for engine, ms in marginal.items():
+        m = statistics.median(ms)
+        print(f"actbench engine={engine}, marginal: {args.epochs - short} epochs in {m:.2f} s (median over rounds of "
+              f"{args.epochs} less {short}); {roofline.line(flops, m, ceiling)}; bmm timed on stacks of {stack}")
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":

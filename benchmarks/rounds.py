@@ -23,18 +23,26 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 
 
 def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], sweep_steps: int, repeat: int,
-                   plain_label: str, sweep_walls: list[float] | None = None) -> float:
+                   plain_label: str, sweep_walls: list[float] | None = None,
+                   short_cmd: Callable[[str], list[str]] | None = None,
+                   short_walls: list[float] | None = None) -> float:
     """Print a line per path and round and the median ratio; return it. `sweep_cmd(runs_dir)` is the
     sweep's command line; the worker prints its model-steps as the last word of its output. Each
-    sweep process's wall time is appended to `sweep_walls` where given."""
+    sweep process's wall time is appended to `sweep_walls` where given. With `short_cmd` (the same
+    sweep with fewer epochs) each round also times that, into `short_walls`: the difference is the
+    marginal time of the extra epochs (roofline.py)."""
     print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
     ratios = []
     keep = tempfile.mkdtemp(prefix="actbench-bench-")  # kept until the end (see sweep_throughput.py)
     try:
+        if short_cmd is not None:  # untimed: fills inductor's cache (engine=compiled), so no timed run compiles cold
+            timed(short_cmd(os.path.join(keep, "warm-up")))
         for r in range(1, repeat + 1):
             wall, _ = timed(sweep_cmd(os.path.join(keep, f"round{r}")))
             if sweep_walls is not None:
                 sweep_walls.append(wall)
+            if short_cmd is not None and short_walls is not None:
+                short_walls.append(timed(short_cmd(os.path.join(keep, f"short{r}")))[0])
             p_wall, out = timed(worker)
             p_steps = int(out.split()[-1])
             rate, base = sweep_steps / wall, p_steps / p_wall
@@ -83,12 +91,15 @@ def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> in
 
 def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], int], acts: list[str], batch: int,
                            overrides: list[str], what: str, epochs: int, plain_seeds: int,
-                           quick: tuple[int, int, int],
-                           sweep_walls: list[float] | None = None) -> argparse.Namespace | None:
+                           quick: tuple[int, int, int], sweep_walls: list[float] | None = None,
+                           widths: list[int] | None = None) -> argparse.Namespace | None:
     """The command line of an MNIST-1D benchmark script (--epochs, --seeds, --plain-seeds, --repeat,
     --quick: (seeds, epochs, plain seeds) in one round), its plain-loop worker (`plain(seeds,
     epochs)` in a fresh process of `script`), and the interleaved rounds of `actbench sweep` (the
-    activations x seeds with `overrides`) against it. Returns the arguments, or None in the worker."""
+    activations x seeds with `overrides`) against it. With `widths` (a member's layer widths, inputs
+    first, the output as the engine runs it) each round also times the sweep at a fifth of the
+    epochs, and the end prints the marginal training rate against torch.bmm's at these shapes
+    (roofline.py). Returns the arguments, or None in the worker."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=epochs)
     ap.add_argument("--seeds", type=int, default=30)
@@ -96,6 +107,7 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
                     help="seeds of every activation the plain loop runs")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
     ap.add_argument("--quick", action="store_true", help="a smoke run: a few seeds and epochs, 1 round")
+    ap.add_argument("--engine", default="eager", help="actbench's engine= (eager, compiled, auto)")
     ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_worker:
@@ -109,21 +121,42 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     from activation_bench.config.compose import compose
     from activation_bench.data import splits
 
-    splits.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
+    data = splits.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
     print(header())
     print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(acts)} "
-          f"activations x {args.seeds} seeds x {args.epochs} epochs, {what}")
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, {what}, engine={args.engine}")
     sweep_steps = len(acts) * args.seeds * args.epochs * -(-3200 // batch)
     worker = [sys.executable, script, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
               "--epochs", str(args.epochs)]
     actbench = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
 
-    def sweep_cmd(runs: str) -> list[str]:
-        return [*actbench, "sweep", "--runs-dir", runs, "-q", f"activation={','.join(acts)}",
-                f"seed=range({args.seeds})", "data=mnist1d", f"batch_size={batch}", "shuffle=true",
-                f"epochs={args.epochs}", *overrides]
+    def grid(epochs: int = args.epochs) -> list[str]:
+        return [f"activation={','.join(acts)}", f"seed=range({args.seeds})", "data=mnist1d", f"batch_size={batch}",
+                "shuffle=true", f"epochs={epochs}", f"engine={args.engine}", *overrides]
+
+    def sweep_cmd(runs: str, epochs: int = args.epochs) -> list[str]:
+        return [*actbench, "sweep", "--runs-dir", runs, "-q", *grid(epochs)]
 
     args.sweep_steps = sweep_steps
-    sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", sweep_walls)
+    short = max(1, args.epochs // 5)
+    walls: list[float] = [] if sweep_walls is None else sweep_walls
+    shorts: list[float] = []
+    ratio = sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", walls,
+                           (lambda runs: sweep_cmd(runs, short)) if widths else None, shorts)
+    if widths:
+        import statistics
+
+        import roofline  # benchmarks/, beside this script
+
+        stack = roofline.largest_stack(grid())
+        ceiling = roofline.bmm_rate(stack, widths, batch)
+        n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
+        extra = args.epochs - short
+        flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], int(data.y.max()) + 1],
+                                        batch, extra * -(-n // batch), n_eval, extra)
+        marginal = statistics.median(w - s for w, s in zip(walls, shorts))
+        print(f"marginal: {extra} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less {short} "
+              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling)}; bmm timed on "
+              f"stacks of {stack}; load average {os.getloadavg()[0]:.2f}")
     return args

@@ -17,8 +17,11 @@ Shared and virtual machines speed up and slow down by tens of percent over minut
 and the naive sample run in interleaved rounds (--repeat) and the ratio reported is the median
 of the rounds' ratios.
 
-Prints model-steps per second for each and the ratios. Usage:
+Prints model-steps per second for each and the ratios, and actbench's marginal training rate (each
+round also times the sweep at a fifth of the epochs; the difference) against torch.bmm's rate at the
+stack's own shapes (benchmarks/roofline.py). Usage:
     python benchmarks/sweep_throughput.py [--epochs 1000] [--seeds 30] [--repeat 3] [--device cpu]
+        [--engine compiled]
 """
 
 from __future__ import annotations
@@ -108,10 +111,14 @@ def stacked_by_hand_process(seeds: int, epochs: int, device: str) -> tuple[int, 
     return len(ACTS) * len(DATA) * seeds * epochs, time.perf_counter() - start
 
 
+def grid(acts: list[str], data: list[str], seeds: int, epochs: int, device: str, engine: str = "eager") -> list[str]:
+    return [f"activation={','.join(acts)}", f"data={','.join(data)}", f"seed=range({seeds})", f"epochs={epochs}",
+            f"device={device}", f"engine={engine}"]
+
+
 def actbench_sweep(root: str, acts: list[str], data: list[str], seeds: int, epochs: int,
-                   device: str) -> tuple[int, float]:
-    cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(acts)}",
-           f"data={','.join(data)}", f"seed=range({seeds})", f"epochs={epochs}", f"device={device}"]
+                   device: str, engine: str = "eager") -> tuple[int, float]:
+    cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", *grid(acts, data, seeds, epochs, device, engine)]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return len(acts) * len(data) * seeds * epochs, time.perf_counter() - start
@@ -121,14 +128,21 @@ ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.c
 
 
 def _round(r: int, root: str, args: argparse.Namespace, ratios: list[float], ours: list[float],
-           naives: list[float]) -> None:
+           naives: list[float], marginal: list[float]) -> None:
     # interleaved, so a slow spell of a shared machine hits both sides of a round's ratio
-    steps, wall = actbench_sweep(root, ACTS, DATA, args.seeds, args.epochs, args.device)
+    steps, wall = actbench_sweep(root, ACTS, DATA, args.seeds, args.epochs, args.device, args.engine)
+    marginal.append(wall - actbench_sweep(root + "-short", ACTS, DATA, args.seeds, _short(args), args.device,
+                                          args.engine)[1])
     n_steps, n_wall = naive(ACTS, DATA, args.naive_epochs or args.epochs, args.device)
     base, rate = n_steps / n_wall, steps / wall
     ratios.append(rate / base), ours.append(rate), naives.append(base)
     print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} {rate / base:8.1f}")
     print(f"{r:<6d} {'naive, as the seed (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} {1.0:8.1f}")
+
+
+def _short(args: argparse.Namespace) -> int:
+    """The epochs of the shorter sweep each round also times (the marginal time is the difference)."""
+    return max(1, args.epochs // 5)
 
 
 def main() -> None:
@@ -139,6 +153,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds of (actbench, naive), interleaved; the ratio is the median of the rounds'")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--engine", default="eager", help="actbench's engine= (eager, compiled, auto)")
     ap.add_argument("--hand-only", action="store_true", help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args()
     if args.hand_only:
@@ -155,14 +170,15 @@ def main() -> None:
           f"device {args.device}{gpu}")
     print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
     naive(ACTS, DATA, 2, args.device)  # warm-up: one-time imports (torch.optim pulls in torch._dynamo)
-    ratios, ours, naives = [], [], []
+    ratios, ours, naives, marginal = [], [], [], []
     # Every round's 480 run directories are kept until the end: on an ext4 file system without a
     # journal (this VM's), creating a file skips inodes freed in the last 1-6 minutes one by one,
     # so deleting one round's 1,920 files would slow the next round's file creation ~20-fold.
     keep = tempfile.mkdtemp(prefix="actbench-bench-")
-    try:
+    try:  # an untimed short sweep first: fills inductor's cache (engine=compiled), so no timed run compiles cold
+        actbench_sweep(os.path.join(keep, "warm-up"), ACTS, DATA, args.seeds, _short(args), args.device, args.engine)
         for r in range(1, args.repeat + 1):
-            _round(r, os.path.join(keep, f"round{r}"), args, ratios, ours, naives)
+            _round(r, os.path.join(keep, f"round{r}"), args, ratios, ours, naives, marginal)
     finally:
         shutil.rmtree(keep)
     base = statistics.median(naives)
@@ -177,6 +193,16 @@ def main() -> None:
     print(f"actbench / naive = {statistics.median(ratios):.1f}x (median of {len(ratios)} rounds: {rounds}); "
           f"actbench / stacked-by-hand = {statistics.median(ours) / hand:.2f}x in process, "
           f"{statistics.median(ours) / hand_process:.2f}x whole process")
+    import roofline  # benchmarks/, beside this script
+
+    stack = roofline.largest_stack(grid(ACTS, DATA, args.seeds, args.epochs, args.device, args.engine))
+    ceiling = roofline.bmm_rate(stack, [64, 64], 10)  # the one output is a multiply and a sum, no bmm
+    extra = args.epochs - _short(args)
+    flops = roofline.training_flops(len(ACTS) * len(DATA) * args.seeds, [64, 64, 1], 10, extra)
+    m = statistics.median(marginal)
+    print(f"actbench, marginal: {extra} epochs in {m:.2f} s (median over rounds of {args.epochs} less "
+          f"{_short(args)}); {roofline.line(flops, m, ceiling)}; bmm timed on stacks of {stack}; load average "
+          f"{os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

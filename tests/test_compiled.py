@@ -58,6 +58,8 @@ def test_auto_compiles_where_eager_time_is_several_times_the_compile_cost():
     ref = compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1)
     assert ref == pytest.approx(240 * 1000 / compiled.REF_STEPS_PER_S)
     assert compiled.estimated_eager_s(240, 1000, 20, 64, 64, 1) == pytest.approx(2 * ref)
+    # deeper members: (depth - 1) more hidden x hidden layers of work (64 + 64 + 1 against 64 + 1)
+    assert compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1, depth=2) == pytest.approx(ref * 129 / 65)
     assert compiled.choose("auto", compiled.estimated_eager_s(240, 50_000, 10, 64, 64, 1))[0] == "compiled"
     assert compiled.choose("auto", compiled.estimated_eager_s(240, 49_000, 10, 64, 64, 1))[0] == "eager"
 
@@ -118,7 +120,7 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    (["model.depth=2"], "only model.depth=1"),
+    (["log.preact_stats=2"], "log.preact_stats"),
     (["activation=prelu"], "activations with parameters"),
     (["log.grad_norms=true"], "log.grad_norms"),
     (["activation=rrelu"], "draw random numbers"),
@@ -166,6 +168,17 @@ GRIDS = {
                 "model.hidden_dim=6", "dtype=float64", "lr=0.01"],
     "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
                        "batch_size=32", "shuffle=true", "lr=0.01"],
+    # compiled_mlp.py's step (the forward differentiated by torch.func): depth > 1, norms, dropout, skips;
+    # the validation loss reads batch norm's running statistics, which the compiled step updates
+    "deep, batch norm, residual": ["activation=gelu,relu,swiglu", "seed=0,1", "epochs=20", "data.n_samples=8",
+                                   "data.n_val=8", "data.input_dim=4", "model.hidden_dim=6", "model.depth=3",
+                                   "model.norm=batch", "model.residual=true", "lr=0.01"],
+    "layer norm and dropout": ["activation=tanh,mish", "seed=0,1", "epochs=20", "data.n_samples=8", "data.input_dim=4",
+                               "model.hidden_dim=6", "model.depth=2", "model.norm=layer", "model.dropout=0.2",
+                               "lr=0.01"],
+    "deep classifier with dropout": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
+                                     "model.depth=2", "model.dropout=0.1", "batch_size=32", "shuffle=true",
+                                     "lr=0.01"],
 }
 
 

@@ -192,3 +192,14 @@ def test_divergence_is_recorded_and_isolated(runner, runs_dir):
     statuses = {json.loads(p.read_text())["status"] for p in (runs_dir / "div").glob("*/summary.json")}
     assert "diverged" in statuses and "complete" in statuses
     assert "diverged:" in result.stderr
+
+
+def test_shuffled_batches_take_each_members_own_rows():
+    import torch
+
+    from activation_bench.engine.train import _take_rows
+
+    x, y = torch.randn(3, 7, 2, 4), torch.randint(0, 5, (3, 7))
+    idx = torch.stack([torch.randperm(7) for _ in range(3)])
+    assert torch.equal(_take_rows(x, idx), torch.stack([x[m, idx[m]] for m in range(3)]))
+    assert torch.equal(_take_rows(y, idx), y.gather(1, idx))

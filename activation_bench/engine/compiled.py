@@ -8,10 +8,11 @@ loops. It is compiled once per stack shape (the members per activation, rows per
 inductor's FX-graph and AOTAutograd caches live in the user cache directory (`cache_dir()`), so the
 same shapes compile once per machine and later processes only re-trace.
 
-It covers the two-layer MLP (model.depth=1, no dropout, no normalization), full-batch and
+It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
-activations without parameters or random draws: the closed forms of fused.py where they exist,
-else torch.func.vjp of the forward (expressions, gated units) inside the compiled step.
+activations without parameters or random draws. The two-layer MLP without dropout or norm takes the
+step here (the closed forms of fused.py where they exist, else torch.func.vjp of the activation);
+every other MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp).
 Any other stack, a machine without a C++ compiler, or a compilation that fails
 trains with the eager engine instead, and says so in one line: the compiled function is compiled
 and run once on copies of the stack's tensors before training starts, so a failure never leaves a
@@ -30,12 +31,13 @@ import math
 import os
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from activation_bench.cfg import model_name
-from activation_bench.engine import activations, fused, grouped
+from activation_bench.engine import activations, compiled_mlp, fused, grouped
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -64,10 +66,12 @@ def cache_dir() -> str:
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(user_cache() / "inductor")
 
 
-def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int) -> float:
+def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
+                      depth: int = 1) -> float:
     """The eager engine's estimated training time of a stack: members x optimiser steps, each at the
-    reference rate scaled by its size (rows per batch x (inputs + outputs) x hidden)."""
-    work = max(rows, 1) * (inputs + outputs) * hidden / REF_WORK
+    reference rate scaled by its size (rows per batch x (inputs + (depth - 1) x hidden + outputs) x
+    hidden: a member's weights, times the rows)."""
+    work = max(rows, 1) * (inputs + (depth - 1) * hidden + outputs) * hidden / REF_WORK
     return members * steps * max(work, 0.25) / REF_STEPS_PER_S
 
 
@@ -194,32 +198,65 @@ def _compile(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     return torch.compile(fn, fullgraph=True, dynamic=False)  # static shapes: one graph per batch shape
 
 
-def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> StepFn:
-    """The compiled step of this stack, compiled and run once on copies of its tensors for every
-    distinct batch shape (raises on any failure, before the stack trains)."""
+def _plain(model: Any) -> bool:
+    """The depth-1 MLP without dropout or normalization: the hand-written step here; every other
+    MLP takes compiled_mlp's step (the model's forward differentiated by torch.func)."""
+    return model.depth == 1 and model.dropout is None and model.norms is None
+
+
+@dataclass
+class Compiled:
+    """A stack's compiled functions: `step(xb, yb)` trains on a batch and returns the members'
+    losses before it; `evaluate(x, y)` gives their loss and accuracy [M] in evaluation mode
+    (accuracy zeros for a regressor)."""
+
+    step: StepFn
+    evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compiled:
+    """The compiled step and evaluation of this stack, compiled and run once on copies of its tensors
+    for every distinct batch and split shape (raises on any failure, before the stack trains)."""
     model, opt = stack.model, stack.opt
-    rules = [_rule(s.module) for s in model.slices]
-    fn = _compile(_step_function(rules, [s.stop - s.start for s in model.slices], model.n_out, opt.kind,  # type: ignore[arg-type]
-                                 (opt.beta1, opt.beta2), opt.eps))
+    sizes = [s.stop - s.start for s in model.slices]
+    lay = compiled_mlp.layout(model, opt.params)
+    if _plain(model):
+        rules = [_rule(s.module) for s in model.slices]
+        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps))
+    else:
+        fn = _compile(compiled_mlp.step_function(compiled_mlp.acts_of(model), sizes, lay, model, opt.kind,
+                                                 (opt.beta1, opt.beta2), opt.eps))
+    # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
+    # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
+    # of a classification epoch
+    evaluate = _compile(compiled_mlp.eval_function(compiled_mlp.acts_of(model), sizes, lay, model, stack.classify))
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
     v = list(opt.exp_avg_sqs) if adam else []
+    plain, running = _plain(model), compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
     for xb, yb in batches:  # compile (and check) every shape before anything trains
         if (xb.shape, yb.shape) in seen:
             continue
         seen.add((xb.shape, yb.shape))
-        copies = [[t.clone() for t in group] for group in (params, m, v)]
-        fn(*copies, _scale(opt, 1, scale.clone()), xb, yb)
+        copies = [[t.clone() for t in group] for group in (params, m, v, running)]
+        # masks of ones, not drawn: the members' dropout streams must not advance before training
+        ones = [torch.ones_like(t) for t in compiled_mlp.masks(model, xb, draw=False)]
+        fn(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
+    with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
+        for split in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None):
+            if split is not None:
+                evaluate(params, running, *split)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
             opt.step_count += 1
-        return fn(params, m, v, _scale(opt, opt.step_count, scale), xb, yb)
+        extra = () if plain else (running, compiled_mlp.masks(model, xb))
+        return fn(params, m, v, *extra, _scale(opt, opt.step_count, scale), xb, yb)
 
-    return step
+    return Compiled(step, lambda x, y: evaluate(params, running, x, y))
 
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
@@ -233,13 +270,14 @@ def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int) -> tuple[str, str]:
+def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
+         depth: int = 1) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
     resolved by the estimate, and eager where the config alone rules the compiled engine out."""
     requested = first.get("engine") or "eager"
     if requested == "eager":
         return "eager", "requested"
-    engine, why = choose(requested, estimated_eager_s(members, steps, rows, inputs, hidden, outputs))
+    engine, why = choose(requested, estimated_eager_s(members, steps, rows, inputs, hidden, outputs, depth))
     if engine == "compiled" and (why_not := config_unsupported(first) or compiler_missing()) is not None:
         return "eager", _fallback(why_not)
     return engine, why
@@ -251,11 +289,8 @@ def config_unsupported(first: Cfg) -> str | None:
     shares (plan._engine_key): such members never share a stack with compilable ones."""
     if activations.is_per_member(dict(first.activation)):
         return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
-    model = first.model
     if model_name(first) != "mlp":
         return f"the compiled engine covers the MLP only (model={model_name(first)} trains eager)"
-    if model.depth != 1 or float(model.get("dropout") or 0.0) or (model.get("norm") or "none") != "none":
-        return "only model.depth=1 without dropout or normalization is compiled"
     if first.log.grad_norms:
         return "log.grad_norms is logged by the eager engine only"
     if int(first.log.get("preact_stats") or 0):
@@ -288,7 +323,7 @@ def _fallback(why_not: str) -> str:
     return f"compiled engine not used: {why_not}; falling back to eager"
 
 
-def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | None) -> tuple[str, StepFn | None]:
+def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | None) -> tuple[str, Compiled | None]:
     """The engine this stack trains with ("eager" or "compiled", as plan() chose it) and, for
     compiled, its step. With engine=compiled|auto one line says which engine the stack uses and
     why (through `notice`); a compiled engine that cannot be used gives the eager one, never an

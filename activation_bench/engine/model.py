@@ -113,10 +113,14 @@ class MemberDropout:
         self.p, self.seeds, self.gens, self.device = p, seeds, gens, device
 
     def __call__(self, a: torch.Tensor) -> torch.Tensor:
-        rows, units = a.shape[1:]
+        return a * self.mask(*a.shape[1:], a.dtype)
+
+    def mask(self, rows: int, units: int, dtype: torch.dtype) -> torch.Tensor:
+        """The next mask [members, rows, units]: 1/(1-p) where a unit is kept, else 0 (one draw
+        per distinct seed, as each call does; the compiled step draws it here too)."""
         draws = {s: torch.rand((rows, units), generator=g) for s, g in self.gens.items()}
         keep = torch.stack([draws[s] for s in self.seeds]).to(self.device) >= self.p
-        return a * keep.to(a.dtype).div_(1.0 - self.p)
+        return keep.to(dtype).div_(1.0 - self.p)
 
 
 class MemberLayers(nn.Module):

@@ -28,6 +28,26 @@ EPS = 1e-5
 MOMENTUM = 0.1
 
 
+def standardize(h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
+                dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """gamma * (h - mean) / sqrt(var + eps) + beta, mean and biased var over `dim`: (output, mean,
+    var, h - mean, rstd). The one definition of the forward: `_Normalize` (eager) and the compiled
+    step (compiled_mlp.py, differentiated there by torch.func) both call it."""
+    mean = h.mean(dim, keepdim=True)
+    d = h - mean
+    var = d.square().mean(dim, keepdim=True)
+    rstd = (var + EPS).rsqrt_()
+    return torch.addcmul(beta, d, rstd * gamma), mean, var, d, rstd
+
+
+def update_running(running_mean: torch.Tensor, running_var: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
+                   n: int) -> None:
+    """Batch norm's running statistics, in place, after a training batch of n rows with these
+    statistics (torch.nn.BatchNorm1d's: momentum MOMENTUM, the unbiased variance)."""
+    running_mean.lerp_(mean, MOMENTUM)
+    running_var.lerp_(var * (n / (n - 1)), MOMENTUM)
+
+
 class _Normalize(torch.autograd.Function):
     """gamma * (h - mean) / sqrt(var + eps) + beta, mean and biased var over `dim` (1: the rows,
     batch norm; -1: the units, layer norm), gamma and beta [M, 1, units]; returns the output and
@@ -39,14 +59,11 @@ class _Normalize(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, dim: int):  # type: ignore[override]
-        mean = h.mean(dim, keepdim=True)
-        d = h - mean
-        var = d.square().mean(dim, keepdim=True)
-        rstd = (var + EPS).rsqrt_()
+        out, mean, var, d, rstd = standardize(h, gamma, beta, dim)
         ctx.save_for_backward(d, rstd, gamma)
         ctx.dim = dim
         ctx.mark_non_differentiable(mean, var)
-        return torch.addcmul(beta, d, rstd * gamma), mean, var
+        return out, mean, var
 
     @staticmethod
     def backward(ctx, go: torch.Tensor, _mean: torch.Tensor, _var: torch.Tensor):  # type: ignore[override]
@@ -89,10 +106,8 @@ class MemberNorm(nn.Module):
             return _Normalize.apply(h, self.weight, self.bias, -1)[0]
         out, mean, var = _Normalize.apply(h, self.weight, self.bias, 1)
         if self.training:
-            n = h.shape[1]
             with torch.no_grad():
-                self.running_mean.lerp_(mean, MOMENTUM)
-                self.running_var.lerp_(var * (n / (n - 1)), MOMENTUM)
+                update_running(self.running_mean, self.running_var, mean, var, h.shape[1])
         return out
 
     def folded(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -128,7 +128,7 @@ def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
     n, _, _, inputs = data_shapes(first)
     rows = min(first.batch_size or n, n)
     return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, inputs,
-                         int(first.model.get("hidden_dim") or 0), n_outputs(first))
+                         int(first.model.get("hidden_dim") or 0), n_outputs(first), int(first.model.get("depth") or 1))
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
@@ -196,7 +196,7 @@ class _Stack:
     classify: bool = False  # y holds class labels [M, N] (int64): cross-entropy and accuracy
     train_eval: bool = False  # log.train_eval: the training split's loss after each epoch, dropout off
     engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled.py) where it is used
-    compiled_step: compiled.StepFn | None = None
+    compiled_step: compiled.Compiled | None = None
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y."""
@@ -208,9 +208,8 @@ class _Stack:
             return self.fixed_batches
         n = self.x.shape[1]
         perms = {s: torch.randperm(n, generator=g) for s, g in self.shufflers.items()}
-        idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)[..., None]
-        y = self.y.gather(1, idx[..., 0]) if self.classify else self.y.gather(1, idx)
-        return _split(self.x.gather(1, idx.expand(-1, -1, self.x.shape[-1])), y, self.batch_size)
+        idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)
+        return _split(_take_rows(self.x, idx), _take_rows(self.y, idx), self.batch_size)
 
     @functools.cached_property
     def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -225,6 +224,16 @@ class _Stack:
         if isinstance(self.model, StackedCNN) and x.shape[1] > EVAL_ROWS:
             return torch.cat([self.model(part) for part in x.split(EVAL_ROWS, dim=1)], dim=1)
         return self.model(x)
+
+
+def _take_rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """t[m, idx[m]] for every member m: t [M, N, ...], idx [M, N] -> [M, N, ...] (a copy, exact).
+    One index_select of whole rows on the flattened tensor: the equivalent `gather` with an
+    expanded index took 30-38 ms against 7-8 ms for MNIST-1D's 60 x 3,200 x 40 training set (a
+    tenth of a classification epoch)."""
+    m, n = idx.shape
+    flat = (idx + torch.arange(m, device=idx.device)[:, None] * t.shape[1]).flatten()
+    return t.reshape(m * t.shape[1], *t.shape[2:]).index_select(0, flat).view(m, n, *t.shape[2:])
 
 
 def _split(x: torch.Tensor, y: torch.Tensor, bs: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -332,7 +341,11 @@ def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
         splits = ((stack.val, losses.val, losses.val_acc), (stack.test, losses.test, losses.test_acc),
                   ((stack.x, stack.y), losses.train_eval, None))
         for split, out, acc in splits:
-            if split is not None and out is not None:
+            if split is not None and out is not None and stack.compiled_step is not None:
+                out[epoch], acc_now = stack.compiled_step.evaluate(*split)
+                if acc is not None:
+                    acc[epoch] = acc_now
+            elif split is not None and out is not None:
                 pred = stack.predict(split[0])
                 out[epoch] = stack.loss(pred, split[1])
                 if acc is not None:
@@ -423,7 +436,7 @@ def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.
     """One optimiser step; returns the members' losses [M] before it. With `record`, each hidden
     layer's activation output is appended to it (the parameters' .grad stay set after the step)."""
     if stack.compiled_step is not None:
-        return stack.compiled_step(xb, yb)
+        return stack.compiled_step.step(xb, yb)
     stack.opt.zero_grad()
     if stack.hand is not None:
         loss = stack.hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)

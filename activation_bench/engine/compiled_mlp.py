@@ -1,0 +1,179 @@
+"""The compiled step of every other MLP: depth > 1, dropout, batch and layer norm, residual skips,
+regression and classification (compiled.py keeps its hand-written step for the plain depth-1 MLP).
+
+The model's forward is written here once as a pure function of the stack's parameters, the same
+ops as StackedMLP's eager forward (norm.standardize is shared with the eager norm); its gradient is
+torch.func.vjp's, inside the graph that torch.compile hands to inductor, which fuses the forward's
+and backward's elementwise work (activations and their derivatives, norm, dropout, the loss) and
+the optimiser's update into a few C++ loops between the batched products.
+
+What the graph cannot draw it takes as inputs: dropout's masks come from MemberDropout.mask (each
+member's own stream, as eager draws them) and batch norm's running statistics are updated in place
+inside the step (norm.update_running), so evaluation reads them as eager does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from activation_bench.engine import grouped, norm
+
+Act = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each of the model's tensors sits in the optimiser's parameter list: per hidden layer its
+    weight, bias (None with batch norm) and norm's gamma and beta (None without norm); the output
+    layer's weight and padded bias."""
+
+    w: tuple[int, ...]
+    b: tuple[int | None, ...]
+    gamma: tuple[int | None, ...]
+    beta: tuple[int | None, ...]
+    w2: int
+    b2: int
+
+
+def layout(model: Any, params: list[torch.Tensor]) -> Layout:
+    """The Layout of a StackedMLP whose parameters the optimiser holds as `params` (by identity);
+    raises where the optimiser holds any other parameter (an activation's: not compiled)."""
+    index = {id(p): i for i, p in enumerate(params)}
+    depth = model.depth
+    bs = model.bs or [None] * depth
+    norms = list(model.norms) if model.norms is not None else [None] * depth
+    lay = Layout(tuple(index[id(w)] for w in model.ws), tuple(None if b is None else index[id(b)] for b in bs),
+                 tuple(None if n is None else index[id(n.weight)] for n in norms),
+                 tuple(None if n is None else index[id(n.bias)] for n in norms),
+                 index[id(model.w2)], index[id(model.b2_padded)])
+    used = {*lay.w, *lay.b, *lay.gamma, *lay.beta, lay.w2, lay.b2} - {None}
+    if len(used) != len(params):
+        raise ValueError("the optimiser holds parameters the compiled MLP step does not know")
+    return lay
+
+
+def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, kind: str,
+                  betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+    """The pure step: (params, exp_avgs, exp_avg_sqs, running, masks, scale, x, y) -> per-member loss
+    [M] before the update, updating params, the optimiser's state and batch norm's running
+    statistics (`running`: mean and var of every layer, flat) in place. `masks`: dropout's per
+    hidden layer (empty without dropout). `scale` as compiled._step_function's."""
+    beta1, beta2 = betas
+    depth, n_out, residual = model.depth, model.n_out, model.residual
+    kind_norm = model.norms[0].kind if model.norms is not None else "none"
+    dim = 1 if kind_norm == "batch" else -1
+
+    def activate(h: torch.Tensor) -> torch.Tensor:
+        if len(acts) == 1:
+            return acts[0](h)
+        return torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+
+    def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                masks: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        a, stats = x, []
+        for k in range(depth):
+            w, b = params[lay.w[k]], lay.b[k]
+            h = torch.bmm(a, w) if b is None else torch.baddbmm(params[b], a, w)
+            if kind_norm != "none":
+                h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], dim)  # type: ignore[index]
+                stats += [mean.detach(), var.detach()]
+            out = activate(h)
+            if masks:
+                out = out * masks[k]
+            a = a + out if residual and k > 0 else out
+        w2, b2 = params[lay.w2], params[lay.b2]
+        if n_out == 1:
+            loss = ((a * w2).sum(dim=-1, keepdim=True) + b2[..., :1] - y).square().mean(dim=(1, 2))
+        else:
+            logits = torch.baddbmm(b2, a, w2)[..., :n_out]
+            loss = logits.log_softmax(dim=-1).gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
+        return loss, stats
+
+    def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+             running: list[torch.Tensor], masks: list[torch.Tensor], scale: torch.Tensor, x: torch.Tensor,
+             y: torch.Tensor) -> torch.Tensor:
+        loss, back, stats = torch.func.vjp(lambda ps: forward(ps, x, y, masks), params, has_aux=True)
+        grads = back(torch.ones_like(loss))[0]
+        if kind_norm == "batch":
+            for k in range(depth):
+                norm.update_running(running[2 * k], running[2 * k + 1], stats[2 * k], stats[2 * k + 1], x.shape[1])
+        if kind == "sgd":
+            for p, g in zip(params, grads):
+                p.sub_(g * scale[0])
+            return loss.detach()
+        step_size, bias2_sqrt = scale[0], scale[1]
+        for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+            m.lerp_(g, 1.0 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+            p.sub_(m / (v.sqrt() / bias2_sqrt + eps) * step_size)
+        return loss.detach()
+
+    return step
+
+
+def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
+                  classify: bool) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The pure evaluation: (params, running, x, y) -> (per-member loss [M], accuracy [M]; zeros
+    for a regressor), in evaluation mode as the eager model computes it (no dropout; batch norm
+    from its running statistics, folded into the weight as MemberNorm.folded does)."""
+    depth, n_out, residual = model.depth, model.n_out, model.residual
+    kind_norm = model.norms[0].kind if model.norms is not None else "none"
+
+    def activate(h: torch.Tensor) -> torch.Tensor:
+        if len(acts) == 1:
+            return acts[0](h)
+        return torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+
+    def evaluate(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
+                 y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = x
+        for k in range(depth):
+            w, b = params[lay.w[k]], lay.b[k]
+            if kind_norm == "batch":
+                scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
+                shift = params[lay.beta[k]] - running[2 * k] * scale  # type: ignore[index]
+                h = torch.baddbmm(shift, a, w * scale)
+            else:
+                h = torch.bmm(a, w) if b is None else torch.baddbmm(params[b], a, w)
+                if kind_norm == "layer":
+                    h = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], -1)[0]  # type: ignore[index]
+            out = activate(h)
+            a = a + out if residual and k > 0 else out
+        w2, b2 = params[lay.w2], params[lay.b2]
+        if not classify:
+            pred = (a * w2).sum(dim=-1, keepdim=True) + b2[..., :1]
+            return (pred - y).square().mean(dim=tuple(range(1, pred.dim()))), torch.zeros_like(pred[:, 0, 0])
+        logits = torch.baddbmm(b2, a, w2)[..., :n_out]
+        loss = logits.log_softmax(dim=-1).gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
+        return loss, (logits.argmax(dim=-1) == y).to(logits.dtype).mean(dim=1)
+
+    return evaluate
+
+
+def acts_of(model: Any) -> list[Act]:
+    """Each slice's activation as a plain function of its input (the same module in every layer:
+    the compiled engine takes no per-layer modules)."""
+    return [grouped.functional(s.module) for s in model.slices]
+
+
+def running_of(model: Any) -> list[torch.Tensor]:
+    """Batch norm's running mean and var of every hidden layer, flat (none for other stacks)."""
+    if model.norms is None or model.norms[0].kind != "batch":
+        return []
+    return [t for n in model.norms for t in (n.running_mean, n.running_var)]
+
+
+def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
+    """This step's dropout masks for batch xb, one per hidden layer [M, rows, units], drawn from the
+    members' streams in eager's order (none without dropout); draw=False: uninitialised tensors of
+    their shapes, nothing drawn."""
+    if model.dropout is None:
+        return []
+    units = model.w2.shape[-1] if model.n_out == 1 else model.w2.shape[1]
+    if not draw:
+        return [xb.new_empty(xb.shape[0], xb.shape[1], units) for _ in range(model.depth)]
+    return [model.dropout.mask(xb.shape[1], units, xb.dtype) for _ in range(model.depth)]

@@ -1,0 +1,89 @@
+"""A training benchmark against the machine itself: its counted FLOPs over its marginal time, as a
+fraction of `torch.bmm`'s rate at the benchmark's own shapes, measured in the same run.
+
+How FLOPs are counted (the usual convention for training, as model-FLOP utilisation counts them):
+- W is a member's multiply-add weights: the sum over its Linear layers of inputs x outputs (the
+  output layer at its real width, 1 or K classes, not the engine's padding to 16 columns).
+- A training step on B rows costs 6 x B x W per member: 2 B W forward, 2 B W for the gradient of
+  each layer's input and 2 B W for the gradient of its weights.
+- An evaluated row (validation, test, the training split with log.train_eval) costs 2 x W.
+- Left out: biases, activations and their derivatives, normalization, dropout, the loss, the
+  optimiser, shuffling and evaluation's loss and accuracy. That elementwise work, O(B x units) or
+  O(W) per step, is exactly the overhead between the matmuls this measures. The first layer's
+  input gradient is counted although no engine computes it (no one needs the gradient of the
+  data): the count is high by 2 B x inputs x width per step (12% for MNIST-1D at depth 2 x 64, 4%
+  at depth 8 x 64 on 64 inputs), so the fraction is that much flattering.
+
+The ceiling: `torch.bmm` over the stack's own products (M: the members of the largest stack the
+grid is trained in), each layer's forward [M, B, in] x [M, in,
+out], weight gradient [M, in, B] x [M, B, out] and input gradient [M, B, out] x [M, out, in], at
+the widths the engine runs (the padded output), timed best of a few rounds in this process: the
+rate the products alone reach, with no elementwise work between them. Marginal time: the wall
+time of E epochs less that of fewer, so start-up, imports, compilation and writing results drop
+out (each benchmark says which two runs it subtracts).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+
+def weights(widths: Sequence[int]) -> int:
+    """A member's multiply-add weights W for layer widths [inputs, hidden..., outputs]."""
+    return sum(a * b for a, b in zip(widths[:-1], widths[1:]))
+
+
+def training_flops(members: int, widths: Sequence[int], batch: int, steps: int, eval_rows: int = 0,
+                   evals: int = 0) -> float:
+    """FLOPs of `steps` optimiser steps of `members` members on `batch` rows each, plus `evals`
+    evaluations of `eval_rows` rows per member: 6 B W per step, 2 W per evaluated row."""
+    w = weights(widths)
+    return float(members) * (6.0 * batch * w * steps + 2.0 * eval_rows * w * evals)
+
+
+def bmm_rate(members: int, widths: Sequence[int], batch: int, rounds: int = 5, min_s: float = 0.2) -> float:
+    """torch.bmm's rate in GFLOP/s over one training step's products at these shapes (forward,
+    weight gradient and input gradient of every layer): total FLOPs over the best of `rounds`
+    timings of at least `min_s` seconds each."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    calls = []
+    for a, b in zip(widths[:-1], widths[1:]):
+        x = torch.randn(members, batch, a, generator=gen)
+        w = torch.randn(members, a, b, generator=gen)
+        g = torch.randn(members, batch, b, generator=gen)
+        calls += [(x, w), (x.transpose(1, 2), g), (g, w.transpose(1, 2))]
+    flops = sum(2.0 * members * batch * w.shape[1] * w.shape[2] for x, w in calls[::3]) * 3
+    for p, q in calls:  # warm-up: MKL's first call per shape
+        torch.bmm(p, q)
+    best = float("inf")
+    for _ in range(rounds):
+        n, start = 0, time.perf_counter()
+        while True:
+            for p, q in calls:
+                torch.bmm(p, q)
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_s:
+                break
+        best = min(best, elapsed / n)
+    return flops / best / 1e9
+
+
+def largest_stack(overrides: list[str]) -> int:
+    """The members of the largest stack actbench trains this grid in (plan.plan_stacks: its memory
+    budget splits large grids), the member count the ceiling is measured at."""
+    from activation_bench.config.compose import compose_many
+    from activation_bench.config.grid import expand
+    from activation_bench.engine import plan
+
+    return max(len(s) for s in plan.plan_stacks(compose_many(expand(overrides).members)))
+
+
+def line(flops: float, seconds: float, ceiling: float) -> str:
+    """'training at X GFLOP/s marginal = Y of bmm's rate at these shapes (Z GFLOP/s)'."""
+    rate = flops / seconds / 1e9
+    return f"training at {rate:.1f} GFLOP/s marginal = {rate / ceiling:.2f} of bmm's rate at these shapes " \
+           f"({ceiling:.0f} GFLOP/s)"
