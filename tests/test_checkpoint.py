@@ -239,10 +239,18 @@ def test_second_sigint_stops_at_once():
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def test_sigterm_under_submitit_checkpoints_and_goes_on():
+def test_sigterm_under_submitit_checkpoints_and_goes_on(tmp_path):
+    lines: list[str] = []
+    ckpt = checkpoint.StackCheckpoints(tmp_path, ["a" * 16], {"seconds": 0, "every": 0}, lines.append)
     with checkpoint.handling_signals(submitit=True) as state:
+        assert not ckpt.due(3, 0)
         os.kill(os.getpid(), signal.SIGTERM)
-        assert state.stop is None and state.save_now
+        assert state.stop is None and state.save_now and ckpt.due(4, 0)
+        ckpt.save({"epoch": 4, "step": 0, "epochs": 10, "engine": "eager"})
+        assert not state.save_now and not ckpt.due(5, 0)
+    # the job's log says so (SLURM's requeue and preemption send SIGTERM, then SIGKILL)
+    assert lines == ["SIGTERM: checkpoint written at epoch 4/10; training goes on until the job is stopped (submitit)"]
+    assert ckpt.path.exists()
 
 
 def _cli(root: Path, grid: list[str], env: dict[str, str] | None = None, *extra: str) -> subprocess.CompletedProcess:

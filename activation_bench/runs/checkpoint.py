@@ -314,10 +314,14 @@ class StackCheckpoints:
                 self.path.unlink()  # the previous checkpoint, whole, stays the fallback
             self.damaged = False
         write(self.path, state, header)
-        SIGNAL_STATE.save_now = False
+        asked, SIGNAL_STATE.save_now = SIGNAL_STATE.save_now, False
         self.saves += 1
         self.last = time.perf_counter()
         self._trace({"event": "save", "epoch": state["epoch"], "step": state["step"], "seconds": self.last - start})
+        if asked and SIGNAL_STATE.stop is None:
+            # under submitit: a SLURM requeue, preemption or scancel; SLURM kills the job after KillWait
+            self.notice(f"SIGTERM: checkpoint written at epoch {state['epoch']}/{state['epochs']}; training goes on "
+                        "until the job is stopped (submitit)")
 
     def stop(self) -> int | None:
         return SIGNAL_STATE.stop
