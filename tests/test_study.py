@@ -54,14 +54,33 @@ def _digests(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-@pytest.fixture
-def done(runner, tmp_path, monkeypatch):
-    """The tiny study, run once in tmp_path."""
-    monkeypatch.chdir(tmp_path)
-    path = _write(tmp_path)
-    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The tiny study, run once per module (its paths are relative to its folder)."""
+    import os
+
+    from typer.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("study")
+    path = _write(root)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(app, ["study", "run", "study.yaml", "-q"])
+    finally:
+        os.chdir(cwd)
     assert result.exit_code == 0, result.output
     return path
+
+
+@pytest.fixture
+def done(finished, tmp_path, monkeypatch):
+    """A copy of the finished tiny study in tmp_path, the working directory."""
+    import shutil
+
+    shutil.copytree(finished.parent, tmp_path, dirs_exist_ok=True, copy_function=shutil.copy2)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "study.yaml"
 
 
 def test_run_writes_every_table_figure_and_the_report(done, tmp_path):
@@ -109,6 +128,7 @@ def test_combined_table_holds_each_comparisons_numbers(done, tmp_path):
 def test_rerun_trains_nothing_and_writes_the_same_bytes(done, tmp_path, runner):
     before = _digests(tmp_path / "out")
     summaries = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("summary.json")}
+    # the first run typed `study.yaml`, this one the absolute path: the page is the same
     result = runner.invoke(app, ["study", "run", str(done)])
     assert result.exit_code == 0, result.output
     assert "to train" not in result.output  # no sweep had anything left

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import shlex
+from pathlib import Path
 from typing import Any
 
 from activation_bench.study.spec import Study
@@ -50,12 +51,22 @@ def _combined(parts: list[tuple[str, Any]], title: str, where: str) -> dict[str,
     return {"title": title, "headers": cells[0], "rows": cells[2:], "notes": notes}
 
 
+def shown(path: Path) -> str:
+    """The study file's path as the page shows it, however it was typed: relative to the working
+    directory where it lies below it, else absolute (so the page renders the same bytes)."""
+    full = path.resolve()
+    try:
+        return str(full.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(full)
+
+
 def _provenance(study: Study, loads: Any) -> dict[str, Any]:
     from activation_bench.analysis.provenance import provenance
 
     every = [s for s in study.spec.sweeps]
     loaded = loads.cache.get(tuple(every)) or loads.get(every)
-    pv = provenance(loaded, shlex.join(["actbench", "study", "run", str(study.path)]))
+    pv = provenance(loaded, shlex.join(["actbench", "study", "run", shown(study.path)]))
     pv.pop("generated", None)  # the page is the same whenever it is rendered
     return pv
 
@@ -91,5 +102,5 @@ def page(study: Study, results: dict[str, Any], ranks: dict[str, Any], files: di
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.get_template("study.html.j2").render(
         title=spec.title or study.path.stem, description=spec.description, study_file=study.text,
-        study_path=str(study.path), sweeps=sweeps, comparisons=comparisons, tables=tables, rankings=rankings,
+        study_path=shown(study.path), sweeps=sweeps, comparisons=comparisons, tables=tables, rankings=rankings,
         figures=figures, warnings=warnings, provenance=_provenance(study, loads))
