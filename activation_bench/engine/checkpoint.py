@@ -50,8 +50,8 @@ class Hooks(Protocol):
         """The loaded state does not fit this stack (one line says why): it starts over."""
 
 
-class Session:
-    """One stack's checkpoints while it trains: resume from a saved state, and save when due."""
+class Attempt:
+    """One attempt at training a stack (one process): resume from its saved state, and save when due."""
 
     # stack, losses, divergence: train.py's _Stack, _Losses and _Divergence (train.py imports this module)
     def __init__(self, hooks: Hooks, stack: Any, losses: Any, divergence: Any,
@@ -125,9 +125,9 @@ def generators(stack: Any) -> dict[str, torch.Generator]:
     return out
 
 
-def capture(session: Session, epoch: int, step: int, total: torch.Tensor | None) -> dict[str, Any]:
+def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None) -> dict[str, Any]:
     """The stack's state after `epoch` epochs and `step` steps of the next (CPU copies)."""
-    stack, losses, opt = session.stack, session.losses, session.stack.opt
+    stack, losses, opt = attempt.stack, attempt.losses, attempt.stack.opt
     adam = opt.kind == "adam"
     return {
         "format": FORMAT,
@@ -135,8 +135,8 @@ def capture(session: Session, epoch: int, step: int, total: torch.Tensor | None)
         "epoch": epoch,
         "step": step,
         "total": _cpu(total),
-        "epochs": session.epochs,
-        "elapsed": session.wall(),
+        "epochs": attempt.epochs,
+        "elapsed": attempt.wall(),
         "model": {k: _cpu(v) for k, v in stack.model.state_dict().items()},
         "opt": {
             "step_count": opt.step_count,
@@ -145,26 +145,26 @@ def capture(session: Session, epoch: int, step: int, total: torch.Tensor | None)
             "step_tensor": _cpu(opt.step_tensor) if adam else None,
         },
         "generators": {k: g.get_state() for k, g in generators(stack).items()},
-        "epoch_shufflers": dict(session.epoch_shufflers) if step else {},
+        "epoch_shufflers": dict(attempt.epoch_shufflers) if step else {},
         "global_rng": torch.get_rng_state(),
         "losses": {k: _cpu(v) for k, v in vars(losses).items()},
-        "divergence": {"diverged": _cpu(session.divergence.diverged), "at": list(session.divergence.at),
-                       "checked": session.divergence.checked},
+        "divergence": {"diverged": _cpu(attempt.divergence.diverged), "at": list(attempt.divergence.at),
+                       "checked": attempt.divergence.checked},
         "logs": {k: {a: _cpu(t) for a, t in vars(log).items() if isinstance(t, torch.Tensor)}
-                 for k, log in session.logs.items()},
+                 for k, log in attempt.logs.items()},
     }
 
 
-def mismatch(session: Session, state: dict[str, Any]) -> str | None:
+def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
     """Why this state cannot continue this stack, or None."""
-    stack = session.stack
+    stack = attempt.stack
     if state.get("format") != FORMAT:
         return f"written by another checkpoint format ({state.get('format')}, this version reads {FORMAT})"
     if state.get("engine") != stack.engine:
         return f"written by the {state.get('engine')} engine, this stack trains {stack.engine}"
-    if state.get("epochs") != session.epochs or not 0 <= int(state.get("epoch", -1)) < session.epochs:
+    if state.get("epochs") != attempt.epochs or not 0 <= int(state.get("epoch", -1)) < attempt.epochs:
         return "its epochs do not match the config's"
-    if set(state.get("generators", {})) != set(generators(stack)) or set(state.get("logs", {})) != set(session.logs):
+    if set(state.get("generators", {})) != set(generators(stack)) or set(state.get("logs", {})) != set(attempt.logs):
         return "its random streams or logs do not match this stack's"
     own = stack.model.state_dict()
     saved = state.get("model", {})
@@ -174,15 +174,15 @@ def mismatch(session: Session, state: dict[str, Any]) -> str | None:
 
 
 @torch.no_grad()
-def restore(session: Session, state: dict[str, Any]) -> bool:
+def restore(attempt: Attempt, state: dict[str, Any]) -> bool:
     """Put the saved state into the stack in place (the optimiser, the hand-written gradient and
     a compiled step keep their references to the same tensors). False (and nothing changed)
     where the state does not fit this stack."""
-    why = mismatch(session, state)
+    why = mismatch(attempt, state)
     if why is not None:
-        session.hooks.reject(why)
+        attempt.hooks.reject(why)
         return False
-    stack, opt = session.stack, session.stack.opt
+    stack, opt = attempt.stack, attempt.stack.opt
     stack.model.load_state_dict(state["model"], strict=True)
     opt.step_count = int(state["opt"]["step_count"])
     if opt.kind == "adam":
@@ -195,18 +195,18 @@ def restore(session: Session, state: dict[str, Any]) -> bool:
         stack.shufflers[s].set_state(rng)
     torch.set_rng_state(state["global_rng"])
     for k, t in state["losses"].items():
-        mine = getattr(session.losses, k)
+        mine = getattr(attempt.losses, k)
         if mine is not None and t is not None:
             mine.copy_(t)
-    div = session.divergence
+    div = attempt.divergence
     div.diverged.copy_(state["divergence"]["diverged"])
     div.at[:] = state["divergence"]["at"]
     div.checked = int(state["divergence"]["checked"])
     for k, tensors in state["logs"].items():
         for a, t in tensors.items():
-            getattr(session.logs[k], a).copy_(t)
+            getattr(attempt.logs[k], a).copy_(t)
     total = state["total"]
-    session.position = (int(state["epoch"]), int(state["step"]),
+    attempt.position = (int(state["epoch"]), int(state["step"]),
                         total.to(stack.device) if total is not None else None)
-    session.elapsed = float(state["elapsed"])
+    attempt.elapsed = float(state["elapsed"])
     return True

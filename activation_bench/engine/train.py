@@ -149,7 +149,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     if preact is not None:
         preact.add(0, stack.model, stack.x)  # at initialisation
     divergence = _Divergence.none(m, stack.device)
-    run = checkpoint.Session(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact}, epochs,
+    run = checkpoint.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact}, epochs,
                              start) if hooks is not None else None
     done = run.resume() if run is not None else 0
     for epoch in range(done, epochs):
@@ -303,7 +303,7 @@ class _Losses:
         return {k: (t[:done].T.cpu().tolist() if t is not None else None) for k, t in cols.items()}
 
 
-def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.Session | None = None) -> torch.Tensor:
+def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.Attempt | None = None) -> torch.Tensor:
     """One pass over the training set; returns the members' losses [M] (the mean over minibatches).
     Where the gradient log is due, the epoch's last batch is logged. With `run`, a checkpoint may
     be saved between steps, and a resumed epoch starts at the step it stopped at."""
