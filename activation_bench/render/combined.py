@@ -101,23 +101,35 @@ def _order(parts: Sequence[tuple[str, CompareResult]], cols: Sequence[str]) -> l
     return keys
 
 
-def to_markdown(parts: Sequence[tuple[str, CompareResult]], title: str, where: str = "table") -> str:
-    """A markdown table (groups down, each comparison's columns across) and what each part is."""
+def grid(parts: Sequence[tuple[str, CompareResult]], where: str = "table") -> tuple[list[str], int, list[list[str]],
+                                                                                list[str]]:
+    """The table as text: headers, how many of them are group columns, the rows' cells, and a
+    note per part saying what it is (the markdown and the study page both show these)."""
     cols = _groups(parts, where)
     rows = [_rows(res, cols) for _, res in parts]
     heads = [*cols, *(h for name, res in parts for h in _headers(res, name))]
-    lines = [f"**{_md_escape(title)}**", "", "| " + " | ".join(_md_escape(h) for h in heads) + " |",
-             "|" + "|".join([":---"] * len(cols) + ["---:"] * (len(heads) - len(cols))) + "|"]
+    body = []
     for key in _order(parts, cols):
         cells = list(key)
         for (_, res), by_key in zip(parts, rows):
             cells += _cells(res, by_key.get(key))
-        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
-    lines.append("")
+        body.append(cells)
+    notes = []
     for name, res in parts:
         base = f", paired vs {res.baseline[0]}={res.baseline[1]}" if res.baseline is not None else ""
-        lines.append(f"- {_md_escape(name)}: {res.metric.label} of {res.loss}{base}; {_md_escape(res.methods[0])}")
-    lines.append("- Each part's method notes and warnings are in its own table; * = both Holm-corrected p < 0.05.")
+        notes.append(f"{name}: {res.metric.label} of {res.loss}{base}; {res.methods[0]}")
+    notes.append("Each part's method notes and warnings are in its own table; * = both Holm-corrected p < 0.05.")
+    return heads, len(cols), body, notes
+
+
+def to_markdown(parts: Sequence[tuple[str, CompareResult]], title: str, where: str = "table") -> str:
+    """A markdown table (groups down, each comparison's columns across) and what each part is."""
+    heads, n_groups, body, notes = grid(parts, where)
+    lines = [f"**{_md_escape(title)}**", "", "| " + " | ".join(_md_escape(h) for h in heads) + " |",
+             "|" + "|".join([":---"] * n_groups + ["---:"] * (len(heads) - n_groups)) + "|"]
+    lines += ["| " + " | ".join(_md_escape(c) for c in cells) + " |" for cells in body]
+    lines.append("")
+    lines += [f"- {_md_escape(n)}" for n in notes]
     return "\n".join(lines) + "\n"
 
 

@@ -61,6 +61,14 @@ def _columns(res: RankResult) -> list[tuple[str, Any, bool]]:
     ]
 
 
+def cells(res: RankResult) -> tuple[list[str], list[bool], list[list[str]]]:
+    """The human table as text: headers, which columns are right-aligned, and the rows' cells (for
+    the HTML pages)."""
+    cols = _columns(res)
+    rows = [[fn(r) for _, fn, _ in cols] for _, r in res.table.iterrows()]
+    return [h for h, _, _ in cols], [right for _, _, right in cols], rows
+
+
 def rich_table(res: RankResult) -> Any:
     from rich import box
     from rich.table import Table

@@ -8,11 +8,8 @@ activations' shapes (`shapes=True`), inside `_shapes`.
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,9 @@ from activation_bench.analysis.stats import group_index, t_half_width
 from activation_bench.analysis.tune import TuneSpec
 from activation_bench.errors import UsageError
 from activation_bench.render import tables
+from activation_bench.render.report_tables import compare_table
 from activation_bench.render.report_tuning import tuning_section
+from activation_bench.render.svg import svg  # report.svg: tests leave the drawing out through this name
 
 SUFFIXES = (".html", ".htm")
 DEFAULT_NAME = "report.html"
@@ -58,113 +57,6 @@ def check_output(output: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# compare tables
-
-
-def _cell(text: str, *values: tuple[str, Any], num: bool = True) -> dict[str, Any]:
-    """A table cell: the formatted text, and the raw numbers it shows (as data-key/data-value)."""
-    return {"text": text, "values": [(k, "" if v is None else repr(v)) for k, v in values], "num": num}
-
-
-def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
-    """Cells of one row of `tables.to_json`'s rows (raw numbers, None where undefined)."""
-    if res.scale == ACCURACY:
-        return _accuracy_cells(row, res)
-    f, is_loss = tables.fmt_num, res.metric.is_loss
-    cells = _first_cells(row, res)
-    if not is_loss:
-        cells.append(_cell(tables.fmt_int(row["n_not_reached"]), ("n_not_reached", row["n_not_reached"])))
-    center = "geo_mean" if is_loss else "mean"
-    cells.append(_cell(f(row[center], 4), (center, row[center])))
-    ci = "-" if row["ci_low"] is None else f"{f(row['ci_low'])}–{f(row['ci_high'])}"
-    cells.append(_cell(ci, ("ci_low", row["ci_low"]), ("ci_high", row["ci_high"])))
-    cells.append(_cell(f(row["median"], 4), ("median", row["median"])))
-    if res.baseline is None:
-        return cells
-    if row.get("is_baseline"):
-        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False)]
-    cells += [
-        _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
-        _cell(f(row["mean_diff"]), ("mean_diff", row["mean_diff"])),
-        _cell(f(row["ratio"]), ("ratio", row["ratio"])),
-        *_test_cells(row),
-    ]
-    return cells
-
-
-def _first_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
-    """The group's labels, tuned values, n and diverged runs."""
-    cells = [_cell(str(row[c]), num=False) for c in res.group_cols]
-    cells += [_cell(str(row[k]), (k, row[k])) for k in res.tuned_keys]
-    cells.append(_cell(tables.fmt_int(row["n"]), ("n", row["n"])))
-    cells.append(_cell(tables.fmt_int(row["n_diverged"]), ("n_diverged", row["n_diverged"])))
-    return cells
-
-
-def _test_cells(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Win rate, Holm-corrected p-values, d_z and the significance mark."""
-    return [
-        _cell(tables.fmt_pct(row["win_rate"]), ("win_rate", row["win_rate"])),
-        _cell(f"{tables.fmt_p(row['p_t_holm'])} / {tables.fmt_p(row['p_wilcoxon_holm'])}",
-              ("p_t_holm", row["p_t_holm"]), ("p_wilcoxon_holm", row["p_wilcoxon_holm"])),
-        _cell(tables.fmt_num(row["d_z"], 2), ("d_z", row["d_z"])),
-        _cell("*" if row.get("significant") else "", num=False),
-    ]
-
-
-def _pct(x: Any) -> str:
-    """An accuracy (a fraction) in percent, two decimals."""
-    return "-" if x is None else f"{100 * x:.2f}"
-
-
-def _pp(x: Any) -> str:
-    """A difference in percentage points, signed."""
-    return "-" if x is None else f"{x:+.2f}"
-
-
-def _accuracy_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
-    """An accuracy row: mean, CI and median in % (data-* keep compare's fractions); against the
-    baseline the mean paired difference in percentage points and its 95% interval."""
-    cells = _first_cells(row, res)
-    cells.append(_cell(_pct(row["mean"]), ("mean", row["mean"])))
-    ci = "-" if row["ci_low"] is None else f"{_pct(row['ci_low'])}–{_pct(row['ci_high'])}"
-    cells.append(_cell(ci, ("ci_low", row["ci_low"]), ("ci_high", row["ci_high"])))
-    cells.append(_cell(_pct(row["median"]), ("median", row["median"])))
-    if res.baseline is None:
-        return cells
-    if row.get("is_baseline"):
-        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False)]
-    ci = "-" if row["diff_lo_pp"] is None else f"{_pp(row['diff_lo_pp'])} to {_pp(row['diff_hi_pp'])}"
-    return [*cells, _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
-            _cell(_pp(row["diff_pp"]), ("diff_pp", row["diff_pp"])),
-            _cell(ci, ("diff_lo_pp", row["diff_lo_pp"]), ("diff_hi_pp", row["diff_hi_pp"])), *_test_cells(row)]
-
-
-def _headers(res: cmp.CompareResult) -> list[str]:
-    heads = [*res.group_cols, *[f"{k} (tuned)" for k in res.tuned_keys], "n", "diverged"]
-    if res.scale == ACCURACY:
-        heads += [f"mean {res.loss} %", "95% CI", "median %"]
-        return heads + (["pairs", "Δpp", "95% CI of Δpp", "win", "p Holm t / W", "d_z", "sig"]
-                        if res.baseline is not None else [])
-    is_loss = res.metric.is_loss
-    heads += [] if is_loss else ["not reached"]
-    heads += ["geo mean" if is_loss else "mean epochs", "95% CI", "median"]
-    if res.baseline is not None:
-        heads += ["pairs", "Δlog10" if is_loss else "Δepochs", "ratio", "win", "p Holm t / W", "d_z", "sig"]
-    return heads
-
-
-def compare_table(res: cmp.CompareResult) -> dict[str, Any]:
-    """One compare table for the template, built from `tables.to_json(res)` (compare's JSON)."""
-    doc = json.loads(tables.to_json(res))
-    rows = [{"cells": _row_cells(r, res), "baseline": bool(r.get("is_baseline")), "sig": bool(r.get("significant"))}
-            for r in doc["rows"]]
-    return {"metric": doc["metric"], "loss": doc["loss"], "headers": _headers(res), "rows": rows,
-            "notes": tables.row_notes(res), "methods": doc["methods"], "warnings": doc["warnings"], "json": doc,
-            "budget": tables.budget_lines(res)}
-
-
-# ---------------------------------------------------------------------------------------------
 # the summary in words
 
 
@@ -189,9 +81,9 @@ def finding(table: dict[str, Any], res: cmp.CompareResult) -> dict[str, Any] | N
     best = min(rows, key=lambda r: (r["p_t_holm"] if r["p_t_holm"] is not None else 2.0, -abs(r["d_z"] or 0.0)))
     is_loss, f = res.metric.is_loss, tables.fmt_num
     if res.scale == ACCURACY:  # compare gives the interval of the difference in percentage points
-        effect = f"{_pp(best['diff_pp'])} percentage points of {res.loss} against the baseline"
+        effect = f"{tables.fmt_pp(best['diff_pp'])} percentage points of {res.loss} against the baseline"
         interval = None if best["diff_lo_pp"] is None else \
-            f"{_pp(best['diff_lo_pp'])} to {_pp(best['diff_hi_pp'])} points"
+            f"{tables.fmt_pp(best['diff_lo_pp'])} to {tables.fmt_pp(best['diff_hi_pp'])} points"
     elif is_loss:
         ci = _ci_of_effect(best)
         effect = f"{f(best['ratio'])}x the baseline's geometric-mean {res.loss}"
@@ -248,32 +140,14 @@ def ranking(loaded: Loaded, res: cmp.CompareResult, tune: TuneSpec | None = None
         rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss, tune=tune)
     except UsageError as exc:
         return {"svg": None, "caption": "", "headers": [], "rows": [], "notes": [f"not ranked: {exc}"]}
-    cols = rank_tables._columns(rr)
-    rows = [[fn(r) for _, fn, _ in cols] for _, r in rr.table.iterrows()]
+    headers, _, rows = rank_tables.cells(rr)
     return {"svg": svg(rank_tables.draw_cd(rr), "ranking", tight=True), "caption": rank_tables._title(rr),
-            "headers": [h for h, _, _ in cols], "rows": rows,
+            "headers": headers, "rows": rows,
             "notes": [*rank_tables.summary_lines(rr), *rr.methods, *rank_tables.budget_lines(rr), *rr.all_warnings]}
 
 
 # ---------------------------------------------------------------------------------------------
 # figures
-
-
-def svg(fig: Any, prefix: str, tight: bool = False) -> str:
-    """A matplotlib figure as an inline <svg> element: no XML prolog or DOCTYPE, no metadata, and
-    every id prefixed so several figures can share one page."""
-    import matplotlib
-
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "actbench"}):
-        # curves and shapes use the constrained layout: no bbox_inches="tight" there (a second full draw)
-        fig.savefig(buf, format="svg", bbox_inches="tight" if tight else None,
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    text = buf.getvalue()
-    text = text[text.index("<svg"):]
-    text = re.sub(r'\bid="', f'id="{prefix}-', text)
-    text = text.replace("url(#", f"url(#{prefix}-").replace('xlink:href="#', f'xlink:href="#{prefix}-')
-    return text.replace('<svg xmlns:xlink', f'<svg role="img" aria-label="{prefix}" xmlns:xlink', 1)
 
 
 PAIRED = {"val_loss": "val_acc", "test_loss": "test_acc"}  # the accuracy drawn beside a split's loss

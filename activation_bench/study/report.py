@@ -20,12 +20,11 @@ def _image(name: str, content: str | bytes) -> dict[str, Any]:
     if name.endswith(".svg"):
         import re
 
+        from activation_bench.render.svg import inline
+
         text = content.decode("utf-8") if isinstance(content, bytes) else content
-        text = text[text.index("<svg"):]
-        prefix = re.sub(r"[^A-Za-z0-9-]", "-", name)
-        text = re.sub(r'\bid="', f'id="{prefix}-', text)
-        text = text.replace("url(#", f"url(#{prefix}-").replace('xlink:href="#', f'xlink:href="#{prefix}-')
-        return {"name": name, "svg": Markup(text), "uri": None, "pdf": False}
+        return {"name": name, "svg": Markup(inline(text, re.sub(r"[^A-Za-z0-9-]", "-", name))), "uri": None,
+                "pdf": False}
     data = content if isinstance(content, bytes) else content.encode()
     kind = "image/png" if name.endswith(".png") else "application/pdf"
     return {"name": name, "svg": None, "uri": f"data:{kind};base64,{base64.b64encode(data).decode()}",
@@ -35,20 +34,16 @@ def _image(name: str, content: str | bytes) -> dict[str, Any]:
 def _rank_table(res: Any) -> dict[str, Any]:
     from activation_bench.render import rank_tables
 
-    cols = rank_tables._columns(res)
-    rows = [[fn(r) for _, fn, _ in cols] for _, r in res.table.iterrows()]
-    return {"headers": [h for h, _, _ in cols], "right": [right for _, _, right in cols], "rows": rows,
+    headers, right, rows = rank_tables.cells(res)
+    return {"headers": headers, "right": right, "rows": rows,
             "lines": [*rank_tables.summary_lines(res), *rank_tables.budget_lines(res)]}
 
 
 def _combined(parts: list[tuple[str, Any]], title: str, where: str) -> dict[str, Any]:
     from activation_bench.render import combined
 
-    text = combined.to_markdown(parts, title, where)
-    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
-    cells = [[c.strip().replace("\\|", "|") for c in ln.strip("|").split(" | ")] for ln in lines]
-    notes = [ln[2:] for ln in text.splitlines() if ln.startswith("- ")]
-    return {"title": title, "headers": cells[0], "rows": cells[2:], "notes": notes}
+    headers, _, rows, notes = combined.grid(parts, where)
+    return {"title": title, "headers": headers, "rows": rows, "notes": notes}
 
 
 def shown(path: Path) -> str:
