@@ -255,3 +255,30 @@ def test_every_shipped_study_is_planned_by_its_docs():
     planned = {ex.argv[2] for ex in EXAMPLES.values() if ex.argv[:2] == ["study", "run"]}
     assert len(SHIPPED) >= 8
     assert {str(p.relative_to(ROOT)) for p in SHIPPED} <= planned
+
+
+def test_critical_difference_diagram_is_the_same_bytes_in_every_process(tmp_path):
+    """scikit-posthocs orders its crossbars by string hashing; the diagram must not depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np, pandas as pd, sys\n"
+        "from activation_bench.analysis.loading import load\n"
+        "from activation_bench.analysis import rank as rk\n"
+        "from activation_bench.render import rank_tables\n"
+        "from activation_bench.study.outputs import image\n"
+        "rows = [dict(task=t, activation=a, seed=s, epoch=1, train_loss=float(1 + 0.01 * i + 0.001 * s + 0.1 * t))\n"
+        "        for t in range(6) for i, a in enumerate('abcdefgh') for s in range(3)]\n"
+        "pd.DataFrame(rows).to_csv(sys.argv[1], index=False)\n"
+        "res = rk.rank(load([sys.argv[1]]), 'final', 'activation', ['task'])\n"
+        "sys.stdout.write(image(rank_tables.draw_cd(res), 'svg').decode())\n"
+    )
+    out = []
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "r.csv")], capture_output=True,
+                              text=True, env=env, check=True)
+        out.append(done.stdout)
+    assert out[0] == out[1] == out[2] and "<svg" in out[0]

@@ -168,10 +168,21 @@ def draw_cd(res: RankResult, fig: Any = None) -> Any:
         ranks, p, alpha=res.alpha, ax=ax, label_fmt_left="{label} ({rank:.2f})",
         label_fmt_right="({rank:.2f}) {label}", label_props={"fontsize": 8},
         text_h_margin=0.02 * max(k - 1, 1), crossbar_props={"color": "k", "linewidth": 2.5, "alpha": 0.8})
+    _sorted_crossbars(ax)
     _cd_bar(ax, res.critical_difference, k)
     ax.set_title(f"{res.by}: mean rank over {len(res.scores)} tasks, 1 = best ({res.metric.label} {res.loss}; "
                  f"bars: cannot be told apart, {res.posthoc} at alpha {res.alpha:g})", fontsize=9)
     return fig
+
+
+def _sorted_crossbars(ax: Any) -> None:
+    """scikit-posthocs draws each crossbar through a set of ranks, in an order that changes from
+    process to process (string hashing): sort each horizontal line's points, the same picture,
+    so a figure is the same bytes every time."""
+    for line in ax.get_lines():
+        x, y = line.get_data()
+        if len(x) > 2 and len(set(map(float, y))) == 1:
+            line.set_data(sorted(x), y)
 
 
 def _cd_bar(ax: Any, cd: float, k: int) -> None:
