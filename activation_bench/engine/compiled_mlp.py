@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from activation_bench.engine import grouped, norm
+from activation_bench.engine import fused, grouped, norm
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 
@@ -156,8 +156,31 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
 
 def acts_of(model: Any) -> list[Act]:
     """Each slice's activation as a plain function of its input (the same module in every layer:
-    the compiled engine takes no per-layer modules)."""
-    return [grouped.functional(s.module) for s in model.slices]
+    the compiled engine takes no per-layer modules): form()'s where it has one."""
+    return [form(s.module) or grouped.functional(s.module) for s in model.slices]
+
+
+def form(module: torch.nn.Module) -> Act | None:
+    """A faster formula of the module's forward for inductor, or None (the module's own). Their
+    gradients are autograd's of these ops, which inductor fuses with the forward into one loop.
+    Measured in the compiled step (2026-11-26, one thread, [32, 128, 64], forward and backward):
+    Mish 1,630 -> 250 us (torch's decomposition: tanh, log1p, exp, and more for its derivative;
+    here one exp), exact GELU 333 -> 242 us, Tanh 456 -> 262 us (its expm1 form)."""
+    kind = type(module)
+    if kind is torch.nn.Mish:
+        return fused._mish_value
+    if kind is torch.nn.GELU and module.approximate == "none":
+        return fused._gelu_value
+    if kind is torch.nn.Tanh:
+        return tanh
+    return None
+
+
+def tanh(h: torch.Tensor) -> torch.Tensor:
+    """tanh(h) = expm1(2h) / (expm1(2h) + 2): one expm1 (accurate near 0); clamped at |h| = 20,
+    where tanh is 1 in float32 and float64 alike, before expm1(2h) overflows."""
+    e = torch.expm1(h.clamp(-20.0, 20.0) * 2.0)
+    return e / (e + 2.0)
 
 
 def running_of(model: Any) -> list[torch.Tensor]:
