@@ -24,6 +24,7 @@ the stack's own shapes (benchmarks/roofline.py says how FLOPs are counted).
 
 Usage:
     python benchmarks/classification_throughput.py [--epochs 20] [--seeds 30] [--repeat 3] [--engine compiled]
+    python benchmarks/classification_throughput.py --jobs 2   # the sweep as 2 processes of one thread each
     python benchmarks/classification_throughput.py --quick      # a smoke run: 4 seeds, 2 epochs, 1 round
 """
 

@@ -108,6 +108,9 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
     ap.add_argument("--quick", action="store_true", help="a smoke run: a few seeds and epochs, 1 round")
     ap.add_argument("--engine", default="eager", help="actbench's engine= (eager, compiled, auto)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="with N > 1 the sweep runs as N processes (--launcher joblib --jobs N), each with "
+                         "cores / N threads")
     ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_worker:
@@ -125,7 +128,8 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     print(header())
     print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(acts)} "
-          f"activations x {args.seeds} seeds x {args.epochs} epochs, {what}, engine={args.engine}")
+          f"activations x {args.seeds} seeds x {args.epochs} epochs, {what}, engine={args.engine}, "
+          f"{args.jobs} sweep process{'es' if args.jobs > 1 else ''}")
     sweep_steps = len(acts) * args.seeds * args.epochs * -(-3200 // batch)
     worker = [sys.executable, script, "--plain-worker", "--plain-seeds", str(args.plain_seeds),
               "--epochs", str(args.epochs)]
@@ -136,7 +140,8 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
                 "shuffle=true", f"epochs={epochs}", f"engine={args.engine}", *overrides]
 
     def sweep_cmd(runs: str, epochs: int = args.epochs) -> list[str]:
-        return [*actbench, "sweep", "--runs-dir", runs, "-q", *grid(epochs)]
+        jobs = ["--launcher", "joblib", "--jobs", str(args.jobs)] if args.jobs > 1 else []
+        return [*actbench, "sweep", "--runs-dir", runs, "-q", *jobs, *grid(epochs)]
 
     args.sweep_steps = sweep_steps
     short = max(1, args.epochs // 5)
