@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench.cfg import model_name
-from activation_bench.engine import activations, compiled_mlp, fused, grouped
+from activation_bench.engine import activations, compile_store, compiled_mlp, fused, grouped
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -190,12 +190,24 @@ def _configure_dynamo() -> None:
             setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 512))
     if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):  # an error (so eager), not a silent eager run
         torch._dynamo.config.fail_on_recompile_limit_hit = True
+    compile_store.remember_isa_probes(cache_dir())
 
 
-def _compile(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """torch.compile of the step, whole graph (a seam the tests replace to simulate a failure)."""
+def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any],
+             external: dict[str, Any]) -> compile_store.Shapes:
+    """The step or evaluation compiled per batch shape (a seam the tests replace to simulate a failure)."""
     _configure_dynamo()
-    return torch.compile(fn, fullgraph=True, dynamic=False)  # static shapes: one graph per batch shape
+    return compile_store.Shapes(fn, role, config, external, cache_dir())
+
+
+def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
+    """What shapes a stack's compiled code beside its tensors' shapes: every member's activation (in
+    stack order), the model's settings, the optimiser's constants (compile_store.identity)."""
+    model, opt, first = stack.model, stack.opt, stack.ordered[0]
+    return {"activations": [c.activation for c in stack.ordered], "sizes": sizes, "n_out": model.n_out,
+            "model": {k: v for k, v in first.model.items() if not k.startswith("init")},
+            "optimizer": [opt.kind, opt.beta1, opt.beta2, opt.eps], "classify": stack.classify,
+            "plain": _plain(model)}
 
 
 def _plain(model: Any) -> bool:
@@ -220,16 +232,20 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     model, opt = stack.model, stack.opt
     sizes = [s.stop - s.start for s in model.slices]
     lay = compiled_mlp.layout(model, opt.params)
+    config = _identity(stack, sizes)
+    external = {f"activation{i}": s.module for i, s in enumerate(model.slices)}  # not saved: the stack's own
     if _plain(model):
         rules = [_rule(s.module) for s in model.slices]
-        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps))
+        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps),
+                      "step", config, external)
     else:
         fn = _compile(compiled_mlp.step_function(compiled_mlp.acts_of(model), sizes, lay, model, opt.kind,
-                                                 (opt.beta1, opt.beta2), opt.eps))
+                                                 (opt.beta1, opt.beta2), opt.eps), "step", config, external)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(compiled_mlp.eval_function(compiled_mlp.acts_of(model), sizes, lay, model, stack.classify))
+    evaluate = _compile(compiled_mlp.eval_function(compiled_mlp.acts_of(model), sizes, lay, model, stack.classify),
+                        "evaluate", config, external)
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
@@ -244,11 +260,11 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         copies = [[t.clone() for t in group] for group in (params, m, v, running)]
         # masks of ones, not drawn: the members' dropout streams must not advance before training
         ones = [torch.ones_like(t) for t in compiled_mlp.masks(model, xb, draw=False)]
-        fn(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
+        fn.check(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
         for split in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None):
             if split is not None:
-                evaluate(params, running, *split)
+                evaluate.check(params, running, *split)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
