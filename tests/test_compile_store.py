@@ -33,6 +33,10 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     ]
     with torch.no_grad():
         others.append(compile_store.identity("step", config, ([x], x, y)))  # grad mode is a guard
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(max_autotune=not inductor_config.max_autotune):
+        others.append(compile_store.identity("step", config, ([x], x, y)))  # inductor's settings
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)
     try:
@@ -134,3 +138,25 @@ def test_saved_and_loaded_functions_give_torch_compiles_bits(grid, tmp_path, mon
     assert again[0] == reference[0] and all(torch.equal(a, b) for a, b in zip(again[2], reference[2]))
     data, head = files[0].read_bytes(), len(compile_store.MAGIC) + 64
     assert data[:head] == compile_store.MAGIC + hashlib.sha256(data[head:]).hexdigest().encode()  # rewritten whole
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_cyclic_collector_pauses_while_a_stack_compiles_and_runs_again_after(monkeypatch, fails):
+    import gc
+
+    from tests.conftest import TINY
+
+    seen: list[bool] = []
+
+    def build(stack, batches):
+        seen.append(gc.isenabled())
+        if fails:
+            raise RuntimeError("simulated")
+        return "built"
+
+    monkeypatch.setattr(compiled, "build", build)
+    stack = train._build(compose_many(expand(["engine=compiled", *TINY]).members))
+    assert gc.isenabled()
+    engine, step = compiled.prepare(stack, "compiled", "requested", 1, None)
+    assert seen == [False] and gc.isenabled()
+    assert (engine, step) == (("eager", None) if fails else ("compiled", "built"))

@@ -83,9 +83,13 @@ def _tensors(value: Any) -> list[Any]:
 
 def identity(role: str, config: Mapping[str, Any], args: tuple) -> str:
     """The digest that names one compiled function: its role and configuration (plain data),
-    its arguments' tensors (shape, stride, dtype, device), the engine's source, torch, Python, the
-    thread count and the CPU."""
+    its arguments' tensors (shape, stride, dtype, device), the engine's source, inductor's settings
+    (as its own cache keys them: TORCHINDUCTOR_* variables change them), torch, Python, the thread
+    count and the CPU."""
+    import torch._inductor.config as inductor_config
+
     parts = {"role": role, "config": config, "args": _tensors(args), "engine": _engine_source(),
+             "inductor": inductor_config.save_config_portable(),
              "torch": torch.__version__, "python": sys.version, "threads": torch.get_num_threads(),
              "grad": torch.is_grad_enabled(), "machine": _machine()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
