@@ -4,9 +4,9 @@ One function does a step of a whole stack: the forward, the loss (MSE for a regr
 cross-entropy for a classifier), the hand-written gradient (the closed forms of fused.py) and the
 optimiser's update (Adam written out, its per-step scalars passed in as a tensor, or SGD), and it is compiled
 with `fullgraph=True` by inductor, which fuses the elementwise work of all of them into a few C++
-loops. It is compiled once per stack shape (the members per activation, rows per batch, widths);
-inductor's FX-graph and AOTAutograd caches live in the user cache directory (`cache_dir()`), so the
-same shapes compile once per machine and later processes only re-trace.
+loops. It is compiled once per stack shape (the members per activation, rows per batch, widths)
+and saved whole (compile_store.py, under `cache_dir()`, beside inductor's own caches), so the same
+shapes compile once per machine and later processes load them without tracing again.
 
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
@@ -52,6 +52,11 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # Measured on a quiet 2-core AMD EPYC (2026-11-25, docs/performance.md): a process's compile costs
 # 4-5 s with a warm cache (importing torch._dynamo 1 s, tracing and loading 3.4 s) and 16-21 s
 # with a cold one; the eager engine runs the reference model at 95,000-138,000 model-steps/s.
+# Re-measured 2026-11-26 (commit 0494d3a, the same machine, one thread, load 1-2; performance.md),
+# with compiled functions saved whole (compile_store): warm, a process pays 1.8 s for its first
+# stack and 0.12-0.15 s for each later one (4.1-4.2 s and 0.4-0.5 s before); cold still 15-19 s
+# (C++ compilation), and eager ran the reference model at 65,000-79,000 model-steps/s at one
+# thread (four runs, load 1.5-2.9). The rule charges a cold compile, so it stays as it was.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
 REF_STEPS_PER_S = 100_000.0
@@ -351,7 +356,7 @@ def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | Non
     step = None
     if engine == "compiled":
         # the cyclic collector paused while compiling or loading: importing dynamo and inductor
-        # (about a million objects) set it off 500 times, 0.37-0.39 s of a first stack's 2.1 s
+        # (200,000 more tracked objects) set it off 540 times, 0.37-0.39 s of a first stack's 2.1 s
         # (2026-11-26, one thread); paused, a loaded stack leaves about 6,000 cyclic objects and a
         # cold compile 250,000 (RSS +27 MB), collected once it runs again
         enabled = gc.isenabled()
