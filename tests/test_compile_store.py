@@ -128,6 +128,7 @@ def test_saved_and_loaded_functions_give_torch_compiles_bits(grid, tmp_path, mon
 
     with monkeypatch.context() as m:
         m.setattr(compile_store, "compile_and_save", no_compile)
+        m.setattr(torch, "compile", no_compile)
         loaded = _train_stack(GRIDS[grid], epochs=3)  # every function loaded from its file
     for got in (saved, loaded):
         assert got[0] == reference[0] and got[1] == reference[1]
@@ -138,6 +139,27 @@ def test_saved_and_loaded_functions_give_torch_compiles_bits(grid, tmp_path, mon
     assert again[0] == reference[0] and all(torch.equal(a, b) for a, b in zip(again[2], reference[2]))
     data, head = files[0].read_bytes(), len(compile_store.MAGIC) + 64
     assert data[:head] == compile_store.MAGIC + hashlib.sha256(data[head:]).hexdigest().encode()  # rewritten whole
+
+
+def test_a_graph_aot_compile_fails_on_takes_torch_compile_once_per_function(tmp_path, monkeypatch):
+    compiled_by: list[str] = []
+
+    def aot_fails(fn, args, root, key, external):
+        compiled_by.append("aot")
+        raise RuntimeError("simulated")
+
+    def plain(fn, **options):
+        compiled_by.append("torch.compile")
+        return fn
+
+    monkeypatch.setattr(compile_store, "compile_and_save", aot_fails)
+    monkeypatch.setattr(torch, "compile", plain)
+    shapes = compile_store.Shapes(lambda w, x, y: (w * x).sum() + y.sum(), "step", {}, {}, str(tmp_path))
+    w = torch.ones(3)
+    assert shapes.check(w, torch.ones(2, 3), torch.ones(2)) == 8.0
+    assert shapes.check(w, torch.ones(4, 3), torch.ones(4)) == 16.0
+    assert compiled_by == ["aot", "torch.compile", "aot"]  # one torch.compile serves every shape
+    assert shapes(w, torch.ones(2, 3), torch.zeros(2)) == 6.0 and len(compiled_by) == 3  # dispatched, not compiled
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -1,18 +1,21 @@
 """What the compiled engine keeps between processes, so that a process skips the fixed costs of
 compiling: each compiled function saved whole by torch's `aot_compile` (its traced graph, guards and
-C++ code), and the CPU probes inductor runs before it picks a vector instruction set.
+inductor's generated code; the C++ libraries stay in inductor's cache), and the CPU probes inductor
+runs before it picks a vector instruction set.
 
 Measured (2026-11-26, 2-core AMD EPYC, torch 2.13 CPU, one thread, warm caches; docs/performance.md):
 the first stack of the MNIST-1D classification grid (depth 2, batch 128; a step and two
 evaluation shapes) took 4.0-4.6 s to prepare through torch.compile's caches, of which 1.0-1.7 s was
-inductor's probes (a C++ build check, then a child Python that loads the library, for each of five
-instruction sets) and about 1 s dynamo's tracing; each later stack 0.43-0.50 s, all tracing.
+inductor's probes (a C++ build check, then a child Python that loads the library: six of them)
+and about 1 s dynamo's tracing; each later stack 0.43-0.50 s, mostly tracing. Loaded instead:
+1.8 s and 0.12-0.15 s, the same bits (tests/test_compile_store.py).
 
 An artifact is found by a digest of everything that shapes its code (`identity`): the function's
 role and the stack's configuration (activations, model, optimiser), its inputs' shapes, strides and
-dtypes, the engine's source, torch and Python versions, the thread count and the CPU. A file that
-does not load (corrupt, truncated, another torch) is ignored: the function is compiled again and the
-file rewritten. Files are written whole (a temporary file renamed), so a reader never sees half of one.
+dtypes, the engine's source, inductor's settings, torch and Python versions, the thread count and
+the CPU. A file that does not load (corrupt, truncated, another torch) is ignored: the function is
+compiled again and the file rewritten. Files are written whole (a temporary file renamed), so a
+reader never sees half of one. A graph aot_compile cannot take is compiled by torch.compile.
 """
 
 from __future__ import annotations
@@ -149,46 +152,52 @@ class Shapes:
     """fn compiled once per shape of its last two arguments (a batch's inputs and targets: every
     other argument is the same tensors in every call), each loaded from compile_store where an
     earlier process saved it, else compiled by aot_compile (whole graph, static shapes) and saved.
-    Where this torch cannot save compiled functions: one torch.compile, whose guards pick the graph."""
+    Where this torch cannot save compiled functions, or aot_compile fails on a graph: one
+    torch.compile, whose guards pick the graph (the same code, so the same bits)."""
 
     def __init__(self, fn: Callable[..., Any], role: str, config: Mapping[str, Any], external: dict[str, Any],
                  root: str) -> None:
         self.fn, self.role, self.config, self.external, self.root = fn, role, config, external, root
         self.by_shape: dict[tuple, Callable[..., Any]] = {}
-        self.whole = None if available() else torch.compile(fn, fullgraph=True, dynamic=False)
+        self.saving = available()
+        self.whole: Callable[..., Any] | None = None
 
     def check(self, *args: Any) -> Any:
         """Compile (or load) for these arguments and run once on them (copies: they are changed).
         A loaded function that fails is compiled again; a compilation that fails raises."""
-        if self.whole is not None:
-            return self.whole(*args)
-        key = identity(self.role, self.config, args)
-        loaded = load(self.root, key, self.external)
-        if loaded is not None:
-            try:
-                out = loaded(*args)
-                self.by_shape[self._shape(args)] = loaded
-                return out
-            except Exception:  # noqa: BLE001, S110 - compiled again below
-                pass
-        compiled = compile_and_save(self.fn, args, self.root, key, self.external)
-        self.by_shape[self._shape(args)] = compiled
-        return compiled(*args)
-
-    @staticmethod
-    def _shape(args: tuple) -> tuple:
-        return args[-2].shape, args[-1].shape
+        return self._obtain(args, trial=True)
 
     def __call__(self, *args: Any) -> Any:
-        if self.whole is not None:
-            return self.whole(*args)
-        fn = self.by_shape.get(self._shape(args))
+        fn = self.by_shape.get((args[-2].shape, args[-1].shape))
         if fn is None:  # a shape build() did not see: compiled now, as torch.compile would
-            key = identity(self.role, self.config, args)
-            fn = load(self.root, key, self.external) or \
-                compile_and_save(self.fn, args, self.root, key, self.external)
-            self.by_shape[self._shape(args)] = fn
+            return self._obtain(args, trial=False)
         return fn(*args)
+
+    def _obtain(self, args: tuple, trial: bool) -> Any:
+        shape = (args[-2].shape, args[-1].shape)
+        if self.saving:
+            key = identity(self.role, self.config, args)
+            loaded = load(self.root, key, self.external)
+            if loaded is not None:
+                try:
+                    out = loaded(*args)
+                    self.by_shape[shape] = loaded
+                    return out
+                except Exception:  # noqa: BLE001 - compiled again below
+                    if not trial:
+                        raise
+            try:
+                fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key, self.external)
+                out = fn(*args) if trial else None  # type: ignore[misc]
+            except Exception:  # noqa: BLE001 - aot_compile failed on this graph (or its check): torch.compile
+                fn = None
+            if fn is not None:
+                self.by_shape[shape] = fn
+                return out if trial else fn(*args)
+        if self.whole is None:
+            self.whole = torch.compile(self.fn, fullgraph=True, dynamic=False)
+        self.by_shape[shape] = self.whole
+        return self.whole(*args)
 
 
 def remember_isa_probes(root: str) -> None:
