@@ -86,7 +86,7 @@ def test_the_default_engine_says_nothing(runner, runs_dir):
 
 
 def test_a_failed_compilation_falls_back_to_eager_with_one_line_and_a_whole_run(runner, runs_dir, monkeypatch):
-    def fail(fn):
+    def fail(*args):
         raise RuntimeError("simulated failure\nsecond line")
 
     monkeypatch.setattr(compiled, "_compile", fail)

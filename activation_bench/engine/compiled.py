@@ -4,9 +4,9 @@ One function does a step of a whole stack: the forward, the loss (MSE for a regr
 cross-entropy for a classifier), the hand-written gradient (the closed forms of fused.py) and the
 optimiser's update (Adam written out, its per-step scalars passed in as a tensor, or SGD), and it is compiled
 with `fullgraph=True` by inductor, which fuses the elementwise work of all of them into a few C++
-loops. It is compiled once per stack shape (the members per activation, rows per batch, widths);
-inductor's FX-graph and AOTAutograd caches live in the user cache directory (`cache_dir()`), so the
-same shapes compile once per machine and later processes only re-trace.
+loops. It is compiled once per stack shape (the members per activation, rows per batch, widths)
+and saved whole (compile_store.py, under `cache_dir()`, beside inductor's own caches), so the same
+shapes compile once per machine and later processes load them without tracing again.
 
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
@@ -27,6 +27,7 @@ machine, torch and thread count.
 from __future__ import annotations
 
 import ctypes
+import gc
 import math
 import os
 import shutil
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench.cfg import model_name
-from activation_bench.engine import activations, compiled_mlp, fused, grouped
+from activation_bench.engine import activations, compile_store, compiled_mlp, fused, grouped
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -51,6 +52,11 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # Measured on a quiet 2-core AMD EPYC (2026-11-25, docs/performance.md): a process's compile costs
 # 4-5 s with a warm cache (importing torch._dynamo 1 s, tracing and loading 3.4 s) and 16-21 s
 # with a cold one; the eager engine runs the reference model at 95,000-138,000 model-steps/s.
+# Re-measured 2026-11-26 (commit 0494d3a, the same machine, one thread, load 1-2; performance.md),
+# with compiled functions saved whole (compile_store): warm, a process pays 1.8 s for its first
+# stack and 0.12-0.15 s for each later one (4.1-4.2 s and 0.4-0.5 s before); cold still 15-19 s
+# (C++ compilation), and eager ran the reference model at 65,000-79,000 model-steps/s at one
+# thread (four runs, load 1.5-2.9). The rule charges a cold compile, so it stays as it was.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
 REF_STEPS_PER_S = 100_000.0
@@ -195,12 +201,24 @@ def _configure_dynamo() -> None:
             setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 512))
     if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):  # an error (so eager), not a silent eager run
         torch._dynamo.config.fail_on_recompile_limit_hit = True
+    compile_store.remember_isa_probes(cache_dir())
 
 
-def _compile(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """torch.compile of the step, whole graph (a seam the tests replace to simulate a failure)."""
+def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any],
+             external: dict[str, Any]) -> compile_store.Shapes:
+    """The step or evaluation compiled per batch shape (a seam the tests replace to simulate a failure)."""
     _configure_dynamo()
-    return torch.compile(fn, fullgraph=True, dynamic=False)  # static shapes: one graph per batch shape
+    return compile_store.Shapes(fn, role, config, external, cache_dir())
+
+
+def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
+    """What shapes a stack's compiled code beside its tensors' shapes: every member's activation (in
+    stack order), the model's settings, the optimiser's constants (compile_store.identity)."""
+    model, opt, first = stack.model, stack.opt, stack.ordered[0]
+    return {"activations": [c.activation for c in stack.ordered], "sizes": sizes, "n_out": model.n_out,
+            "model": {k: v for k, v in first.model.items() if not k.startswith("init")},
+            "optimizer": [opt.kind, opt.beta1, opt.beta2, opt.eps], "classify": stack.classify,
+            "plain": _plain(model)}
 
 
 def _plain(model: Any) -> bool:
@@ -225,16 +243,20 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     model, opt = stack.model, stack.opt
     sizes = [s.stop - s.start for s in model.slices]
     lay = compiled_mlp.layout(model, opt.params)
+    config = _identity(stack, sizes)
+    external = {f"activation{i}": s.module for i, s in enumerate(model.slices)}  # not saved: the stack's own
     if _plain(model):
         rules = [_rule(s.module) for s in model.slices]
-        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps))
+        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps),
+                      "step", config, external)
     else:
         fn = _compile(compiled_mlp.step_function(compiled_mlp.acts_of(model), sizes, lay, model, opt.kind,
-                                                 (opt.beta1, opt.beta2), opt.eps))
+                                                 (opt.beta1, opt.beta2), opt.eps), "step", config, external)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(compiled_mlp.eval_function(compiled_mlp.acts_of(model), sizes, lay, model, stack.classify))
+    evaluate = _compile(compiled_mlp.eval_function(compiled_mlp.acts_of(model), sizes, lay, model, stack.classify),
+                        "evaluate", config, external)
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
@@ -249,11 +271,11 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         copies = [[t.clone() for t in group] for group in (params, m, v, running)]
         # masks of ones, not drawn: the members' dropout streams must not advance before training
         ones = [torch.ones_like(t) for t in compiled_mlp.masks(model, xb, draw=False)]
-        fn(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
+        fn.check(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
         for split in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None):
             if split is not None:
-                evaluate(params, running, *split)
+                evaluate.check(params, running, *split)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
@@ -340,11 +362,20 @@ def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | Non
         return "eager", None
     step = None
     if engine == "compiled":
+        # the cyclic collector paused while compiling or loading: importing dynamo and inductor
+        # (200,000 more tracked objects) set it off 540 times, 0.37-0.39 s of a first stack's 2.1 s
+        # (2026-11-26, one thread); paused, a loaded stack leaves about 6,000 cyclic objects and a
+        # cold compile 250,000 (RSS +27 MB), collected once it runs again
+        enabled = gc.isenabled()
+        gc.disable()
         try:
             step = build(stack, stack.fixed_batches)
         except Exception as e:  # noqa: BLE001 - any failure of compilation falls back to eager
             text = (str(e).strip().splitlines() or [""])[0][:160]
             engine, why = "eager", _fallback(f"compilation failed ({type(e).__name__}: {text})")
+        finally:
+            if enabled:
+                gc.enable()
     if notice is not None:
         notice(f"engine {engine} for a stack of {n_real} member{'s' if n_real != 1 else ''} ({why})")
     return engine, step

@@ -1,0 +1,184 @@
+"""engine=compiled's functions kept between processes (engine/compile_store.py): the digest that
+names an artifact, damaged files ignored, inductor's remembered CPU probes, and (slow: they compile)
+the same bits from a function compiled by torch.compile, compiled by aot_compile and saved, and
+loaded from the saved file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+import torch
+
+from activation_bench.config.compose import compose_many
+from activation_bench.config.grid import expand
+from activation_bench.engine import compile_store, compiled, train
+
+needs_compiler = pytest.mark.skipif(compiled.compiler_missing() is not None, reason="no C++ compiler")
+
+
+def test_the_digest_names_every_input_that_shapes_the_code():
+    x, y = torch.zeros(4, 8, 3), torch.zeros(4, 8, 1)
+    config = {"activations": [{"name": "gelu"}], "sizes": [4]}
+    key = compile_store.identity("step", config, ([x], x, y))
+    assert key == compile_store.identity("step", dict(config), ([x.clone()], x.clone(), y.clone()))
+    others = [
+        compile_store.identity("evaluate", config, ([x], x, y)),
+        compile_store.identity("step", {**config, "activations": [{"name": "relu"}]}, ([x], x, y)),
+        compile_store.identity("step", config, ([x], torch.zeros(4, 9, 3), y)),  # rows
+        compile_store.identity("step", config, ([x], x.double(), y)),  # dtype
+        compile_store.identity("step", config, ([x], x.transpose(1, 2).contiguous().transpose(1, 2), y)),  # strides
+        compile_store.identity("step", config, ([x, x], x, y)),  # one more tensor
+    ]
+    with torch.no_grad():
+        others.append(compile_store.identity("step", config, ([x], x, y)))  # grad mode is a guard
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(max_autotune=not inductor_config.max_autotune):
+        others.append(compile_store.identity("step", config, ([x], x, y)))  # inductor's settings
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        others.append(compile_store.identity("step", config, ([x], x, y)))
+    finally:
+        torch.set_num_threads(threads)
+    assert len({key, *others}) == len(others) + 1
+
+
+def test_a_missing_truncated_or_corrupt_artifact_is_not_loaded(tmp_path):
+    root, key = str(tmp_path), "k"
+    assert compile_store.load(root, key, {}) is None  # none saved
+    path = compile_store.folder(root) / f"{key}.bin"
+    payload = b"not a compiled function"
+    compile_store._write(path, compile_store.MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
+    assert compile_store.load(root, key, {}) is None  # a valid file whose payload does not load
+    compile_store._write(path, path.read_bytes()[:-3])
+    assert compile_store.load(root, key, {}) is None  # truncated: the checksum does not match
+    assert [p.name for p in path.parent.iterdir()] == ["k.bin"]  # written whole: no temporary file left
+
+
+def test_a_successful_cpu_probe_is_remembered_and_a_failed_one_is_not(tmp_path, monkeypatch):
+    from torch._inductor import cpu_vec_isa
+
+    calls: list[str] = []
+
+    def probe(self, output_path: str) -> bool:
+        calls.append(output_path)
+        return "good" in output_path
+
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "_probe_load", probe)
+    compile_store.remember_isa_probes(str(tmp_path))
+    compile_store.remember_isa_probes(str(tmp_path))  # installed once
+    isa = cpu_vec_isa.VecAVX2()
+    good, bad = tmp_path / "good.so", tmp_path / "bad.so"
+    good.write_bytes(b"1")
+    bad.write_bytes(b"1")
+    assert [isa._probe_load(str(p)) for p in (good, good, bad, bad)] == [True, True, False, False]
+    assert calls == [str(good), str(bad), str(bad)]
+    good.write_bytes(b"22")  # another library at the same path: probed again
+    assert isa._probe_load(str(good)) and calls[-1] == str(good) and len(calls) == 4
+
+
+def _train_stack(overrides: list[str], epochs: int) -> tuple[list[str], list[str], list[torch.Tensor]]:
+    """(every step's losses, each epoch's validation loss, as hex; the final parameters and the
+    optimiser's state) of one stack trained through compiled.build."""
+    cfgs = compose_many(expand(["engine=compiled", *overrides]).members)
+    stack = train._build(cfgs)
+    start = [p.detach().clone() for p in stack.opt.params]
+    fns = compiled.build(stack, stack.fixed_batches)
+    losses, val = [], []
+    for _ in range(epochs):
+        for xb, yb in stack.fixed_batches:
+            losses += [v.hex() for v in fns.step(xb, yb).tolist()]
+        with torch.no_grad():
+            val += [v.hex() for v in fns.evaluate(*stack.val)[0].tolist()]
+    state = [p.detach().clone() for p in stack.opt.params]
+    assert not any(torch.equal(a, b) for a, b in zip(start, state))  # trained in place
+    return losses, val, state + [t.clone() for t in (*stack.opt.exp_avgs, *stack.opt.exp_avg_sqs)]
+
+
+GRIDS = {
+    # compiled.py's hand-written step, full batch, regression
+    "plain": ["activation=gelu,relu", "seed=0,1", "data.n_samples=8", "data.n_val=8", "data.input_dim=4",
+              "model.hidden_dim=6", "lr=0.01"],
+    # compiled_mlp.py's step (torch.func.vjp inside), minibatches of two shapes, dropout's masks,
+    # a classifier
+    "deep classifier": ["activation=elu,tanh", "seed=0,1", "data=iris", "model.hidden_dim=6", "model.depth=2",
+                        "model.dropout=0.1", "batch_size=32", "shuffle=true", "lr=0.01"],
+}
+
+
+@pytest.mark.slow
+@needs_compiler
+@pytest.mark.parametrize("grid", GRIDS)
+def test_saved_and_loaded_functions_give_torch_compiles_bits(grid, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    store = compile_store.folder(str(tmp_path))
+    with monkeypatch.context() as m:
+        m.setattr(compile_store, "available", lambda: False)  # torch.compile, as where nothing can be saved
+        reference = _train_stack(GRIDS[grid], epochs=3)
+    assert not list(store.glob("*.bin"))
+    saved = _train_stack(GRIDS[grid], epochs=3)  # compiled by aot_compile, then saved
+    files = sorted(store.glob("*.bin"))
+    assert len(files) >= 2  # a step and an evaluation at least
+
+    def no_compile(*args):
+        raise AssertionError("compiled although saved")
+
+    with monkeypatch.context() as m:
+        m.setattr(compile_store, "compile_and_save", no_compile)
+        m.setattr(torch, "compile", no_compile)
+        loaded = _train_stack(GRIDS[grid], epochs=3)  # every function loaded from its file
+    for got in (saved, loaded):
+        assert got[0] == reference[0] and got[1] == reference[1]
+        assert all(torch.equal(a, b) for a, b in zip(got[2], reference[2]))
+    # a damaged file is compiled again and rewritten, with the same bits
+    files[0].write_bytes(files[0].read_bytes()[: os.path.getsize(files[0]) // 2])
+    again = _train_stack(GRIDS[grid], epochs=3)
+    assert again[0] == reference[0] and all(torch.equal(a, b) for a, b in zip(again[2], reference[2]))
+    data, head = files[0].read_bytes(), len(compile_store.MAGIC) + 64
+    assert data[:head] == compile_store.MAGIC + hashlib.sha256(data[head:]).hexdigest().encode()  # rewritten whole
+
+
+def test_a_graph_aot_compile_fails_on_takes_torch_compile_once_per_function(tmp_path, monkeypatch):
+    compiled_by: list[str] = []
+
+    def aot_fails(fn, args, root, key, external):
+        compiled_by.append("aot")
+        raise RuntimeError("simulated")
+
+    def plain(fn, **options):
+        compiled_by.append("torch.compile")
+        return fn
+
+    monkeypatch.setattr(compile_store, "compile_and_save", aot_fails)
+    monkeypatch.setattr(torch, "compile", plain)
+    shapes = compile_store.Shapes(lambda w, x, y: (w * x).sum() + y.sum(), "step", {}, {}, str(tmp_path))
+    w = torch.ones(3)
+    assert shapes.check(w, torch.ones(2, 3), torch.ones(2)) == 8.0
+    assert shapes.check(w, torch.ones(4, 3), torch.ones(4)) == 16.0
+    assert compiled_by == ["aot", "torch.compile", "aot"]  # one torch.compile serves every shape
+    assert shapes(w, torch.ones(2, 3), torch.zeros(2)) == 6.0 and len(compiled_by) == 3  # dispatched, not compiled
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_cyclic_collector_pauses_while_a_stack_compiles_and_runs_again_after(monkeypatch, fails):
+    import gc
+
+    from tests.conftest import TINY
+
+    seen: list[bool] = []
+
+    def build(stack, batches):
+        seen.append(gc.isenabled())
+        if fails:
+            raise RuntimeError("simulated")
+        return "built"
+
+    monkeypatch.setattr(compiled, "build", build)
+    stack = train._build(compose_many(expand(["engine=compiled", *TINY]).members))
+    assert gc.isenabled()
+    engine, step = compiled.prepare(stack, "compiled", "requested", 1, None)
+    assert seen == [False] and gc.isenabled()
+    assert (engine, step) == (("eager", None) if fails else ("compiled", "built"))
