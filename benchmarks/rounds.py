@@ -25,12 +25,13 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], sweep_steps: int, repeat: int,
                    plain_label: str, sweep_walls: list[float] | None = None,
                    short_cmd: Callable[[str], list[str]] | None = None,
-                   short_walls: list[float] | None = None) -> float:
+                   short_walls: list[float] | None = None, after_sweeps: Callable[[], None] | None = None) -> float:
     """Print a line per path and round and the median ratio; return it. `sweep_cmd(runs_dir)` is the
     sweep's command line; the worker prints its model-steps as the last word of its output. Each
     sweep process's wall time is appended to `sweep_walls` where given. With `short_cmd` (the same
     sweep with fewer epochs) each round also times that, into `short_walls`: the difference is the
-    marginal time of the extra epochs (roofline.py)."""
+    marginal time of the extra epochs (roofline.py); `after_sweeps` is called right after each
+    round's sweeps (to time the ceiling in the same minute)."""
     print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
     ratios = []
     keep = tempfile.mkdtemp(prefix="actbench-bench-")  # kept until the end (see sweep_throughput.py)
@@ -43,6 +44,8 @@ def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], swe
                 sweep_walls.append(wall)
             if short_cmd is not None and short_walls is not None:
                 short_walls.append(timed(short_cmd(os.path.join(keep, f"short{r}")))[0])
+            if after_sweeps is not None:
+                after_sweeps()
             p_wall, out = timed(worker)
             p_steps = int(out.split()[-1])
             rate, base = sweep_steps / wall, p_steps / p_wall
@@ -147,21 +150,32 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     short = max(1, args.epochs // 5)
     walls: list[float] = [] if sweep_walls is None else sweep_walls
     shorts: list[float] = []
+    import roofline  # benchmarks/, beside this script
+
+    stack = roofline.largest_stack(grid()) if widths else 0
+    ceilings: list[float] = []  # timed after each round's sweeps: this VM's rate moves with the minute
+
+    def ceiling() -> None:
+        ceilings.append(roofline.bmm_rate(stack, widths or [], batch))
+
     ratio = sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", walls,
-                           (lambda runs: sweep_cmd(runs, short)) if widths else None, shorts)
+                           (lambda runs: sweep_cmd(runs, short)) if widths else None, shorts,
+                           ceiling if widths else None)
     if widths:
         import statistics
 
-        import roofline  # benchmarks/, beside this script
-
-        stack = roofline.largest_stack(grid())
-        ceiling = roofline.bmm_rate(stack, widths, batch)
         n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
         extra = args.epochs - short
         flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], int(data.y.max()) + 1],
                                         batch, extra * -(-n // batch), n_eval, extra)
-        marginal = statistics.median(w - s for w, s in zip(walls, shorts))
+        margins = [w - s for w, s in zip(walls, shorts)]
+        fractions = [flops / m / 1e9 / c for m, c in zip(margins, ceilings)]
+        marginal, at = statistics.median(margins), statistics.median(ceilings)
+        def join(xs: list[float], fmt: str) -> str:
+            return ", ".join(format(x, fmt) for x in xs)
+        print(f"per round: marginal {join(margins, '.2f')} s; bmm {join(ceilings, '.0f')} GFLOP/s; fraction "
+              f"{join(fractions, '.2f')} (median {statistics.median(fractions):.2f})")
         print(f"marginal: {extra} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less {short} "
-              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling)}; bmm timed on "
-              f"stacks of {stack}; load average {os.getloadavg()[0]:.2f}")
+              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, at)}; bmm timed on "
+              f"stacks of {stack} after each round (median); load average {os.getloadavg()[0]:.2f}")
     return args
