@@ -245,23 +245,22 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     lay = compiled_mlp.layout(model, opt.params)
     config = _identity(stack, sizes)
     external = {f"activation{i}": s.module for i, s in enumerate(model.slices)}  # not saved: the stack's own
-    if _plain(model):
-        rules = [_rule(s.module) for s in model.slices]
-        fn = _compile(_step_function(rules, sizes, model.n_out, opt.kind, (opt.beta1, opt.beta2), opt.eps),
-                      "step", config, external)
+    plain, betas, acts = _plain(model), (opt.beta1, opt.beta2), compiled_mlp.acts_of(model)
+    if plain:
+        step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
     else:
-        fn = _compile(compiled_mlp.step_function(compiled_mlp.acts_of(model), sizes, lay, model, opt.kind,
-                                                 (opt.beta1, opt.beta2), opt.eps), "step", config, external)
+        step_fn = compiled_mlp.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps)
+    fn = _compile(step_fn, "step", config, external)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(compiled_mlp.eval_function(compiled_mlp.acts_of(model), sizes, lay, model, stack.classify),
+    evaluate = _compile(compiled_mlp.eval_function(acts, sizes, lay, model, stack.classify),
                         "evaluate", config, external)
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
     v = list(opt.exp_avg_sqs) if adam else []
-    plain, running = _plain(model), compiled_mlp.running_of(model)
+    running = compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
     for xb, yb in batches:  # compile (and check) every shape before anything trains

@@ -67,10 +67,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
     dim = 1 if kind_norm == "batch" else -1
 
-    def activate(h: torch.Tensor) -> torch.Tensor:
-        if len(acts) == 1:
-            return acts[0](h)
-        return torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+    activate = activation(acts, sizes)
 
     def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                 masks: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -90,7 +87,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             loss = ((a * w2).sum(dim=-1, keepdim=True) + b2[..., :1] - y).square().mean(dim=(1, 2))
         else:
             logits = affine(a, w2, b2)[..., :n_out]
-            loss = logits.log_softmax(dim=-1).gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
+            loss = cross_entropy(logits, y)
         return loss, stats
 
     def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
@@ -123,10 +120,7 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
     depth, n_out, residual = model.depth, model.n_out, model.residual
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
 
-    def activate(h: torch.Tensor) -> torch.Tensor:
-        if len(acts) == 1:
-            return acts[0](h)
-        return torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+    activate = activation(acts, sizes)
 
     def evaluate(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
                  y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,10 +142,22 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
             pred = (a * w2).sum(dim=-1, keepdim=True) + b2[..., :1]
             return (pred - y).square().mean(dim=tuple(range(1, pred.dim()))), torch.zeros_like(pred[:, 0, 0])
         logits = affine(a, w2, b2)[..., :n_out]
-        loss = logits.log_softmax(dim=-1).gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
+        loss = cross_entropy(logits, y)
         return loss, (logits.argmax(dim=-1) == y).to(logits.dtype).mean(dim=1)
 
     return evaluate
+
+
+def activation(acts: list[Act], sizes: list[int]) -> Act:
+    """The stack's activation: each slice's function on its members' rows of h [M, ...]."""
+    if len(acts) == 1:
+        return acts[0]
+    return lambda h: torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+
+
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Each member's mean cross-entropy [M] of logits [M, rows, K] against labels [M, rows]."""
+    return logits.log_softmax(dim=-1).gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
 
 
 def affine(a: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
