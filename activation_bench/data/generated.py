@@ -111,7 +111,9 @@ def _read_cached(path: Path) -> tuple[dict[str, np.ndarray], str] | None:
     return (arrays, digest) if digest == expected else None
 
 
-def _write_atomic(path: Path, write: Any) -> None:
+def write_atomic(path: Path, write: Any) -> None:
+    """write(binary file) into a temporary file beside path, then renamed to path: a reader sees the
+    old file or the whole new one, never half of one (the temporary file is removed on failure)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -127,8 +129,8 @@ def _write_cache(path: Path, arrays: dict[str, np.ndarray], digest: str) -> bool
     the directory cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, lambda fh: np.savez(fh, **arrays))
-        _write_atomic(path.with_name(path.name + ".sha256"), lambda fh: fh.write(f"{digest}\n".encode()))
+        write_atomic(path, lambda fh: np.savez(fh, **arrays))
+        write_atomic(path.with_name(path.name + ".sha256"), lambda fh: fh.write(f"{digest}\n".encode()))
     except OSError:
         return False
     return True

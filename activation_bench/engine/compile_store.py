@@ -27,12 +27,13 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from activation_bench.data.generated import write_atomic
 
 MAGIC = b"actbench-aot-1\n"
 ENGINE_DIR = Path(__file__).resolve().parent
@@ -138,14 +139,7 @@ def compile_and_save(fn: Callable[..., Any], args: tuple, root: str, key: str,
 
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda f: f.write(data))
 
 
 class Shapes:
