@@ -12,7 +12,7 @@ from activation_bench.config.compose import compose
 from activation_bench.config.hashing import config_hash
 from activation_bench.config.saved import compose_saved
 from activation_bench.data.keys import used_keys
-from activation_bench.runs.store import saved_yaml
+from activation_bench.runs.contents import saved_yaml
 
 SOURCES = [
     ["data=normal"], ["data=uniform"], ["data=normal", "data.target=teacher", "data.noise=0.1", "data.n_val=3"],

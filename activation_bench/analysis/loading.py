@@ -20,7 +20,8 @@ import pandas as pd
 from activation_bench.cfg import activation_label
 from activation_bench.data.io import read_table
 from activation_bench.errors import UsageError
-from activation_bench.runs.store import COLUMNS, finished_summary  # COLUMNS: every per-epoch column, in order
+from activation_bench.runs.contents import COLUMNS
+from activation_bench.runs.store import finished_summary  # COLUMNS: every per-epoch column, in order
 
 # classification runs: the share of correctly classified rows, a fraction in [0, 1], higher is better
 ACCURACIES = ("val_acc", "test_acc")

@@ -81,7 +81,7 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
 
     from activation_bench import terminal
     from activation_bench.cfg import activation_label, describe_model, model_name
-    from activation_bench.runs import store
+    from activation_bench.runs.contents import held_out
 
     table = Table(title="run summary", show_header=False)
     table.add_column(no_wrap=True)
@@ -103,7 +103,7 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
         init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
         drop = f", dropout {cfg.model.dropout:g}" if cfg.model.dropout else ""
         rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}{drop}"))
-    held = store.held_out(result)
+    held = held_out(result)
     if held:
         def g(v: float | None) -> str:
             return "n/a" if v is None else f"{v:.6g}"
@@ -366,8 +366,8 @@ CONFIG_HELP = (
 
 def show_config(overrides: OverridesArg = None) -> None:
     from activation_bench.config.compose import compose
-    from activation_bench.runs import store
+    from activation_bench.runs.contents import saved_yaml
 
     with reported():
         cfg = compose(overrides or [])
-    typer.echo(store.saved_yaml(cfg), nl=False)
+    typer.echo(saved_yaml(cfg), nl=False)

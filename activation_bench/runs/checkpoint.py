@@ -337,9 +337,9 @@ class StackCheckpoints:
 
 def _versions() -> dict[str, str]:
     """Python's, torch's and activation_bench's versions: a checkpoint continues only under its own."""
-    from activation_bench.runs import store
+    from activation_bench.runs.contents import versions
 
-    return dict(store.versions())
+    return dict(versions())
 
 
 def _signal_at() -> tuple[int, int, int | None] | None:

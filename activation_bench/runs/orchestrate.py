@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from activation_bench.errors import UsageError
 from activation_bench.runs import store
+from activation_bench.runs.contents import COLUMNS
 from activation_bench.runs.labels import sweep_labels
 from activation_bench.runs.memory import check_memory, stack_budget_mb
 
@@ -295,7 +296,7 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
         n_params = summary.get("n_params", "")
         header, _, body = (run_dir / "losses.csv").read_text(encoding="utf-8").partition("\n")
         members.append((run_dir.name, n_params, lab, header.split(","), body))
-    loss_cols = ["train_loss", *(c for c in store.COLUMNS[1:] if any(c in m[3] for m in members))]
+    loss_cols = ["train_loss", *(c for c in COLUMNS[1:] if any(c in m[3] for m in members))]
     path = p.directory / "results.csv"
     with store.locked(p.directory / ".results.lock"):
         # streamed member by member: the whole table (tens of MB for a large sweep) is never

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import functools
 import json
 import os
-import platform
 import re
 import shutil
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from activation_bench import __version__
-from activation_bench.cfg import activation_label, describe_model, model_name
+from activation_bench.cfg import activation_label
 from activation_bench.errors import UsageError
+from activation_bench.runs.contents import COLUMNS, grads_csv, losses_csv, preact_csv, ran_config, saved_yaml, summary
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -133,154 +131,6 @@ def ensure_root(root: Path) -> Path:
     if not os.access(root, os.W_OK):
         raise UsageError(f"runs directory {root} is not writable")
     return root
-
-
-# every per-epoch column a losses.csv may have, in the order written (a run has train_loss and
-# those its task logs: held-out losses for real data, accuracies for classification); each is the
-# RunResult field of the same name
-COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")
-
-
-def losses_csv(columns: dict[str, list[float]]) -> str:
-    """Long format, one row per epoch (columns: train_loss first, then those the run has, in
-    COLUMNS order), floats at full precision (repr round-trips exactly)."""
-    train = columns["train_loss"]
-    prefixes = _epoch_prefixes(len(train))
-    names = [c for c in COLUMNS if c in columns]
-    if names == ["train_loss"]:
-        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train))) + "\n"
-    rows = [e + ",".join(map(repr, vals)) for e, *vals in zip(prefixes, *(columns[c] for c in names))]
-    return f"epoch,{','.join(names)}\n" + "\n".join(rows) + "\n"
-
-
-_PREFIXES: list[str] = []
-
-
-def _epoch_prefixes(n: int) -> list[str]:
-    """["1,", "2,", ...]: shared by every run's table (a sweep writes hundreds of them)."""
-    if len(_PREFIXES) < n:
-        _PREFIXES.extend(f"{e}," for e in range(len(_PREFIXES) + 1, n + 1))
-    return _PREFIXES[:n]
-
-
-def grads_csv(rows: Sequence[tuple[int, int, float, float]]) -> str:
-    """grads.csv: long format, one row per logged epoch and hidden layer, raw floats."""
-    return "epoch,layer,weight_grad_norm,act_norm\n" + "".join(f"{e},{k},{g!r},{a!r}\n" for e, k, g, a in rows)
-
-
-def preact_csv(rows: Sequence[tuple[int, int, str, float]]) -> str:
-    """preact.csv: long format, one row per logged epoch (0: initialisation), hidden layer and statistic."""
-    return "epoch,layer,stat,value\n" + "".join(f"{e},{k},{s},{v!r}\n" for e, k, s, v in rows)
-
-
-def _shares(values: Sequence[float] | None) -> list[float | None] | None:
-    return None if values is None else [v if v == v else None for v in values]  # NaN (undefined) -> null
-
-
-@functools.cache
-def versions() -> dict[str, str]:
-    import torch
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "activation_bench": __version__}
-
-
-def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
-    """summary.json's content; `status` is the completion marker."""
-    import math
-
-    tl = result.train_loss
-    # sum() is a fast test that every loss is finite (an overflowing sum just takes the slow path)
-    finite = tl if math.isfinite(sum(tl)) else [v for v in tl if math.isfinite(v)]
-    best = min(finite) if finite else None
-    out = {
-        "status": result.status,
-        "final_loss": tl[-1] if tl else None,
-        "best_loss": best,
-        "best_epoch": tl.index(best) + 1 if best is not None else None,
-        "final_val_loss": result.val_loss[-1] if result.val_loss else None,
-        **({"final_val_acc": result.val_acc[-1]} if getattr(result, "val_acc", None) else {}),
-        **held_out(result),
-        "epochs": int(cfg.epochs),
-        "epochs_run": len(tl),
-        "diverged_epoch": result.diverged_epoch,
-        "seed": int(cfg.seed),
-        "n_params": result.n_params,
-        "depth": int(cfg.model.depth if model_name(cfg) == "mlp" else len(cfg.model.channels)),  # hidden layers, blocks
-        **({"model": describe_model(cfg.model)} if model_name(cfg) != "mlp" else {}),
-        "init": cfg.model.init_resolved,
-        "dead_units": _shares(getattr(result, "dead_units", None)),  # per hidden layer, share of units
-        "saturated_units": _shares(getattr(result, "saturated_units", None)),
-        "wall_time_s": result.wall_time_s,
-        "stack_size": result.stack_size,
-        "device": result.device,
-        "engine": result.engine,  # the engine that ran (engine=auto resolved, or a fallback)
-        "config_hash": cfg_hash,
-        "labels": labels or {},
-        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "versions": dict(versions()),
-    }
-    if getattr(result, "learned", None):  # activation=expr with activation.learnable=true
-        out["learned"] = {k: [v if math.isfinite(v) else None for v in vals] for k, vals in result.learned.items()}
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
-
-
-def held_out(result: RunResult) -> dict[str, Any]:
-    """summary.json's entries for real and function tasks: the final test loss and RMSE (in the
-    target's own units; a classifier: its test accuracy), the epoch of the lowest validation loss
-    (earliest on ties) and the test loss and RMSE (accuracy) there, and the data's split sizes,
-    source and scaling."""
-    import math
-
-    test, info = result.test_loss, result.data_info
-    if not test or not info:
-        return {}
-    scale = float(info.get("target_scale", 1.0))
-
-    def rmse(mse: float) -> float | None:
-        return math.sqrt(mse) * scale if math.isfinite(mse) else None
-
-    val = result.val_loss or []
-    finite = [(v, i) for i, v in enumerate(val) if math.isfinite(v)]
-    best = min(finite)[1] if finite else None  # min over (loss, index): earliest on ties
-    acc = getattr(result, "test_acc", None)
-    # a classifier's cross-entropy has no RMSE: its accuracy stands in that place
-    kind, at = ("acc", acc.__getitem__) if acc else ("rmse", lambda i: rmse(test[i]))
-    return {
-        "final_test_loss": test[-1],
-        f"final_test_{kind}": at(-1),
-        "early_stop_epoch": best + 1 if best is not None else None,
-        "early_stop_val_loss": val[best] if best is not None else None,
-        "early_stop_test_loss": test[best] if best is not None else None,
-        f"early_stop_test_{kind}": at(best) if best is not None else None,
-        "data": dict(info),
-    }
-
-
-def ran_config(cfg: Cfg, result: RunResult) -> Cfg:
-    """The config as it ran: `engine` set to the engine the run's stack used (engine=auto resolved,
-    or eager where the compiled engine fell back), so re-running config.yaml uses the same one. Its
-    hash stays the one of the config as asked (summary.json's config_hash, what resume matches)."""
-    if cfg.get("engine", "eager") == result.engine:
-        return cfg
-    return type(cfg)({**cfg, "engine": result.engine})
-
-
-def saved_yaml(cfg: Cfg) -> str:
-    """config.yaml's text: the resolved config, its data subtree with its own source's keys only
-    (data/keys.py: the keys left out hold their defaults, which re-composing restores)."""
-    from activation_bench.data.keys import saved_data
-
-    return type(cfg)({**cfg, "data": saved_data(cfg["data"], _data_defaults())}).to_yaml()
-
-
-@functools.cache
-def _data_defaults() -> dict[str, Any]:
-    """The schema's data.* defaults (once per process)."""
-    from dataclasses import asdict
-
-    from activation_bench.config.schema import DataConfig
-
-    return asdict(DataConfig())
 
 
 def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None,

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 from activation_bench.errors import UsageError
 
-COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")  # store.COLUMNS
+COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")  # contents.COLUMNS
 TUNE_ON = ("val_loss", "val_acc")
 POSTHOCS = ("nemenyi", "wilcoxon")  # analysis/rank.POSTHOCS
 FIGURE_KINDS = ("curves", "sensitivity")
