@@ -141,10 +141,13 @@ def main() -> None:
     members, hidden = len(ACTS) * args.seeds, [64] * (args.depth + 1)  # 64 inputs, 64 per hidden layer
     grid = [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={args.depth}", *extra]
     # the one-output layer is a multiply and a sum, no bmm
-    ceiling = roofline.bmm_rate(roofline.largest_stack(grid), hidden, 10)
+    stack = roofline.largest_stack(grid)
+    ceiling = roofline.bmm_rate(stack, hidden, 10)
     flops = roofline.training_flops(members, [*hidden, 1], 10, args.epochs - short)
+    update = roofline.update_total(members, stack, [*hidden, 1], args.epochs - short)
     print(f"engine alone, marginal: {args.epochs - short} epochs in {wall - short_wall:.2f} s ({args.epochs} less "
-          f"{short}); {roofline.line(flops, wall - short_wall, ceiling)}; load average {os.getloadavg()[0]:.2f}")
+          f"{short}); {roofline.line(flops, wall - short_wall, ceiling, update)}; load average "
+          f"{os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -137,8 +137,10 @@ def main() -> None:
     flops = roofline.training_flops(len(ACTS) * args.seeds, [inputs, *[hidden] * DEPTH, 1], rows,
                                     args.epochs - short, val, args.epochs - short)
     marginal = statistics.median(w - s for w, s in zip(walls, shorts))
+    update = roofline.update_total(len(ACTS) * args.seeds, stack, [inputs, *[hidden] * DEPTH, 1], args.epochs - short)
     print(f"marginal: {args.epochs - short} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less "
-          f"{short} epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling)}; bmm timed "
+          f"{short} epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling, update)}; "
+          f"bmm timed "
           f"on stacks of {stack}; load average {os.getloadavg()[0]:.2f}")
 
 

@@ -163,10 +163,13 @@ def main() -> None:
     # an epoch's 9 batches cover the 266 training rows once (the last has 10): 6 x 266 x W an epoch
     flops = roofline.training_flops(len(ACTS) * args.seeds, [10, 64, 1], 266, args.epochs - short, 88 + 88,
                                     args.epochs - short)
+    # 9 optimiser steps an epoch (266 rows in batches of 32)
+    update = roofline.update_total(len(ACTS) * args.seeds, stack, [10, 64, 1], (args.epochs - short) * -(-266 // BATCH))
     for engine, ms in marginal.items():
         m = statistics.median(ms)
         print(f"actbench engine={engine}, marginal: {args.epochs - short} epochs in {m:.2f} s (median over rounds of "
-              f"{args.epochs} less {short}); {roofline.line(flops, m, ceiling)}; bmm timed on stacks of {stack}")
+              f"{args.epochs} less {short}); {roofline.line(flops, m, ceiling, update)}; bmm timed on stacks of "
+              f"{stack}")
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":

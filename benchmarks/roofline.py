@@ -21,6 +21,15 @@ the widths the engine runs (the padded output), timed best of a few rounds in th
 rate the products alone reach, with no elementwise work between them. Marginal time: the wall
 time of E epochs less that of fewer, so start-up, imports, compilation and writing results drop
 out (each benchmark says which two runs it subtracts).
+
+A second roof adds what the products leave out and no training step can skip: the optimiser's
+update. Adam reads every parameter, its gradient and both moments and writes back the parameter and
+the moments (28 bytes a float32 parameter a step, however it is fused): `update_seconds` times
+torch's own fused Adam (`torch.optim.Adam(fused=True)`) over the largest stack's weights and
+biases, best of a few rounds. The products + Adam roof of a benchmark is its FLOPs at bmm's rate
+plus that update once per step per stack. Where a step has few rows per member (10 in the default
+data) the update is a large part of it: its memory traffic (28 bytes a parameter) is several times
+the products' (a weight read twice and its gradient written once, for 6 x rows FLOPs).
 """
 
 from __future__ import annotations
@@ -82,8 +91,48 @@ def largest_stack(overrides: list[str]) -> int:
     return max(len(s) for s in plan.plan_stacks(compose_many(expand(overrides).members)))
 
 
-def line(flops: float, seconds: float, ceiling: float) -> str:
-    """'training at X GFLOP/s marginal = Y of bmm's rate at these shapes (Z GFLOP/s)'."""
+def update_seconds(members: int, widths: Sequence[int], rounds: int = 5, min_s: float = 0.2) -> float:
+    """Seconds of one step of torch's fused Adam over `members` members' parameters, each layer's
+    weight [members, in, out] and bias [members, 1, out] for widths [inputs, hidden..., outputs]
+    (the real output width), best of `rounds` timings of at least `min_s` seconds each."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    params = []
+    for a, b in zip(widths[:-1], widths[1:]):
+        for shape in ((members, a, b), (members, 1, b)):
+            p = torch.nn.Parameter(torch.randn(*shape, generator=gen) * 0.1)
+            p.grad = torch.randn(*shape, generator=gen)
+            params.append(p)
+    opt = torch.optim.Adam(params, lr=1e-3, fused=True)
+    opt.step()  # the moments allocated, the first step's work out of the timing
+    best = float("inf")
+    for _ in range(rounds):
+        n, start = 0, time.perf_counter()
+        while True:
+            opt.step()
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_s:
+                break
+        best = min(best, elapsed / n)
+    return best
+
+
+def line(flops: float, seconds: float, ceiling: float, update_s: float | None = None) -> str:
+    """'training at X GFLOP/s marginal = Y of bmm's rate at these shapes (Z GFLOP/s)', and with
+    `update_s` (the seconds torch's fused Adam takes for all the marginal steps' updates) the
+    fraction of the products + Adam roof: the FLOPs at bmm's rate plus those updates."""
     rate = flops / seconds / 1e9
-    return f"training at {rate:.1f} GFLOP/s marginal = {rate / ceiling:.2f} of bmm's rate at these shapes " \
+    text = f"training at {rate:.1f} GFLOP/s marginal = {rate / ceiling:.2f} of bmm's rate at these shapes " \
            f"({ceiling:.0f} GFLOP/s)"
+    if update_s is not None:
+        roof = flops / ceiling / 1e9 + update_s
+        text += f"; {roof / seconds:.2f} of the products + Adam roof ({roof:.2f} s, of which Adam {update_s:.2f} s)"
+    return text
+
+
+def update_total(members: int, stack: int, widths: Sequence[int], steps: int) -> float:
+    """The seconds torch's fused Adam takes for `steps` steps of `members` members trained in stacks
+    of at most `stack` (timed on one stack, scaled by members / stack)."""
+    return update_seconds(stack, widths) * steps * members / stack

@@ -154,9 +154,12 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
 
     stack = roofline.largest_stack(grid()) if widths else 0
     ceilings: list[float] = []  # timed after each round's sweeps: this VM's rate moves with the minute
+    updates: list[float] = []  # torch's fused Adam on one stack, one step, timed beside each ceiling
+    k = int(data.y.max()) + 1
 
     def ceiling() -> None:
         ceilings.append(roofline.bmm_rate(stack, widths or [], batch))
+        updates.append(roofline.update_seconds(stack, [*(widths or [])[:-1], k]))
 
     ratio = sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", walls,
                            (lambda runs: sweep_cmd(runs, short)) if widths else None, shorts,
@@ -166,16 +169,18 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
 
         n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
         extra = args.epochs - short
-        flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], int(data.y.max()) + 1],
-                                        batch, extra * -(-n // batch), n_eval, extra)
+        steps = extra * -(-n // batch)
+        flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], k], batch, steps,
+                                        n_eval, extra)
         margins = [w - s for w, s in zip(walls, shorts)]
         fractions = [flops / m / 1e9 / c for m, c in zip(margins, ceilings)]
         marginal, at = statistics.median(margins), statistics.median(ceilings)
+        update = statistics.median(updates) * steps * len(acts) * args.seeds / stack
         def join(xs: list[float], fmt: str) -> str:
             return ", ".join(format(x, fmt) for x in xs)
         print(f"per round: marginal {join(margins, '.2f')} s; bmm {join(ceilings, '.0f')} GFLOP/s; fraction "
               f"{join(fractions, '.2f')} (median {statistics.median(fractions):.2f})")
         print(f"marginal: {extra} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less {short} "
-              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, at)}; bmm timed on "
+              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, at, update)}; bmm timed on "
               f"stacks of {stack} after each round (median); load average {os.getloadavg()[0]:.2f}")
     return args

@@ -198,10 +198,12 @@ def main() -> None:
     stack = roofline.largest_stack(grid(ACTS, DATA, args.seeds, args.epochs, args.device, args.engine))
     ceiling = roofline.bmm_rate(stack, [64, 64], 10)  # the one output is a multiply and a sum, no bmm
     extra = args.epochs - _short(args)
-    flops = roofline.training_flops(len(ACTS) * len(DATA) * args.seeds, [64, 64, 1], 10, extra)
+    members = len(ACTS) * len(DATA) * args.seeds
+    flops = roofline.training_flops(members, [64, 64, 1], 10, extra)
+    update = roofline.update_total(members, stack, [64, 64, 1], extra)
     m = statistics.median(marginal)
     print(f"actbench, marginal: {extra} epochs in {m:.2f} s (median over rounds of {args.epochs} less "
-          f"{_short(args)}); {roofline.line(flops, m, ceiling)}; bmm timed on stacks of {stack}; load average "
+          f"{_short(args)}); {roofline.line(flops, m, ceiling, update)}; bmm timed on stacks of {stack}; load average "
           f"{os.getloadavg()[0]:.2f}")
 
 
