@@ -14,6 +14,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
+STEADY = 0.10  # a round whose bmm ceilings, timed before and after its sweeps, differ by more is not steady
+
 
 def timed(cmd: list[str]) -> tuple[float, str]:
     """(wall seconds, stdout) of one process."""
@@ -25,13 +27,13 @@ def timed(cmd: list[str]) -> tuple[float, str]:
 def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], sweep_steps: int, repeat: int,
                    plain_label: str, sweep_walls: list[float] | None = None,
                    short_cmd: Callable[[str], list[str]] | None = None,
-                   short_walls: list[float] | None = None, after_sweeps: Callable[[], None] | None = None) -> float:
+                   short_walls: list[float] | None = None, around_sweeps: Callable[[], None] | None = None) -> float:
     """Print a line per path and round and the median ratio; return it. `sweep_cmd(runs_dir)` is the
     sweep's command line; the worker prints its model-steps as the last word of its output. Each
     sweep process's wall time is appended to `sweep_walls` where given. With `short_cmd` (the same
     sweep with fewer epochs) each round also times that, into `short_walls`: the difference is the
-    marginal time of the extra epochs (roofline.py); `after_sweeps` is called right after each
-    round's sweeps (to time the ceiling in the same minute)."""
+    marginal time of the extra epochs (roofline.py); `around_sweeps` is called right before and right
+    after each round's sweeps (to time the ceiling in the same minutes)."""
     print(f"{'round':6s} {'path':36s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x plain':>8s}")
     ratios = []
     keep = tempfile.mkdtemp(prefix="actbench-bench-")  # kept until the end (see sweep_throughput.py)
@@ -39,13 +41,15 @@ def sweep_vs_plain(sweep_cmd: Callable[[str], list[str]], worker: list[str], swe
         if short_cmd is not None:  # untimed: fills inductor's cache (engine=compiled), so no timed run compiles cold
             timed(short_cmd(os.path.join(keep, "warm-up")))
         for r in range(1, repeat + 1):
+            if around_sweeps is not None:
+                around_sweeps()
             wall, _ = timed(sweep_cmd(os.path.join(keep, f"round{r}")))
             if sweep_walls is not None:
                 sweep_walls.append(wall)
             if short_cmd is not None and short_walls is not None:
                 short_walls.append(timed(short_cmd(os.path.join(keep, f"short{r}")))[0])
-            if after_sweeps is not None:
-                after_sweeps()
+            if around_sweeps is not None:
+                around_sweeps()
             p_wall, out = timed(worker)
             p_steps = int(out.split()[-1])
             rate, base = sweep_steps / wall, p_steps / p_wall
@@ -153,7 +157,9 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     import roofline  # benchmarks/, beside this script
 
     stack = roofline.largest_stack(grid()) if widths else 0
-    ceilings: list[float] = []  # timed after each round's sweeps: this VM's rate moves with the minute
+    # timed right before and right after each round's sweeps: this VM's rate moves with the minute, and
+    # a round whose two ceilings differ by more than STEADY ran on a machine that changed under it
+    ceilings: list[float] = []
     updates: list[float] = []  # torch's fused Adam on one stack, one step, timed beside each ceiling
     k = int(data.y.max()) + 1
 
@@ -173,14 +179,22 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
         flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], k], batch, steps,
                                         n_eval, extra)
         margins = [w - s for w, s in zip(walls, shorts)]
-        fractions = [flops / m / 1e9 / c for m, c in zip(margins, ceilings)]
-        marginal, at = statistics.median(margins), statistics.median(ceilings)
+        pairs = list(zip(ceilings[::2], ceilings[1::2]))
+        rounds = [(m, (a + b) / 2) for m, (a, b) in zip(margins, pairs)]
+        steady = [(m, c) for (m, c), (a, b) in zip(rounds, pairs) if max(a, b) <= (1 + STEADY) * min(a, b)]
+        fractions = [flops / m / 1e9 / c for m, c in rounds]
+        kept = steady or rounds
+        marginal, at = statistics.median(m for m, _ in kept), statistics.median(c for _, c in kept)
         update = statistics.median(updates) * steps * len(acts) * args.seeds / stack
+
         def join(xs: list[float], fmt: str) -> str:
             return ", ".join(format(x, fmt) for x in xs)
-        print(f"per round: marginal {join(margins, '.2f')} s; bmm {join(ceilings, '.0f')} GFLOP/s; fraction "
-              f"{join(fractions, '.2f')} (median {statistics.median(fractions):.2f})")
-        print(f"marginal: {extra} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less {short} "
-              f"epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, at, update)}; bmm timed on "
-              f"stacks of {stack} after each round (median); load average {os.getloadavg()[0]:.2f}")
+        print(f"per round: marginal {join(margins, '.2f')} s; bmm before/after the sweeps "
+              f"{', '.join(f'{a:.0f}/{b:.0f}' for a, b in pairs)} GFLOP/s; fraction {join(fractions, '.2f')}; "
+              f"{len(steady)} of {len(rounds)} rounds steady (ceilings within {STEADY:.0%})"
+              f"{'' if steady else ': none, so every round is kept'}")
+        print(f"marginal: {extra} epochs in {marginal:.2f} s (median over the steady rounds of {args.epochs} less "
+              f"{short} epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, at, update)}; bmm "
+              f"timed on stacks of {stack} before and after each round (their mean; median over the steady rounds); "
+              f"load average {os.getloadavg()[0]:.2f}")
     return args
