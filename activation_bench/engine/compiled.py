@@ -56,7 +56,10 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # with compiled functions saved whole (compile_store): warm, a process pays 1.8 s for its first
 # stack and 0.12-0.15 s for each later one (4.1-4.2 s and 0.4-0.5 s before); cold still 15-19 s
 # (C++ compilation), and eager ran the reference model at 65,000-79,000 model-steps/s at one
-# thread (four runs, load 1.5-2.9). The rule charges a cold compile, so it stays as it was.
+# thread (four runs, load 1.5-2.9). The rule charges a cold compile, so it stays as it was. It does
+# not look for saved functions on purpose: which engine a member trains with (and so its last bits)
+# follows from its config and whether the machine can compile at all, the same on a machine whose
+# store is warm or empty.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
 REF_STEPS_PER_S = 100_000.0
