@@ -104,7 +104,10 @@ def update_seconds(members: int, widths: Sequence[int], rounds: int = 5, min_s: 
             p = torch.nn.Parameter(torch.randn(*shape, generator=gen) * 0.1)
             p.grad = torch.randn(*shape, generator=gen)
             params.append(p)
-    opt = torch.optim.Adam(params, lr=1e-3, fused=True)
+    try:
+        opt = torch.optim.Adam(params, lr=1e-3, fused=True)
+    except RuntimeError:  # a torch without the CPU fused kernel (before 2.4): its foreach Adam
+        opt = torch.optim.Adam(params, lr=1e-3, foreach=True)
     opt.step()  # the moments allocated, the first step's work out of the timing
     best = float("inf")
     for _ in range(rounds):
