@@ -64,12 +64,15 @@ def plain(seeds: int, epochs: int) -> int:
 
 
 def main() -> None:
-    from rounds import mnist1d_sweep_vs_plain  # benchmarks/ is on sys.path when a script there runs
+    import roofline  # benchmarks/ is on sys.path when a script there runs
+    from rounds import mnist1d_sweep_vs_plain
 
     overrides = [f"model.depth={DEPTH}", f"model.hidden_dim={HIDDEN}"]
+    # 40 inputs, 10 classes (the engine's products run at the logits' padded 16 columns)
+    roof = roofline.mlp([40, *[HIDDEN] * DEPTH, 16], BATCH, out=10)
     mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, overrides,
                            f"data=mnist1d, depth {DEPTH} x {HIDDEN}, batch_size={BATCH}, shuffle=true",
-                           epochs=20, plain_seeds=2, quick=(4, 2, 1), widths=[40, *[HIDDEN] * DEPTH, 16])
+                           epochs=20, plain_seeds=2, quick=(4, 2, 1), roof=roof)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,24 @@ test loss and accuracy every epoch: 240 runs.
   activation) gives its model steps per second, start-up included.
 
 The two run in interleaved rounds (--repeat); the ratio is the median of the rounds' ratios of
-model steps per second. Then, in this process: the FLOPs of a training step (forward 2 x rows x
-fan_in x channels per convolution and the head, backward twice that) times the sweep's step rate,
-against a float32 matrix product of 2048 x 2048 (the machine's rate at a size where the product is
-compute-bound) and against a batched product at the convolutions' own shapes.
+model steps per second. Each round also times the sweep at a fifth of the epochs (at least one):
+the difference is the marginal time of the extra epochs, whose FLOPs (`roof()`: each convolution
+as its im2col product, forward and both gradients, the head, and the evaluated rows' forward) are
+printed against torch.bmm's rate at those products' own shapes and against the products + Adam
+roof, timed before and after every round (benchmarks/roofline.py).
 
 Usage:
-    python benchmarks/cnn_throughput.py [--epochs 2] [--seeds 30] [--repeat 3]
-    python benchmarks/cnn_throughput.py --quick      # a smoke run: 2 seeds, 1 epoch, 1 round
+    python benchmarks/cnn_throughput.py [--epochs 2] [--seeds 30] [--repeat 3] [--engine eager]
+    python benchmarks/cnn_throughput.py --quick      # a smoke run: 2 seeds, 2 epochs, 1 round
 """
 
 from __future__ import annotations
 
-import time
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import roofline
 
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 BATCH, LR = 100, 0.01
@@ -59,60 +64,44 @@ def plain(seeds: int, epochs: int) -> int:
     return steps
 
 
-def step_flops() -> int:
-    """FLOPs of one member's training step on a batch: forward 2 x rows x fan_in x channels per
-    convolution (rows = samples x output positions) and the head; backward about twice that
-    (the weight gradient and the input gradient; the first block's input gradient is not needed)."""
+def roof() -> roofline.Roof:
+    """A member's training step on a batch, as roofline counts it: each convolution a product of
+    its im2col rows (samples x output positions) by fan_in x channels (forward, weight gradient,
+    and input gradient but for the first block's), the head likewise at its padded 16 logits; an
+    evaluated row costs the forward's FLOPs of one sample; the parameters are each block's
+    weight and bias and the head's."""
+    import roofline  # benchmarks/, beside this script
+
     from activation_bench.config.compose import compose
-    from activation_bench.engine.conv_shapes import blocks
+    from activation_bench.engine.conv_shapes import PAD_OUT, blocks
 
     cfg = compose(["model=cnn", "data=mnist1d"])
-    forward = backward = 0
+    products: list[tuple[int, int, int, str]] = []
+    step = row = 0.0
+    params: list[tuple[int, ...]] = []
     for i, b in enumerate(blocks((1, 40), cfg.model)):
-        f = 2 * BATCH * b.conv_positions[0] * b.fan_in * b.c_out
-        forward += f
-        backward += f if i == 0 else 2 * f
-    head = 2 * BATCH * 125 * 10
-    return forward + backward + 3 * head
-
-
-def rate(fn, flops: float, seconds: float = 1.0) -> float:  # noqa: ANN001
-    """FLOP/s of fn(), repeated for about `seconds` after a warm-up."""
-    fn()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        n += 1
-    return n * flops / (time.perf_counter() - start)
-
-
-def machine_rates(members: int) -> tuple[float, float]:
-    """(a 2048^3 float32 product's FLOP/s, a batched product at the second block's shapes)."""
-    import torch
-
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    big = rate(lambda: a @ b, 2 * 2048**3)
-    cols, w = torch.randn(members, BATCH * 10, 75), torch.randn(members, 75, 25)
-    conv = rate(lambda: torch.bmm(cols, w), 2 * members * BATCH * 10 * 75 * 25)
-    return big, conv
+        rows = BATCH * math.prod(b.conv_positions)
+        products += [(rows, b.fan_in, b.c_out, "nn"), (b.fan_in, rows, b.c_out, "tn")]
+        if i > 0:  # no one needs the gradient of the data
+            products.append((rows, b.c_out, b.fan_in, "nt"))
+        forward = 2.0 * rows * b.fan_in * b.c_out
+        step += forward * (2 if i == 0 else 3)
+        row += forward / BATCH
+        params += [(b.fan_in, b.c_out), (1, b.c_out)]
+    features, classes = b.c_out * math.prod(b.positions_out), 10
+    products += [(BATCH, features, PAD_OUT, "nn"), (features, BATCH, PAD_OUT, "tn"), (BATCH, PAD_OUT, features, "nt")]
+    step += 6.0 * BATCH * features * classes
+    row += 2.0 * features * classes
+    params += [(features, classes), (1, classes)]
+    return roofline.Roof(step, row, tuple(products), tuple(params))
 
 
 def main() -> None:
     from rounds import mnist1d_sweep_vs_plain  # benchmarks/ is on sys.path when a script there runs
 
-    timings: list[float] = []
-    args = mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, ["model=cnn", f"lr={LR}"],
-                                  f"model=cnn data=mnist1d (MNIST-1D's CNN), batch_size={BATCH}, shuffle=true, lr={LR}",
-                                  epochs=2, plain_seeds=3, quick=(2, 1, 1), sweep_walls=timings)
-    if args is None:  # the plain loop's worker process
-        return
-    flops = step_flops()
-    big, conv = machine_rates(min(len(ACTS) * args.seeds, 240))
-    trained = args.sweep_steps * flops / min(timings)
-    print(f"training FLOPs per member step {flops / 1e6:.1f} M; the fastest sweep process trained at "
-          f"{trained / 1e9:.1f} GFLOP/s (whole process, start-up included)")
-    print(f"machine: float32 2048^3 product {big / 1e9:.1f} GFLOP/s, batched product at block 2's shapes "
-          f"{conv / 1e9:.1f} GFLOP/s; training reaches {trained / big:.0%} and {trained / conv:.0%} of them")
+    mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, ["model=cnn", f"lr={LR}"],
+                           f"model=cnn data=mnist1d (MNIST-1D's CNN), batch_size={BATCH}, shuffle=true, lr={LR}",
+                           epochs=2, plain_seeds=3, quick=(2, 2, 1), roof=roof())
 
 
 if __name__ == "__main__":

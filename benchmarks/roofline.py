@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 def weights(widths: Sequence[int]) -> int:
@@ -51,20 +52,48 @@ def training_flops(members: int, widths: Sequence[int], batch: int, steps: int, 
     return float(members) * (6.0 * batch * w * steps + 2.0 * eval_rows * w * evals)
 
 
-def bmm_rate(members: int, widths: Sequence[int], batch: int, rounds: int = 5, min_s: float = 0.2) -> float:
-    """torch.bmm's rate in GFLOP/s over one training step's products at these shapes (forward,
-    weight gradient and input gradient of every layer): total FLOPs over the best of `rounds`
-    timings of at least `min_s` seconds each."""
+@dataclass(frozen=True)
+class Roof:
+    """What one member's training must do, for an architecture: its FLOPs per optimiser step and
+    per evaluated row, one step's products as (rows, inner, cols, layout) (each a bmm over the
+    stack's members; layout "nn", "tn" or "nt": which operand is a transposed view, as the engines
+    pass a weight gradient's input and an input gradient's weight) and its parameters' shapes (the
+    update's work)."""
+
+    step_flops: float
+    row_flops: float
+    products: tuple[tuple[int, int, int, str], ...]
+    params: tuple[tuple[int, ...], ...]
+
+
+def mlp(widths: Sequence[int], batch: int, out: int | None = None) -> Roof:
+    """The Roof of an MLP of layer widths [inputs, hidden..., outputs as the engine runs them]
+    (the padded classifier output: its products run at that width) on `batch` rows; `out`: the
+    real output width, for the FLOPs and parameters (default: the last width)."""
+    real = [*widths[:-1], out if out is not None else widths[-1]]
+    products = tuple(p for a, b in zip(widths[:-1], widths[1:])
+                     for p in ((batch, a, b, "nn"), (a, batch, b, "tn"), (batch, b, a, "nt")))
+    params = tuple(shape for a, b in zip(real[:-1], real[1:]) for shape in ((a, b), (1, b)))
+    w = weights(real)
+    return Roof(6.0 * batch * w, 2.0 * w, products, params)
+
+
+def products_rate(members: int, products: Sequence[tuple[int, int, int, str]], rounds: int = 5,
+                  min_s: float = 0.2) -> float:
+    """torch.bmm's rate in GFLOP/s over one step's products (rows, inner, cols, layout), each
+    batched over `members`: their FLOPs over the best of `rounds` timings of at least `min_s`
+    seconds each."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
-    calls = []
-    for a, b in zip(widths[:-1], widths[1:]):
-        x = torch.randn(members, batch, a, generator=gen)
-        w = torch.randn(members, a, b, generator=gen)
-        g = torch.randn(members, batch, b, generator=gen)
-        calls += [(x, w), (x.transpose(1, 2), g), (g, w.transpose(1, 2))]
-    flops = sum(2.0 * members * batch * w.shape[1] * w.shape[2] for x, w in calls[::3]) * 3
+
+    def operand(rows: int, cols: int, transposed: bool) -> torch.Tensor:
+        if transposed:  # a transposed view, as the engines pass it
+            return torch.randn(members, cols, rows, generator=gen).transpose(1, 2)
+        return torch.randn(members, rows, cols, generator=gen)
+
+    calls = [(operand(r, k, layout[0] == "t"), operand(k, n, layout[1] == "t")) for r, k, n, layout in products]
+    flops = sum(2.0 * members * r * k * n for r, k, n, _ in products)
     for p, q in calls:  # warm-up: MKL's first call per shape
         torch.bmm(p, q)
     best = float("inf")
@@ -81,6 +110,12 @@ def bmm_rate(members: int, widths: Sequence[int], batch: int, rounds: int = 5, m
     return flops / best / 1e9
 
 
+def bmm_rate(members: int, widths: Sequence[int], batch: int, rounds: int = 5, min_s: float = 0.2) -> float:
+    """torch.bmm's rate in GFLOP/s over an MLP's training-step products at these shapes (forward,
+    weight gradient and input gradient of every layer)."""
+    return products_rate(members, mlp(widths, batch).products, rounds, min_s)
+
+
 def largest_stack(overrides: list[str]) -> int:
     """The members of the largest stack actbench trains this grid in (plan.plan_stacks: its memory
     budget splits large grids), the member count the ceiling is measured at."""
@@ -91,19 +126,17 @@ def largest_stack(overrides: list[str]) -> int:
     return max(len(s) for s in plan.plan_stacks(compose_many(expand(overrides).members)))
 
 
-def update_seconds(members: int, widths: Sequence[int], rounds: int = 5, min_s: float = 0.2) -> float:
-    """Seconds of one step of torch's fused Adam over `members` members' parameters, each layer's
-    weight [members, in, out] and bias [members, 1, out] for widths [inputs, hidden..., outputs]
-    (the real output width), best of `rounds` timings of at least `min_s` seconds each."""
+def adam_seconds(members: int, shapes: Sequence[tuple[int, ...]], rounds: int = 5, min_s: float = 0.2) -> float:
+    """Seconds of one step of torch's fused Adam over `members` members' parameters of these shapes
+    (one member's), best of `rounds` timings of at least `min_s` seconds each."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
     params = []
-    for a, b in zip(widths[:-1], widths[1:]):
-        for shape in ((members, a, b), (members, 1, b)):
-            p = torch.nn.Parameter(torch.randn(*shape, generator=gen) * 0.1)
-            p.grad = torch.randn(*shape, generator=gen)
-            params.append(p)
+    for shape in shapes:
+        p = torch.nn.Parameter(torch.randn(members, *shape, generator=gen) * 0.1)
+        p.grad = torch.randn(members, *shape, generator=gen)
+        params.append(p)
     try:
         opt = torch.optim.Adam(params, lr=1e-3, fused=True)
     except RuntimeError:  # a torch without the CPU fused kernel (before 2.4): its foreach Adam
@@ -120,6 +153,12 @@ def update_seconds(members: int, widths: Sequence[int], rounds: int = 5, min_s: 
                 break
         best = min(best, elapsed / n)
     return best
+
+
+def update_seconds(members: int, widths: Sequence[int]) -> float:
+    """adam_seconds over an MLP's weights [in, out] and biases [1, out], widths [inputs, hidden...,
+    outputs] at the real output width."""
+    return adam_seconds(members, mlp(widths, 1).params)
 
 
 def line(flops: float, seconds: float, ceiling: float, update_s: float | None = None) -> str:

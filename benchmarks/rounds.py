@@ -13,6 +13,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roofline import Roof
 
 
 def timed(cmd: list[str]) -> tuple[float, str]:
@@ -97,14 +101,14 @@ def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> in
 def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], int], acts: list[str], batch: int,
                            overrides: list[str], what: str, epochs: int, plain_seeds: int,
                            quick: tuple[int, int, int], sweep_walls: list[float] | None = None,
-                           widths: list[int] | None = None) -> argparse.Namespace | None:
+                           roof: Roof | None = None) -> argparse.Namespace | None:
     """The command line of an MNIST-1D benchmark script (--epochs, --seeds, --plain-seeds, --repeat,
     --quick: (seeds, epochs, plain seeds) in one round), its plain-loop worker (`plain(seeds,
     epochs)` in a fresh process of `script`), and the interleaved rounds of `actbench sweep` (the
-    activations x seeds with `overrides`) against it. With `widths` (a member's layer widths, inputs
-    first, the output as the engine runs it) each round also times the sweep at a fifth of the
-    epochs, and the end prints the marginal training rate against torch.bmm's at these shapes
-    (roofline.py). Returns the arguments, or None in the worker."""
+    activations x seeds with `overrides`) against it. With `roof` (a roofline.Roof: a member's
+    FLOPs, products and parameters) each round also times the sweep at a fifth of the epochs, and
+    the end prints the marginal training rate against torch.bmm's at these shapes and the products
+    + Adam roof (roofline.py). Returns the arguments, or None in the worker."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=int, default=epochs)
     ap.add_argument("--seeds", type=int, default=30)
@@ -154,30 +158,28 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     shorts: list[float] = []
     import roofline  # benchmarks/, beside this script
 
-    stack = roofline.largest_stack(grid()) if widths else 0
+    stack = roofline.largest_stack(grid()) if roof else 0
     # timed right before and right after each round's sweeps. This VM's bmm rate at two threads moves
     # between about 145 and 85 GFLOP/s from one minute to the next while the training does not
     # follow it, so a fraction against the ceiling of its own minute says as much about the minute:
     # every round is judged against the best rate timed in the run, what this machine did reach
     ceilings: list[float] = []
     updates: list[float] = []  # torch's fused Adam on one stack, one step, timed beside each ceiling
-    k = int(data.y.max()) + 1
 
     def ceiling() -> None:
-        ceilings.append(roofline.bmm_rate(stack, widths or [], batch))
-        updates.append(roofline.update_seconds(stack, [*(widths or [])[:-1], k]))
+        ceilings.append(roofline.products_rate(stack, roof.products))
+        updates.append(roofline.adam_seconds(stack, roof.params))
 
     ratio = sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, DataLoader (sample)", walls,
-                           (lambda runs: sweep_cmd(runs, short)) if widths else None, shorts,
-                           ceiling if widths else None)
-    if widths:
+                           (lambda runs: sweep_cmd(runs, short)) if roof else None, shorts,
+                           ceiling if roof else None)
+    if roof:
         import statistics
 
         n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
         extra = args.epochs - short
         steps = extra * -(-n // batch)
-        flops = roofline.training_flops(len(acts) * args.seeds, [widths[0], *widths[1:-1], k], batch, steps,
-                                        n_eval, extra)
+        flops = len(acts) * args.seeds * (steps * roof.step_flops + extra * n_eval * roof.row_flops)
         margins = [w - s for w, s in zip(walls, shorts)]
         best = max(ceilings)
         fractions = [flops / m / 1e9 / best for m in margins]
