@@ -284,6 +284,30 @@ def test_evaluation_in_chunks_of_rows_changes_nothing_but_rounding(monkeypatch):
     assert chunked.dead_units == whole.dead_units and chunked.saturated_units == whole.saturated_units
 
 
+def test_unit_shares_in_chunks_of_rows_are_the_same_shares(monkeypatch):
+    from activation_bench.engine import diagnostics
+
+    cfg = compose([*SEQ, "activation=relu", "batch_size=200", "epochs=2"])
+    monkeypatch.setattr(diagnostics, "SHARE_BYTES", 1 << 40)  # the whole training split at once
+    whole = train.train([cfg])[0]
+    stack = train._build([cfg])
+    monkeypatch.setattr(diagnostics, "SHARE_BYTES", 1)  # one row a chunk
+    assert diagnostics.share_rows(stack.model, stack.x) == 1
+    chunked = train.train([cfg])[0]
+    assert chunked.dead_units == whole.dead_units and chunked.saturated_units == whole.saturated_units
+    assert chunked.train_loss == whole.train_loss and chunked.val_loss == whole.val_loss
+
+
+def test_unit_share_chunks_stay_within_their_budget():
+    from activation_bench.engine import diagnostics
+
+    stack = train._build([compose(["model=cnn", "data=mnist1d", "activation=gelu", f"seed={s}"]) for s in range(8)])
+    rows = diagnostics.share_rows(stack.model, stack.x)
+    largest = max(math.prod(b.conv_positions) * max(b.fan_in, b.c_out) for b in stack.model.geometry)
+    assert 1 <= rows < stack.x.shape[1]
+    assert rows * 8 * largest * 4 <= diagnostics.SHARE_BYTES < (rows + 1) * 8 * largest * 4
+
+
 def test_a_convnets_memory_estimate_counts_the_training_batch_not_every_row():
     small, whole = (plan.member_bytes(compose(["model=cnn", "data=mnist1d", f"batch_size={b}"])) for b in (100, 3200))
     assert small < whole / 4

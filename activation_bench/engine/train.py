@@ -26,7 +26,7 @@ from activation_bench.data.shapes import input_shape
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
 from activation_bench.engine import checkpoint, compiled, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.diagnostics import GradLog, unit_shares
+from activation_bench.engine.diagnostics import GradLog, share_rows, unit_shares
 from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import MemberLayers, member_accuracy, member_cross_entropy, member_mse
 from activation_bench.engine.optim import StackedOptimizer
@@ -394,7 +394,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     cols = losses.per_member(done)
     n_params = param_counts(stack.model, m)
     stack.model.eval()
-    rows = EVAL_ROWS if isinstance(stack.model, StackedCNN) else None
+    rows = share_rows(stack.model, stack.x) if isinstance(stack.model, StackedCNN) else None
     dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x, rows))
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
