@@ -35,7 +35,7 @@ the products' (a weight read twice and its gradient written once, for 6 x rows F
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -94,20 +94,28 @@ def products_rate(members: int, products: Sequence[tuple[int, int, int, str]], r
 
     calls = [(operand(r, k, layout[0] == "t"), operand(k, n, layout[1] == "t")) for r, k, n, layout in products]
     flops = sum(2.0 * members * r * k * n for r, k, n, _ in products)
-    for p, q in calls:  # warm-up: MKL's first call per shape
-        torch.bmm(p, q)
+
+    def step() -> None:
+        for p, q in calls:
+            torch.bmm(p, q)
+
+    step()  # warm-up: MKL's first call per shape
+    return flops / best_seconds(step, rounds, min_s) / 1e9
+
+
+def best_seconds(fn: Callable[[], None], rounds: int, min_s: float) -> float:
+    """Seconds of one fn() call: the best of `rounds` timings, each repeating fn for at least min_s."""
     best = float("inf")
     for _ in range(rounds):
         n, start = 0, time.perf_counter()
         while True:
-            for p, q in calls:
-                torch.bmm(p, q)
+            fn()
             n += 1
             elapsed = time.perf_counter() - start
             if elapsed >= min_s:
                 break
         best = min(best, elapsed / n)
-    return flops / best / 1e9
+    return best
 
 
 def bmm_rate(members: int, widths: Sequence[int], batch: int, rounds: int = 5, min_s: float = 0.2) -> float:
@@ -142,17 +150,7 @@ def adam_seconds(members: int, shapes: Sequence[tuple[int, ...]], rounds: int = 
     except RuntimeError:  # a torch without the CPU fused kernel (before 2.4): its foreach Adam
         opt = torch.optim.Adam(params, lr=1e-3, foreach=True)
     opt.step()  # the moments allocated, the first step's work out of the timing
-    best = float("inf")
-    for _ in range(rounds):
-        n, start = 0, time.perf_counter()
-        while True:
-            opt.step()
-            n += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_s:
-                break
-        best = min(best, elapsed / n)
-    return best
+    return best_seconds(opt.step, rounds, min_s)
 
 
 def update_seconds(members: int, widths: Sequence[int]) -> float:

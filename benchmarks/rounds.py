@@ -100,8 +100,7 @@ def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> in
 
 def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], int], acts: list[str], batch: int,
                            overrides: list[str], what: str, epochs: int, plain_seeds: int,
-                           quick: tuple[int, int, int], sweep_walls: list[float] | None = None,
-                           roof: Roof | None = None) -> argparse.Namespace | None:
+                           quick: tuple[int, int, int], roof: Roof | None = None) -> argparse.Namespace | None:
     """The command line of an MNIST-1D benchmark script (--epochs, --seeds, --plain-seeds, --repeat,
     --quick: (seeds, epochs, plain seeds) in one round), its plain-loop worker (`plain(seeds,
     epochs)` in a fresh process of `script`), and the interleaved rounds of `actbench sweep` (the
@@ -154,7 +153,7 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
 
     args.sweep_steps = sweep_steps
     short = max(1, args.epochs // 5)
-    walls: list[float] = [] if sweep_walls is None else sweep_walls
+    walls: list[float] = []
     shorts: list[float] = []
     import roofline  # benchmarks/, beside this script
 
@@ -174,8 +173,6 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
                            (lambda runs: sweep_cmd(runs, short)) if roof else None, shorts,
                            ceiling if roof else None)
     if roof:
-        import statistics
-
         n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
         extra = args.epochs - short
         steps = extra * -(-n // batch)
