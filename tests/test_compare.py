@@ -445,7 +445,7 @@ def test_missing_config_values_group_and_pair(tmp_path):
 
 
 def test_canon_keeps_the_value_none_apart_from_null():
-    from activation_bench.analysis.loading import canon
+    from activation_bench.analysis.configs import canon
 
     assert canon("none") == "none" and canon("batch") == "batch"  # model.norm=none is a choice, not a missing value
     assert canon("None") is None and canon("null") is None and canon("") is None and canon(None) is None

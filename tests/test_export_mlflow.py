@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from activation_bench.analysis.loading import flatten_config
+from activation_bench.analysis.configs import flatten_config
 from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
 from activation_bench.export import mlflow as ex

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from activation_bench.analysis.budget import budget_check, validation_column
-from activation_bench.analysis.loading import Loaded, canon, load, varying_columns
+from activation_bench.analysis.configs import canon
+from activation_bench.analysis.loading import Loaded, load, varying_columns
 from activation_bench.analysis.metrics import (
     ACCURACY,
     FLOOR,

@@ -8,7 +8,6 @@ block per run ordered by epoch. Which way a column is better is decided here, on
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from activation_bench.cfg import activation_label
+from activation_bench.analysis.configs import canon, canon_array, flatten_config, read_yaml
 from activation_bench.data.io import read_table
 from activation_bench.errors import UsageError
-from activation_bench.runs.contents import COLUMNS
-from activation_bench.runs.store import finished_summary  # COLUMNS: every per-epoch column, in order
+from activation_bench.runs.contents import COLUMNS  # every per-epoch column, in order
+from activation_bench.runs.store import finished_summary
 
 # classification runs: the share of correctly classified rows, a fraction in [0, 1], higher is better
 ACCURACIES = ("val_acc", "test_acc")
@@ -228,74 +227,6 @@ def _run_dir_part(path: Path, loss: str, summary: dict, full_config: bool = Fals
     return part
 
 
-def read_yaml(path: Path) -> dict:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 (safe loader)
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"{path}: cannot read config: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: config is not a mapping")
-    return data
-
-
-def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
-    """Dotted scalar keys; a mapping's `name` (or `_target_`) becomes the value of the key itself,
-    so {'activation': {'name': 'gelu'}} gives activation=gelu like a sweep's labels (an expression
-    activation gives its text, or activation.name when given)."""
-    out: dict[str, Any] = {}
-    for key, value in cfg.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            head = value.get("name", value.get("_target_"))
-            if name == "activation" and "fn" in value:  # an expression: its text, or its label
-                head = activation_label(value)
-            if head is not None:
-                out[name] = head
-            rest = {k: v for k, v in value.items() if k not in ("name", "_target_")}
-            out.update(flatten_config(rest, name + "."))
-        elif isinstance(value, list):
-            out[name] = ",".join(str(v) for v in value)
-        else:
-            out[name] = value
-    return out
-
-
-_NULLS = {"", "null", "nan"}
-
-
-def canon(value: Any) -> str | None:
-    """A config value as a canonical string: 1e-3 and 0.001 match, 3 and 3.0 match, null is None."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    text = str(value).strip()
-    low = text.lower()
-    if low in _NULLS or text == "None":  # Python's None; lowercase none is a value (model.norm=none)
-        return None
-    if low in ("true", "false"):
-        return low
-    try:
-        num = float(text)
-    except ValueError:
-        return text
-    if num.is_integer() and abs(num) < 2**53:
-        return str(int(num))
-    return repr(num)
-
-
-def _canon_array(values: np.ndarray) -> np.ndarray:
-    cache: dict[Any, str | None] = {}
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        key = "nan" if pd.isna(v) else (type(v), v)
-        if key not in cache:
-            cache[key] = canon(v)
-        out[i] = cache[key]
-    return out
-
-
 def _numeric(df: pd.DataFrame, column: str, path: Path) -> np.ndarray:
     """The column as float64; a non-numeric cell is an error naming the file and line."""
     col = df[column]
@@ -344,7 +275,7 @@ def _csv_part(path: Path, loss: str, source: str, seed: str | None = None, run_n
         losses = {k: v[order] for k, v in losses.items()}
         df = df.iloc[order]
     starts = bounds[:-1]
-    runs = pd.DataFrame({c: _canon_array(df[c].iloc[starts].to_numpy(object)) for c in config_cols},
+    runs = pd.DataFrame({c: canon_array(df[c].iloc[starts].to_numpy(object)) for c in config_cols},
                         index=pd.RangeIndex(len(starts)))
     if seed is not None and "seed" not in runs.columns:
         runs["seed"] = seed

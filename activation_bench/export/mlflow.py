@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from activation_bench import __version__
-from activation_bench.analysis.loading import ACCURACIES, COLUMNS, flatten_config, load, read_yaml
+from activation_bench.analysis.configs import flatten_config, read_yaml
+from activation_bench.analysis.loading import ACCURACIES, COLUMNS, load
 from activation_bench.errors import UsageError
 from activation_bench.runs.store import DONE_STATUSES, read_summary
 

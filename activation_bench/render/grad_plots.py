@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from activation_bench.analysis.loading import flatten_config, read_yaml
+from activation_bench.analysis.configs import flatten_config, read_yaml
 from activation_bench.errors import UsageError
 from activation_bench.render import labels as fit
 from activation_bench.render.plots import _colors, check_output, save_figure

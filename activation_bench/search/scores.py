@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.loading import Loaded, canon, load
+from activation_bench.analysis.configs import canon
+from activation_bench.analysis.loading import Loaded, load
 from activation_bench.analysis.metrics import Metric, run_values
 from activation_bench.analysis.tune import sort_values
 from activation_bench.errors import UsageError
