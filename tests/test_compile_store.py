@@ -1,12 +1,16 @@
 """engine=compiled's functions kept between processes (engine/compile_store.py): the digest that
-names an artifact, damaged files ignored, inductor's remembered CPU probes, and (slow: they compile)
-the same bits from a function compiled by torch.compile, compiled by aot_compile and saved, and
-loaded from the saved file."""
+names a package, damaged files passed over, inductor's remembered CPU probes, and (slow: they
+compile) the same bits from a package just compiled, loaded by a later stack and compiled again
+over a damaged file, within rounding of torch.compile's, and a loading process that imports
+neither dynamo nor inductor."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -33,10 +37,11 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     ]
     with torch.no_grad():
         others.append(compile_store.identity("step", config, ([x], x, y)))  # grad mode is a guard
-    import torch._inductor.config as inductor_config
-
-    with inductor_config.patch(max_autotune=not inductor_config.max_autotune):
+    os.environ["TORCHINDUCTOR_MAX_AUTOTUNE"] = "1"
+    try:
         others.append(compile_store.identity("step", config, ([x], x, y)))  # inductor's settings
+    finally:
+        del os.environ["TORCHINDUCTOR_MAX_AUTOTUNE"]
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)
     try:
@@ -46,16 +51,15 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     assert len({key, *others}) == len(others) + 1
 
 
-def test_a_missing_truncated_or_corrupt_artifact_is_not_loaded(tmp_path):
+def test_a_missing_truncated_or_corrupt_package_is_not_loaded(tmp_path):
     root, key = str(tmp_path), "k"
-    assert compile_store.load(root, key, {}) is None  # none saved
-    path = compile_store.folder(root) / f"{key}.bin"
-    payload = b"not a compiled function"
-    compile_store._write(path, compile_store.MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
-    assert compile_store.load(root, key, {}) is None  # a valid file whose payload does not load
-    compile_store._write(path, path.read_bytes()[:-3])
-    assert compile_store.load(root, key, {}) is None  # truncated: the checksum does not match
-    assert [p.name for p in path.parent.iterdir()] == ["k.bin"]  # written whole: no temporary file left
+    assert compile_store.load(root, key) is None  # none saved
+    payload = b"not a package"
+    named = compile_store.folder(root) / f"{key}-{hashlib.sha256(payload).hexdigest()[:compile_store.NAME_HASH]}.pt2"
+    compile_store._write(named, payload)
+    assert compile_store.load(root, key) is None  # its bytes match its name, but the loader refuses them
+    compile_store._write(named, b"not a packag")
+    assert compile_store.load(root, key) is None  # truncated: its bytes no longer match its name
 
 
 def test_a_successful_cpu_probe_is_remembered_and_a_failed_one_is_not(tmp_path, monkeypatch):
@@ -109,42 +113,65 @@ GRIDS = {
 }
 
 
+def _same(got: tuple, want: tuple) -> bool:
+    return got[0] == want[0] and got[1] == want[1] and all(torch.equal(a, b) for a, b in zip(got[2], want[2]))
+
+
 @pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("grid", GRIDS)
-def test_saved_and_loaded_functions_give_torch_compiles_bits(grid, tmp_path, monkeypatch):
+def test_compiled_loaded_and_recompiled_packages_give_the_same_bits(grid, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     store = compile_store.folder(str(tmp_path))
-    with monkeypatch.context() as m:
-        m.setattr(compile_store, "available", lambda: False)  # torch.compile, as where nothing can be saved
-        reference = _train_stack(GRIDS[grid], epochs=3)
-    assert not list(store.glob("*.bin"))
-    saved = _train_stack(GRIDS[grid], epochs=3)  # compiled by aot_compile, then saved
-    files = sorted(store.glob("*.bin"))
-    assert len(files) >= 2  # a step and an evaluation at least
+    saved = _train_stack(GRIDS[grid], epochs=3)  # compiled ahead of time, saved, run from the package
+    files = sorted(store.glob("*.pt2"))
+    assert len(files) >= 2 and not list(store.glob(".*"))  # a step and an evaluation at least; no temporary left
 
-    def no_compile(*args):
+    def no_compile(*args, **kwargs):
         raise AssertionError("compiled although saved")
 
     with monkeypatch.context() as m:
         m.setattr(compile_store, "compile_and_save", no_compile)
         m.setattr(torch, "compile", no_compile)
-        loaded = _train_stack(GRIDS[grid], epochs=3)  # every function loaded from its file
-    for got in (saved, loaded):
-        assert got[0] == reference[0] and got[1] == reference[1]
-        assert all(torch.equal(a, b) for a, b in zip(got[2], reference[2]))
-    # a damaged file is compiled again and rewritten, with the same bits
+        loaded = _train_stack(GRIDS[grid], epochs=3)  # every function loaded from its package
+    assert _same(loaded, saved)
+    # a damaged file is passed over, compiled again and saved whole, with the same bits
     files[0].write_bytes(files[0].read_bytes()[: os.path.getsize(files[0]) // 2])
     again = _train_stack(GRIDS[grid], epochs=3)
-    assert again[0] == reference[0] and all(torch.equal(a, b) for a, b in zip(again[2], reference[2]))
-    data, head = files[0].read_bytes(), len(compile_store.MAGIC) + 64
-    assert data[:head] == compile_store.MAGIC + hashlib.sha256(data[head:]).hexdigest().encode()  # rewritten whole
+    assert _same(again, saved)
+    assert len(sorted(store.glob("*.pt2"))) == len(files) + 1  # the damaged one left aside, never loaded
+    # torch.compile (where this torch loads no packages): the same numbers up to rounding
+    with monkeypatch.context() as m:
+        m.setattr(compile_store, "available", lambda: False)
+        fallback = _train_stack(GRIDS[grid], epochs=3)
+    assert [float.fromhex(v) for v in fallback[0]] == pytest.approx([float.fromhex(v) for v in saved[0]], rel=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(fallback[2], saved[2]))
 
 
-def test_a_graph_aot_compile_fails_on_takes_torch_compile_once_per_function(tmp_path, monkeypatch):
+@pytest.mark.slow
+@needs_compiler
+def test_a_process_that_loads_its_packages_imports_neither_dynamo_nor_inductor(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from activation_bench.config.compose import compose_many
+        from activation_bench.config.grid import expand
+        from activation_bench.engine import train
+        cfgs = compose_many(expand(["engine=compiled", *{GRIDS["plain"]!r}, "epochs=2"]).members)
+        result = train.train(cfgs)
+        assert {{r.engine for r in result}} == {{"compiled"}}
+        print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
+    """)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    assert runs[0].stdout.split("\n")[-2] == "['torch._dynamo', 'torch._inductor']"  # the first compiled
+    assert runs[1].stdout.split("\n")[-2] == "[]"  # the second loaded
+
+
+def test_a_graph_that_cannot_be_compiled_ahead_takes_torch_compile_once_per_function(tmp_path, monkeypatch):
     compiled_by: list[str] = []
 
-    def aot_fails(fn, args, root, key, external):
+    def aot_fails(fn, args, root, key):
         compiled_by.append("aot")
         raise RuntimeError("simulated")
 
@@ -153,8 +180,9 @@ def test_a_graph_aot_compile_fails_on_takes_torch_compile_once_per_function(tmp_
         return fn
 
     monkeypatch.setattr(compile_store, "compile_and_save", aot_fails)
+    monkeypatch.setattr(compile_store, "prepare_compiler", lambda root: None)
     monkeypatch.setattr(torch, "compile", plain)
-    shapes = compile_store.Shapes(lambda w, x, y: (w * x).sum() + y.sum(), "step", {}, {}, str(tmp_path))
+    shapes = compile_store.Shapes(lambda w, x, y: (w * x).sum() + y.sum(), "step", {}, str(tmp_path))
     w = torch.ones(3)
     assert shapes.check(w, torch.ones(2, 3), torch.ones(2)) == 8.0
     assert shapes.check(w, torch.ones(4, 3), torch.ones(4)) == 16.0

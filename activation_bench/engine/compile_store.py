@@ -1,52 +1,58 @@
 """What the compiled engine keeps between processes, so that a process skips the fixed costs of
-compiling: each compiled function saved whole by torch's `aot_compile` (its traced graph, guards and
-inductor's generated code; the C++ libraries stay in inductor's cache), and the CPU probes inductor
-runs before it picks a vector instruction set.
+compiling: each compiled function as an AOTInductor package (the function traced to ATen
+operations, exported, and compiled by inductor into one C++ library with its own C++ wrapper),
+run through torch's C++ loader, `torch._C._aoti.AOTIModelPackageLoader`. Loading a package imports
+neither torch._dynamo nor inductor: a process that finds its functions saved pays for `import
+torch` and nothing more.
 
-Measured (2026-11-26, 2-core AMD EPYC, torch 2.13 CPU, one thread, warm caches; docs/performance.md):
-the first stack of the MNIST-1D classification grid (depth 2, batch 128; a step and two
-evaluation shapes) took 4.0-4.6 s to prepare through torch.compile's caches, of which 1.0-1.7 s was
-inductor's probes (a C++ build check, then a child Python that loads the library: six of them)
-and about 1 s dynamo's tracing; each later stack 0.43-0.50 s, mostly tracing. Loaded instead:
-1.8 s and 0.12-0.15 s, the same bits (tests/test_compile_store.py).
+Measured (2026-11-26, 2-core AMD EPYC, torch 2.13 CPU, two threads, warm store; docs/performance.md):
+the peer grid's two 240-member stacks load in milliseconds where `aot_compile`'s saved functions
+took 1.8-1.9 s (1.3-1.4 s of it importing torch._dynamo, which loading them needs), and a
+1000-epoch sweep of them trains in 1.7-1.8 s in process against 3.8 s. A cold compile costs 7-12 s
+a step and 6-7 s an evaluation (each package builds its own library).
+
+A function is first traced by make_fx (fake tensors; it follows torch.func.vjp, which export
+alone cannot trace), then exported and compiled for its arguments' shapes. The process that
+compiles a package runs it through the same loader as every later process, so the bits do not
+depend on whether the store was warm or empty (tests/test_compile_store.py).
 
 An artifact is found by a digest of everything that shapes its code (`identity`): the function's
 role and the stack's configuration (activations, model, optimiser), its inputs' shapes, strides and
-dtypes, the engine's source, inductor's settings, torch and Python versions, the thread count and
-the CPU. A file that does not load (corrupt, truncated, another torch) is ignored: the function is
-compiled again and the file rewritten. Files are written whole (a temporary file renamed), so a
-reader never sees half of one. A graph aot_compile cannot take is compiled by torch.compile.
+dtypes, the engine's source, inductor's settings (the TORCHINDUCTOR_* variables: importing
+inductor's config to read them would cost the second a loaded process saves), torch and Python
+versions, the thread count and the CPU. A package is written whole under a temporary name and
+renamed to `<digest>-<sha256 of its bytes>.pt2`, so a reader never sees half of one and a file
+whose bytes no longer match its name (truncated, damaged) is not loaded: it is compiled again.
+Where this torch has no AOTInductor loader, or a graph cannot be exported or compiled ahead of
+time, one torch.compile serves the function (the same kernels, not saved).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import os
 import platform
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 from activation_bench.data.generated import write_atomic
 
-MAGIC = b"actbench-aot-1\n"
+NAME_HASH = 16  # hex digits of the package's sha256 in its file name
 ENGINE_DIR = Path(__file__).resolve().parent
 
 
 def available() -> bool:
-    """Whether this torch saves compiled functions (torch.compile(...).aot_compile, 2.10 or later)
-    and inductor's caches are on (aot_compile refuses to run without them)."""
-    if not hasattr(torch.compiler, "load_compiled_function"):
-        return False
-    import torch._inductor.config as inductor_config
-
-    return not inductor_config.force_disable_caches
+    """Whether this torch loads AOTInductor packages (torch._C._aoti.AOTIModelPackageLoader)."""
+    aoti = getattr(torch._C, "_aoti", None)
+    return aoti is not None and hasattr(aoti, "AOTIModelPackageLoader")
 
 
 @functools.cache
@@ -88,70 +94,103 @@ def _tensors(value: Any) -> list[Any]:
 def identity(role: str, config: Mapping[str, Any], args: tuple) -> str:
     """The digest that names one compiled function: its role and configuration (plain data),
     its arguments' tensors (shape, stride, dtype, device), the engine's source, inductor's settings
-    (as its own cache keys them: TORCHINDUCTOR_* variables change them), torch, Python, the thread
-    count and the CPU."""
-    import torch._inductor.config as inductor_config
-
+    (its TORCHINDUCTOR_* variables), torch, Python, the thread count and the CPU."""
+    inductor = sorted((k, v) for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_"))
     parts = {"role": role, "config": config, "args": _tensors(args), "engine": _engine_source(),
-             "inductor": inductor_config.save_config_portable(),
-             "torch": torch.__version__, "python": sys.version, "threads": torch.get_num_threads(),
-             "grad": torch.is_grad_enabled(), "machine": _machine()}
+             "inductor": inductor, "torch": torch.__version__, "python": sys.version,
+             "threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(), "machine": _machine()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
 
 
 def folder(root: str) -> Path:
-    return Path(root) / "aot"
+    return Path(root) / "aoti"
 
 
-def load(root: str, key: str, external: dict[str, Any]) -> Callable[..., Any] | None:
-    """The compiled function saved under `key`, or None where there is none or it does not load."""
+def load(root: str, key: str) -> Callable[..., Any] | None:
+    """The function saved under `key`, or None where there is none or none that loads: a file
+    whose bytes do not match the hash in its name is passed over."""
+    for path in sorted(folder(root).glob(f"{key}-*.pt2")):
+        try:
+            intact = hashlib.sha256(path.read_bytes()).hexdigest()[:NAME_HASH] == path.stem.rsplit("-", 1)[1]
+        except OSError:
+            continue
+        if intact:
+            try:
+                return _loaded(path)
+            except Exception:  # noqa: BLE001, S112 - another torch or CPU, or damaged inside: the next, else compiled again
+                continue
+    return None
+
+
+def _loaded(path: Path) -> Callable[..., Any]:
+    """A package as a function of the arguments it was compiled for (any nesting of lists and
+    tuples of tensors), returning what the function returned (its outputs' nesting kept)."""
+    loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+    out_spec = pytree.treespec_loads(loader.get_call_spec()[1])
+
+    def run(*args: Any) -> Any:
+        return pytree.tree_unflatten(loader.run(pytree.tree_leaves(args)), out_spec)
+    return run
+
+
+class _Traced(torch.nn.Module):
+    """What torch.export takes: a module whose forward is the traced function."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def compile_and_save(fn: Callable[..., Any], args: tuple, root: str, key: str) -> Callable[..., Any]:
+    """fn compiled ahead of time for these arguments (static shapes), saved under `key` and loaded
+    back: the caller runs the same package a later process loads. Raises where it cannot."""
+    import torch._inductor as inductor
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    prepare_compiler(root)
+    out = folder(root)
+    out.mkdir(parents=True, exist_ok=True)
+    temporary = out / f".{key}.{os.getpid()}.pt2"
     try:
-        data = (folder(root) / f"{key}.bin").read_bytes()
-    except OSError:
-        return None
-    head, payload = data[: len(MAGIC) + 64], data[len(MAGIC) + 64:]
-    if head != MAGIC + hashlib.sha256(payload).hexdigest().encode():
-        return None  # truncated or corrupt
-    try:
-        from torch._guards import TracingContext, tracing
-
-        # torch 2.13 rebuilds some guards through TracingContext.get(): loading outside a trace fails
-        with tracing(TracingContext(None)):  # type: ignore[arg-type]
-            return torch.compiler.load_compiled_function(io.BytesIO(payload), external_data=external)
-    except Exception:  # noqa: BLE001 - another torch, Python or CPU, or a damaged file: compiled again
-        return None
+        with warnings.catch_warnings():  # torch's own deprecation notices from inside export, not the user's
+            warnings.simplefilter("ignore", FutureWarning)
+            graph = make_fx(fn, tracing_mode="fake")(*args)  # ATen operations: torch.func.vjp traced through
+            program = torch.export.export(_Traced(graph), tuple(args), strict=False)
+            inductor.aoti_compile_and_package(program, package_path=str(temporary))
+        digest = hashlib.sha256(temporary.read_bytes()).hexdigest()[:NAME_HASH]
+        final = out / f"{key}-{digest}.pt2"
+        os.replace(temporary, final)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return _loaded(final)
 
 
-def compile_and_save(fn: Callable[..., Any], args: tuple, root: str, key: str,
-                     external: dict[str, Any]) -> Callable[..., Any]:
-    """fn compiled for these arguments by aot_compile (whole graph, static shapes), saved under
-    `key` when it can be (a failure to save only costs the next process the compile)."""
-    compiled = torch.compile(fn, fullgraph=True, dynamic=False).aot_compile((args, {}))
-    try:
-        from torch._dynamo.aot_compile import AOTCompiledFunction
+def prepare_compiler(root: str) -> None:
+    """Before anything compiles in this process: room for one torch.compile graph per stack
+    shape (where a function falls back to it), and inductor's CPU probes remembered."""
+    import torch._dynamo
 
-        payload = AOTCompiledFunction.serialize(compiled, external).serialized_data
-        _write(folder(root) / f"{key}.bin", MAGIC + hashlib.sha256(payload).hexdigest().encode() + payload)
-    except Exception:  # noqa: BLE001, S110 - unsaved: the next process compiles again
-        pass
-    return compiled
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, lambda f: f.write(data))
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
+                 "accumulated_cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 512))
+    if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):  # an error (so eager), not a silent eager run
+        torch._dynamo.config.fail_on_recompile_limit_hit = True
+    remember_isa_probes(root)
 
 
 class Shapes:
     """fn compiled once per shape of its last two arguments (a batch's inputs and targets: every
-    other argument is the same tensors in every call), each loaded from compile_store where an
-    earlier process saved it, else compiled by aot_compile (whole graph, static shapes) and saved.
-    Where this torch cannot save compiled functions, or aot_compile fails on a graph: one
-    torch.compile, whose guards pick the graph (the same code, so the same bits)."""
+    other argument is the same tensors in every call), each loaded from the store where an earlier
+    process saved it, else compiled ahead of time and saved. Where this torch cannot load
+    packages, or a graph cannot be compiled ahead of time: one torch.compile, whose guards pick
+    the graph."""
 
-    def __init__(self, fn: Callable[..., Any], role: str, config: Mapping[str, Any], external: dict[str, Any],
-                 root: str) -> None:
-        self.fn, self.role, self.config, self.external, self.root = fn, role, config, external, root
+    def __init__(self, fn: Callable[..., Any], role: str, config: Mapping[str, Any], root: str) -> None:
+        self.fn, self.role, self.config, self.root = fn, role, config, root
         self.by_shape: dict[tuple, Callable[..., Any]] = {}
         self.saving = available()
         self.whole: Callable[..., Any] | None = None
@@ -171,7 +210,7 @@ class Shapes:
         shape = (args[-2].shape, args[-1].shape)
         if self.saving:
             key = identity(self.role, self.config, args)
-            loaded = load(self.root, key, self.external)
+            loaded = load(self.root, key)
             if loaded is not None:
                 try:
                     out = loaded(*args)
@@ -181,17 +220,23 @@ class Shapes:
                     if not trial:
                         raise
             try:
-                fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key, self.external)
+                fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key)
                 out = fn(*args) if trial else None  # type: ignore[misc]
-            except Exception:  # noqa: BLE001 - aot_compile failed on this graph (or its check): torch.compile
+            except Exception:  # noqa: BLE001 - not compilable ahead of time (or its check failed): torch.compile
                 fn = None
             if fn is not None:
                 self.by_shape[shape] = fn
                 return out if trial else fn(*args)
         if self.whole is None:
+            prepare_compiler(self.root)
             self.whole = torch.compile(self.fn, fullgraph=True, dynamic=False)
         self.by_shape[shape] = self.whole
         return self.whole(*args)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, lambda f: f.write(data))
 
 
 def remember_isa_probes(root: str) -> None:

@@ -1,12 +1,13 @@
-"""The compiled engine (engine=compiled|auto): the whole training step compiled by torch.compile.
+"""The compiled engine (engine=compiled|auto): the whole training step compiled by inductor.
 
 One function does a step of a whole stack: the forward, the loss (MSE for a regressor,
 cross-entropy for a classifier), the hand-written gradient (the closed forms of fused.py) and the
-optimiser's update (Adam written out, its per-step scalars passed in as a tensor, or SGD), and it is compiled
-with `fullgraph=True` by inductor, which fuses the elementwise work of all of them into a few C++
-loops. It is compiled once per stack shape (the members per activation, rows per batch, widths)
-and saved whole (compile_store.py, under `cache_dir()`, beside inductor's own caches), so the same
-shapes compile once per machine and later processes load them without tracing again.
+optimiser's update (Adam written out, its per-step scalars passed in as a tensor, or SGD), and it is
+compiled ahead of time by inductor (AOTInductor), which fuses the elementwise work of all of them
+into a few C++ loops. It is compiled once per stack shape (the members per activation, rows per
+batch, widths) and saved as a package (compile_store.py, under `cache_dir()`, beside inductor's
+own caches), so the same shapes compile once per machine and later processes load the library
+without tracing, or importing the compiler, again.
 
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
@@ -192,26 +193,16 @@ def _steady_malloc() -> None:
     libc.mallopt(m_trim_threshold, 512 << 20)
 
 
-def _configure_dynamo() -> None:
-    """Inductor's caches in the user cache directory, and room for one graph per stack shape."""
+def _configure() -> None:
+    """Steady malloc, and inductor's caches (and the compile store) in the user cache directory."""
     _steady_malloc()
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
-    import torch._dynamo
-
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit",
-                 "accumulated_cache_size_limit"):
-        if hasattr(torch._dynamo.config, name):
-            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 512))
-    if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):  # an error (so eager), not a silent eager run
-        torch._dynamo.config.fail_on_recompile_limit_hit = True
-    compile_store.remember_isa_probes(cache_dir())
 
 
-def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any],
-             external: dict[str, Any]) -> compile_store.Shapes:
+def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any]) -> compile_store.Shapes:
     """The step or evaluation compiled per batch shape (a seam the tests replace to simulate a failure)."""
-    _configure_dynamo()
-    return compile_store.Shapes(fn, role, config, external, cache_dir())
+    _configure()
+    return compile_store.Shapes(fn, role, config, cache_dir())
 
 
 def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
@@ -247,18 +238,17 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     sizes = [s.stop - s.start for s in model.slices]
     lay = compiled_mlp.layout(model, opt.params)
     config = _identity(stack, sizes)
-    external = {f"activation{i}": s.module for i, s in enumerate(model.slices)}  # not saved: the stack's own
     plain, betas, acts = _plain(model), (opt.beta1, opt.beta2), compiled_mlp.acts_of(model)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
     else:
         step_fn = compiled_mlp.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps)
-    fn = _compile(step_fn, "step", config, external)
+    fn = _compile(step_fn, "step", config)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
     evaluate = _compile(compiled_mlp.eval_function(acts, sizes, lay, model, stack.classify),
-                        "evaluate", config, external)
+                        "evaluate", config)
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
