@@ -50,17 +50,16 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # engine=auto: compile where the stack's estimated eager training time is AUTO_FACTOR times the
 # estimated compile cost. The eager rate is a reference model-step (64 inputs, 64 hidden, 1
 # output, 10 rows) at REF_STEPS_PER_S, scaled by rows x (inputs + outputs) x hidden.
-# Measured on a quiet 2-core AMD EPYC (2026-11-25, docs/performance.md): a process's compile costs
-# 4-5 s with a warm cache (importing torch._dynamo 1 s, tracing and loading 3.4 s) and 16-21 s
-# with a cold one; the eager engine runs the reference model at 95,000-138,000 model-steps/s.
-# Re-measured 2026-11-26 (commit 0494d3a, the same machine, one thread, load 1-2; performance.md),
-# with compiled functions saved whole (compile_store): warm, a process pays 1.8 s for its first
-# stack and 0.12-0.15 s for each later one (4.1-4.2 s and 0.4-0.5 s before); cold still 15-19 s
-# (C++ compilation), and eager ran the reference model at 65,000-79,000 model-steps/s at one
-# thread (four runs, load 1.5-2.9). The rule charges a cold compile, so it stays as it was. It does
-# not look for saved functions on purpose: which engine a member trains with (and so its last bits)
-# follows from its config and whether the machine can compile at all, the same on a machine whose
-# store is warm or empty.
+# Measured on a quiet 2-core AMD EPYC (2026-11-26, commit 17a6c93, two threads, docs/performance.md),
+# with each compiled function saved as an AOTInductor package (compile_store): warm, a compiled
+# process costs what an eager one does (the reference grid's 480 members at 1 epoch: 2.77 s
+# against 2.58 s; loading two stacks' packages takes milliseconds and imports no compiler); cold,
+# a stack costs 7-17 s for its step and 6-7 s for each evaluation shape (the reference grid: 28.5 s
+# at 1 epoch; the MNIST-1D classification grid's four stacks, three graphs each: 98 s). The eager
+# engine runs the reference model at 119,000 model-steps/s (the compiled one at 190,000). The rule
+# charges a cold compile with margin, so it stays as it was. It does not look for saved functions on
+# purpose: which engine a member trains with (and so its last bits) follows from its config and
+# whether the machine can compile at all, the same on a machine whose store is warm or empty.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
 REF_STEPS_PER_S = 100_000.0
