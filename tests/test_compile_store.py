@@ -49,6 +49,28 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     finally:
         torch.set_num_threads(threads)
     assert len({key, *others}) == len(others) + 1
+    os.environ["TORCHINDUCTOR_CACHE_DIR"], before = "/elsewhere", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    try:
+        assert compile_store.identity("step", config, ([x], x, y)) == key  # where the caches are is not what they hold
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR")
+        if before is not None:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
+def test_inductors_own_default_cache_folder_is_not_taken_for_the_users_choice(tmp_path, monkeypatch):
+    import torch._inductor.runtime.cache_dir_utils as inductor_dirs
+
+    monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path / "ours"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert compiled.cache_dir() == str(tmp_path / "ours" / "inductor")
+    inductor_dirs.cache_dir()  # what importing inductor does: sets the variable to its default
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == inductor_dirs.default_cache_dir()
+    assert compiled.cache_dir() == str(tmp_path / "ours" / "inductor")
+    compiled._configure()  # and the process's inductor follows it, so children inherit ours
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "ours" / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "theirs"))  # a user's own choice
+    assert compiled.cache_dir() == str(tmp_path / "theirs")
 
 
 def test_a_missing_truncated_or_corrupt_package_is_not_loaded(tmp_path):

@@ -94,8 +94,9 @@ def _tensors(value: Any) -> list[Any]:
 def identity(role: str, config: Mapping[str, Any], args: tuple) -> str:
     """The digest that names one compiled function: its role and configuration (plain data),
     its arguments' tensors (shape, stride, dtype, device), the engine's source, inductor's settings
-    (its TORCHINDUCTOR_* variables), torch, Python, the thread count and the CPU."""
-    inductor = sorted((k, v) for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_"))
+    (its TORCHINDUCTOR_* variables but the cache folder's), torch, Python, the thread count and the CPU."""
+    inductor = sorted((k, v) for k, v in os.environ.items()
+                      if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR")  # where, not what
     parts = {"role": role, "config": config, "args": _tensors(args), "engine": _engine_source(),
              "inductor": inductor, "torch": torch.__version__, "python": sys.version,
              "threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(), "machine": _machine()}

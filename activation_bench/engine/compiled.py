@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import getpass
 import math
 import os
+import re
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -69,10 +72,27 @@ REF_WORK = 10 * (64 + 1) * 64
 def cache_dir() -> str:
     """Where inductor's caches go: TORCHINDUCTOR_CACHE_DIR if set, else `inductor` in the user
     cache directory ($ACTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/activation-bench, else
-    ~/.cache/activation-bench)."""
+    ~/.cache/activation-bench). A TORCHINDUCTOR_CACHE_DIR naming inductor's own default is taken
+    as unset: importing inductor sets the variable to it (for its worker processes), so a process
+    that imported inductor (a benchmark's parent, a notebook) would otherwise send every child's
+    compiled functions to the temporary folder, away from the saved ones."""
     from activation_bench.data.generated import cache_dir as user_cache
 
-    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(user_cache() / "inductor")
+    given = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if given and os.path.abspath(given) != _inductor_default():
+        return given
+    return str(user_cache() / "inductor")
+
+
+def _inductor_default() -> str:
+    """torch._inductor.runtime.cache_dir_utils.default_cache_dir(), written out: importing it would
+    import inductor (a second, and what a process loading saved packages avoids)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        getuid = getattr(os, "getuid", None)
+        user = f"uid_{getuid()}" if callable(getuid) else "unknown_user"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
@@ -195,7 +215,7 @@ def _steady_malloc() -> None:
 def _configure() -> None:
     """Steady malloc, and inductor's caches (and the compile store) in the user cache directory."""
     _steady_malloc()
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache_dir())
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir()
 
 
 def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any]) -> compile_store.Shapes:
