@@ -24,7 +24,7 @@ versions, the thread count and the CPU. A package is written whole under a tempo
 renamed to `<digest>-<sha256 of its bytes>.pt2`, so a reader never sees half of one and a file
 whose bytes no longer match its name (truncated, damaged) is not loaded: it is compiled again.
 Where this torch has no AOTInductor loader, or a graph cannot be exported or compiled ahead of
-time, one torch.compile serves the function (the same kernels, not saved).
+time, one torch.compile serves the function (not saved; its numbers agree with a package's to rounding).
 """
 
 from __future__ import annotations

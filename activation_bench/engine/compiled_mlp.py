@@ -3,7 +3,7 @@ regression and classification (compiled.py keeps its hand-written step for the p
 
 The model's forward is written here once as a pure function of the stack's parameters, the same
 ops as StackedMLP's eager forward (norm.standardize is shared with the eager norm); its gradient is
-torch.func.vjp's, inside the graph that torch.compile hands to inductor, which fuses the forward's
+torch.func.vjp's, inside the graph that inductor compiles, which fuses the forward's
 and backward's elementwise work (activations and their derivatives, norm, dropout, the loss) and
 the optimiser's update into a few C++ loops between the batched products.
 
