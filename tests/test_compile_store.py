@@ -37,11 +37,12 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     ]
     with torch.no_grad():
         others.append(compile_store.identity("step", config, ([x], x, y)))  # grad mode is a guard
-    os.environ["TORCHINDUCTOR_MAX_AUTOTUNE"] = "1"
-    try:
-        others.append(compile_store.identity("step", config, ([x], x, y)))  # inductor's settings
-    finally:
-        del os.environ["TORCHINDUCTOR_MAX_AUTOTUNE"]
+    for setting in ("TORCHINDUCTOR_MAX_AUTOTUNE", "AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL"):  # inductor's settings
+        os.environ[setting] = "1"
+        try:
+            others.append(compile_store.identity("step", config, ([x], x, y)))
+        finally:
+            del os.environ[setting]
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)
     try:

@@ -18,8 +18,9 @@ depend on whether the store was warm or empty (tests/test_compile_store.py).
 
 An artifact is found by a digest of everything that shapes its code (`identity`): the function's
 role and the stack's configuration (activations, model, optimiser), its inputs' shapes, strides and
-dtypes, the engine's source, inductor's settings (the TORCHINDUCTOR_* variables: importing
-inductor's config to read them would cost the second a loaded process saves), torch and Python
+dtypes, the engine's source, inductor's settings (the environment variables it reads them from,
+TORCHINDUCTOR_*, AOT_INDUCTOR_* and a few more: importing inductor's config to read them would cost
+the second a loaded process saves), torch and Python
 versions, the thread count and the CPU. A package is written whole under a temporary name and
 renamed to `<digest>-<sha256 of its bytes>.pt2`, so a reader never sees half of one and a file
 whose bytes no longer match its name (truncated, damaged) is not loaded: it is compiled again.
@@ -46,6 +47,9 @@ from torch.utils import _pytree as pytree
 from activation_bench.data.generated import write_atomic
 
 NAME_HASH = 16  # hex digits of the package's sha256 in its file name
+# the environment variables torch 2.13's inductor and dynamo read their settings from
+# (torch/_inductor/config.py: TORCHINDUCTOR_*, and AOT_INDUCTOR_* / AOTINDUCTOR_* for ahead-of-time builds)
+SETTINGS = ("TORCHINDUCTOR_", "AOT_INDUCTOR_", "AOTINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE_")
 ENGINE_DIR = Path(__file__).resolve().parent
 
 
@@ -94,9 +98,10 @@ def _tensors(value: Any) -> list[Any]:
 def identity(role: str, config: Mapping[str, Any], args: tuple) -> str:
     """The digest that names one compiled function: its role and configuration (plain data),
     its arguments' tensors (shape, stride, dtype, device), the engine's source, inductor's settings
-    (its TORCHINDUCTOR_* variables but the cache folder's), torch, Python, the thread count and the CPU."""
+    (the environment variables it reads, SETTINGS, but the cache folder's), torch, Python, the
+    thread count and the CPU."""
     inductor = sorted((k, v) for k, v in os.environ.items()
-                      if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR")  # where, not what
+                      if k.startswith(SETTINGS) and k != "TORCHINDUCTOR_CACHE_DIR")  # where, not what
     parts = {"role": role, "config": config, "args": _tensors(args), "engine": _engine_source(),
              "inductor": inductor, "torch": torch.__version__, "python": sys.version,
              "threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(), "machine": _machine()}
