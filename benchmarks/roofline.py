@@ -48,8 +48,7 @@ def training_flops(members: int, widths: Sequence[int], batch: int, steps: int, 
                    evals: int = 0) -> float:
     """FLOPs of `steps` optimiser steps of `members` members on `batch` rows each, plus `evals`
     evaluations of `eval_rows` rows per member: 6 B W per step, 2 W per evaluated row."""
-    w = weights(widths)
-    return float(members) * (6.0 * batch * w * steps + 2.0 * eval_rows * w * evals)
+    return mlp(widths, batch).flops(members, steps, eval_rows * evals)
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,10 @@ class Roof:
     row_flops: float
     products: tuple[tuple[int, int, int, str], ...]
     params: tuple[tuple[int, ...], ...]
+
+    def flops(self, members: int, steps: int, evaluated_rows: int = 0) -> float:
+        """FLOPs of `members` members' `steps` optimiser steps and `evaluated_rows` rows evaluated each."""
+        return float(members) * (steps * self.step_flops + evaluated_rows * self.row_flops)
 
 
 def mlp(widths: Sequence[int], batch: int, out: int | None = None) -> Roof:

@@ -176,7 +176,7 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
         n, n_eval = len(data.x), len(data.x_val) + len(data.x_test)
         extra = args.epochs - short
         steps = extra * -(-n // batch)
-        flops = len(acts) * args.seeds * (steps * roof.step_flops + extra * n_eval * roof.row_flops)
+        flops = roof.flops(len(acts) * args.seeds, steps, extra * n_eval)
         margins = [w - s for w, s in zip(walls, shorts)]
         best = max(ceilings)
         fractions = [flops / m / 1e9 / best for m in margins]
