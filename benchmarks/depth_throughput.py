@@ -30,12 +30,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
+import provenance  # benchmarks/ is on sys.path when a script there runs
+
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
-ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+ACTBENCH = provenance.actbench()
 
 
 def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str = "none") -> tuple[int, float]:

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
+
+import provenance  # benchmarks/ is on sys.path when a script there runs
 
 ACTS = ["gelu", "relu", "tanh", "sigmoid", "selu", "silu"]
 DEPTH = 8
@@ -42,7 +43,7 @@ SHAPES = {
     "study": (64, 16, 32, 256, ["data.target=teacher", "data.input_dim=16", "data.n_samples=64", "data.n_val=256",
                                 "data.noise=0.1", "model.hidden_dim=32"]),  # the depth study's
 }
-ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+ACTBENCH = provenance.actbench()
 
 
 def plain(shape: str, seeds: int, epochs: int) -> int:

@@ -1,4 +1,5 @@
-"""The first line of every benchmark's output: when, on which commit and on which machine it ran.
+"""The first line of every benchmark's output: when, on which commit and on which machine it ran;
+and the `actbench` command the benchmarks time.
 
 Recorded measurements (docs/performance.md, benchmarks/results_*.txt) are identified by these three.
 """
@@ -9,7 +10,17 @@ import datetime as dt
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
+
+
+def actbench() -> list[str]:
+    """The command a user of this interpreter runs: the `actbench` script installed beside it, else
+    `python -m activation_bench.cli`. Not the first `actbench` on PATH: a version manager's shim
+    there (pyenv's) starts a shell and the manager first, 0.06 s a process on the 2-core VM, which
+    the peers, started as `python script.py`, do not pay."""
+    beside = Path(sys.executable).with_name("actbench")
+    return [str(beside)] if beside.is_file() else [sys.executable, "-m", "activation_bench.cli"]
 
 
 def header() -> str:

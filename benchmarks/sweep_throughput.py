@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+import provenance  # benchmarks/ is on sys.path when a script there runs
+
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 DATA = ["normal", "uniform"]
 
@@ -124,7 +126,7 @@ def actbench_sweep(root: str, acts: list[str], data: list[str], seeds: int, epoc
     return len(acts) * len(data) * seeds * epochs, time.perf_counter() - start
 
 
-ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+ACTBENCH = provenance.actbench()
 
 
 def _round(r: int, root: str, args: argparse.Namespace, ratios: list[float], ours: list[float],
