@@ -16,7 +16,7 @@ whole, start-up and imports included:
   (its rate in model-steps/s; the whole grid would take minutes).
 
 Each round runs every path at every epoch count in turn, so a slow spell of a shared machine
-hits all of them. Printed: each run; the whole-process ratios at the first epoch count; and each
+hits all of them. Printed: each run; the whole-process ratios at each epoch count; and each
 path's marginal training rate, (model-steps at the last count - at the first) / (seconds at the
 last - at the first), which leaves out start-up, compilation and fixed costs. Ratios above 1 mean
 actbench is faster. `python benchmarks/peers/jax_peer.py --check` (and torchfunc_peer.py) show
@@ -147,11 +147,12 @@ def report(times: dict, rates: list[float], paths: list[str], epochs: list[int],
     med = {k: statistics.median(v) for k, v in times.items()}
     ours = [p for p in OURS if p in paths]
     others = [p for p in paths if p not in (*OURS, "naive")]
-    for a in ours:
-        for p in others:
-            rounds = [o / t for o, t in zip(times[(p, first)], times[(a, first)])]
-            print(f"whole process at {first} epochs: {p} / {a} = {statistics.median(rounds):.2f}x "
-                  f"(rounds: {', '.join(f'{x:.2f}' for x in rounds)}; above 1: {a} faster)")
+    for e in dict.fromkeys(epochs):  # each epoch count (the targets name 1000 and 3000)
+        for a in ours:
+            for p in others:
+                rounds = [o / t for o, t in zip(times[(p, e)], times[(a, e)])]
+                print(f"whole process at {e} epochs: {p} / {a} = {statistics.median(rounds):.2f}x "
+                      f"(rounds: {', '.join(f'{x:.2f}' for x in rounds)}; above 1: {a} faster)")
     if rates:
         naive_rate = statistics.median(rates)
         for a in ours:
