@@ -105,9 +105,8 @@ def main() -> None:
     args = ap.parse_args()
     extra = [f"model.norm={args.norm}", f"engine={args.engine}"]
     import torch
-    from provenance import header  # benchmarks/provenance.py, beside this script
 
-    print(header())
+    print(provenance.header())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
           f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs, "
           f"model.norm={args.norm}, engine={args.engine}")

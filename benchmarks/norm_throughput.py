@@ -105,11 +105,10 @@ def main() -> None:
     if args.quick:
         args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 20, 1, 1
     import torch
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
     from rounds import sweep_vs_plain
 
     rows, inputs, hidden, val, data = SHAPES[args.shape]
-    print(header())
+    print(provenance.header())
     print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
           f"activations x {args.seeds} seeds x {args.epochs} epochs, depth {DEPTH} x {hidden}, batch norm, "

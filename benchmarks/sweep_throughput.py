@@ -164,9 +164,8 @@ def main() -> None:
     import statistics
 
     import torch
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
-    print(header())
+    print(provenance.header())
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" and torch.cuda.is_available() else ""
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
           f"device {args.device}{gpu}")
