@@ -163,9 +163,9 @@ def write_runs(items: Sequence[RunItem], replace: bool = False,
         with ThreadPoolExecutor(max_workers=workers) as pool:
             # this thread formats each run's files while the pool's threads create and write the
             # previous runs' (system calls, which release the GIL): formatting in the pool's threads
-            # made them queue for the GIL (480 runs of 1000 epochs: 0.61-0.87 s and 0.68-1.20 s of
-            # CPU, against 0.50-0.60 s and 0.50-0.72 s so). A bounded window of runs in flight keeps
-            # a large sweep's texts from piling up in memory when the disk is slower.
+            # made them queue for the GIL (480 runs of 1000 epochs: 0.61-0.90 s, so 0.54-0.76 s;
+            # docs/performance.md). A bounded window of runs in flight keeps a large sweep's texts
+            # from piling up in memory when the disk is slower.
             pending: deque[Future[None]] = deque()
             for tmp, (final, cfg, result, cfg_hash, labels) in zip(tmps, items):
                 pending.append(pool.submit(_stage, tmp, final, _texts(cfg, result, cfg_hash, labels)))
