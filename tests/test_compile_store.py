@@ -22,7 +22,7 @@ from activation_bench.engine import compile_store, compiled, train
 needs_compiler = pytest.mark.skipif(compiled.compiler_missing() is not None, reason="no C++ compiler")
 
 
-def test_the_digest_names_every_input_that_shapes_the_code():
+def test_the_digest_names_every_input_that_shapes_the_code(monkeypatch):
     x, y = torch.zeros(4, 8, 3), torch.zeros(4, 8, 1)
     config = {"activations": [{"name": "gelu"}], "sizes": [4]}
     key = compile_store.identity("step", config, ([x], x, y))
@@ -38,11 +38,9 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     with torch.no_grad():
         others.append(compile_store.identity("step", config, ([x], x, y)))  # grad mode is a guard
     for setting in ("TORCHINDUCTOR_MAX_AUTOTUNE", "AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL"):  # inductor's settings
-        os.environ[setting] = "1"
-        try:
+        with monkeypatch.context() as env:
+            env.setenv(setting, "1")
             others.append(compile_store.identity("step", config, ([x], x, y)))
-        finally:
-            del os.environ[setting]
     threads = torch.get_num_threads()
     torch.set_num_threads(threads + 1)
     try:
@@ -50,13 +48,8 @@ def test_the_digest_names_every_input_that_shapes_the_code():
     finally:
         torch.set_num_threads(threads)
     assert len({key, *others}) == len(others) + 1
-    os.environ["TORCHINDUCTOR_CACHE_DIR"], before = "/elsewhere", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    try:
-        assert compile_store.identity("step", config, ([x], x, y)) == key  # where the caches are is not what they hold
-    finally:
-        os.environ.pop("TORCHINDUCTOR_CACHE_DIR")
-        if before is not None:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/elsewhere")
+    assert compile_store.identity("step", config, ([x], x, y)) == key  # where the caches are is not what they hold
 
 
 def test_inductors_own_default_cache_folder_is_not_taken_for_the_users_choice(tmp_path, monkeypatch):
