@@ -5,6 +5,7 @@ the same bits in two fresh processes."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -64,6 +65,15 @@ def test_auto_compiles_where_eager_time_is_several_times_the_compile_cost():
     assert compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1, depth=2) == pytest.approx(ref * 129 / 65)
     assert compiled.choose("auto", compiled.estimated_eager_s(240, 50_000, 10, 64, 64, 1))[0] == "compiled"
     assert compiled.choose("auto", compiled.estimated_eager_s(240, 49_000, 10, 64, 64, 1))[0] == "eager"
+
+
+def test_auto_counts_a_convnets_convolutions_as_their_im2col_products():
+    cfg = compose(["model=cnn", "data=mnist1d", "engine=auto", "batch_size=100", "epochs=2"])
+    # MNIST-1D's CNN: 19, 10 and 5 positions of 5, 75 and 75 inputs to 25 channels, then 125 -> 10
+    assert plan.cnn_macs(cfg) == 19 * 5 * 25 + 10 * 75 * 25 + 5 * 75 * 25 + 125 * 10
+    assert train._plan_engine([cfg] * 80) == ("eager", "auto: estimated eager time 3.9 s < 120 s")
+    long = compose(["model=cnn", "data=mnist1d", "engine=auto", "batch_size=100", "epochs=100"])
+    assert train._plan_engine([long] * 80)[0] == ("compiled" if compiled.compiler_missing() is None else "eager")
 
 
 def test_a_tiny_run_with_auto_stays_eager_and_says_so(runner, runs_dir):
@@ -181,6 +191,17 @@ GRIDS = {
     "deep classifier with dropout": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
                                      "model.depth=2", "model.dropout=0.1", "batch_size=32", "shuffle=true",
                                      "lr=0.01"],
+    # compiled_cnn.py's step: 2-D convolutions with batch norm and max pooling, 1-D ones with gated
+    # units, dropout, average and global pooling
+    "2-D convnet, batch norm, max pool": ["model=cnn", "data=digits", "data.n_train=200", "model.channels=[4,6]",
+                                          "model.kernel=[3,3]", "model.stride=[1,1]", "model.padding=[1,0]",
+                                          "model.norm=batch", "model.pool=max", "activation=relu,gelu", "seed=0,1",
+                                          "epochs=3", "batch_size=64", "shuffle=true", "lr=0.01"],
+    "1-D convnet, gated, dropout, global pool": ["model=cnn", "data=mnist1d", "data.n_train=200",
+                                                 "model.channels=[4,4]", "model.kernel=[5,3]", "model.stride=[2,2]",
+                                                 "model.padding=[1,1]", "model.pool=avg", "model.global_pool=true",
+                                                 "model.dropout=0.2", "activation=swiglu,tanh", "seed=0,1",
+                                                 "epochs=2", "batch_size=100", "shuffle=true", "lr=0.01"],
 }
 
 
@@ -200,6 +221,19 @@ def test_compiled_agrees_with_eager_and_alone(grid, inductor_cache):
             if want is not None:
                 assert got == pytest.approx(want, rel=RTOL, abs=ATOL), col
     assert alone.train_loss == pytest.approx(fast[0].train_loss, rel=RTOL, abs=ATOL)
+
+
+@pytest.mark.slow
+@needs_compiler
+def test_a_compiled_convnet_evaluates_in_chunks_of_rows(monkeypatch, inductor_cache):
+    cfg = compose_many(expand(["engine=compiled", *GRIDS["1-D convnet, gated, dropout, global pool"]]).members)[0]
+    whole = train.train([cfg])[0]
+    monkeypatch.setattr(compiled, "EVAL_ROWS", 300)  # validation (800 rows) and test (1,000) in chunks
+    chunked = train.train([cfg])[0]
+    assert chunked.engine == "compiled" and chunked.train_loss == whole.train_loss
+    assert chunked.val_loss == pytest.approx(whole.val_loss, rel=1e-6)
+    assert chunked.test_loss == pytest.approx(whole.test_loss, rel=1e-6)
+    assert chunked.test_acc == whole.test_acc
 
 
 CHILD = """
@@ -271,6 +305,31 @@ def test_the_compiled_forms_match_the_modules_in_value_and_gradient(name, dtype)
     assert torch.isfinite(got).all() and torch.isfinite(got_in.grad).all()
     assert ((got - want).abs() <= 16 * scale).all()
     assert ((got_in.grad - want_in.grad).abs() <= 64 * scale).all()
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+@pytest.mark.parametrize(("kernel", "stride", "padding", "pool", "size"),
+                         [(3, 1, 1, "max", 2), (5, 2, 1, "avg", 3), (3, 2, 0, "max", 3)])
+def test_the_compiled_convnets_windows_and_pooling_are_the_eager_models(dims, kernel, stride, padding, pool, size):
+    from activation_bench.engine import cnn, compiled_cnn
+    from activation_bench.engine.conv_shapes import Block
+
+    positions = (11,) * dims
+    conv = tuple((n + 2 * padding - kernel) // stride + 1 for n in positions)
+    block = Block(3, 4, kernel, stride, padding, positions, conv, tuple(n // size for n in conv))
+    a = torch.randn(2, 5, *positions, 3, dtype=torch.float64, requires_grad=True)
+    eager, fast = cnn._Im2col.apply(a, block), compiled_cnn.windows(a, block)
+    assert torch.equal(eager, fast)
+    g = torch.randn_like(eager)
+    # the windows' gradient sums each input's overlapping windows in another order: to rounding
+    assert torch.allclose(*(torch.autograd.grad(t, a, g)[0] for t in (eager, fast)), rtol=1e-13, atol=1e-15)
+    # ties (a ReLU's zeros) included: max's gradient goes to the same value of each window
+    out = torch.randn(2, 5 * math.prod(conv), 4, dtype=torch.float64).clamp(min=0).requires_grad_(True)
+    model = type("Geometry", (), {"geometry": [block], "pool": pool, "pool_size": size, "dims": dims})()
+    eager, fast = cnn.StackedCNN.layer_output(model, 0, None, out), compiled_cnn.pooled(out, block, pool, size)
+    assert torch.equal(eager, fast)
+    g = torch.randn_like(eager)
+    assert torch.equal(*(torch.autograd.grad(t, out, g)[0] for t in (eager, fast)))
 
 
 def test_modules_without_a_compiled_form_keep_their_own_forward():

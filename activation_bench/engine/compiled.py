@@ -42,7 +42,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench.cfg import model_name
-from activation_bench.engine import activations, compile_store, compiled_mlp, fused, grouped
+from activation_bench.engine import activations, compile_store, compiled_cnn, compiled_mlp, fused, grouped
+from activation_bench.engine.cnn import StackedCNN
+from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
+from activation_bench.engine.plan import EVAL_ROWS, cnn_macs
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -100,8 +103,13 @@ def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: 
     """The eager engine's estimated training time of a stack: members x optimiser steps, each at the
     reference rate scaled by its size (rows per batch x (inputs + (depth - 1) x hidden + outputs) x
     hidden: a member's weights, times the rows)."""
-    work = max(rows, 1) * (inputs + (depth - 1) * hidden + outputs) * hidden / REF_WORK
-    return members * steps * max(work, 0.25) / REF_STEPS_PER_S
+    return work_s(members, steps, max(rows, 1) * (inputs + (depth - 1) * hidden + outputs) * hidden)
+
+
+def work_s(members: int, steps: int, macs: int) -> float:
+    """The eager engine's estimated training time of a stack whose model-step's forward takes `macs`
+    multiply-adds, at the reference model's rate (REF_WORK multiply-adds at REF_STEPS_PER_S)."""
+    return members * steps * max(macs / REF_WORK, 0.25) / REF_STEPS_PER_S
 
 
 def choose(requested: str, eager_s: float) -> tuple[str, str]:
@@ -237,7 +245,7 @@ def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
 def _plain(model: Any) -> bool:
     """The depth-1 MLP without dropout or normalization: the hand-written step here; every other
     MLP takes compiled_mlp's step (the model's forward differentiated by torch.func)."""
-    return model.depth == 1 and model.dropout is None and model.norms is None
+    return not isinstance(model, StackedCNN) and model.depth == 1 and model.dropout is None and model.norms is None
 
 
 @dataclass
@@ -255,19 +263,21 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     for every distinct batch and split shape (raises on any failure, before the stack trains)."""
     model, opt = stack.model, stack.opt
     sizes = [s.stop - s.start for s in model.slices]
-    lay = compiled_mlp.layout(model, opt.params)
+    cnn = isinstance(model, StackedCNN)
+    impl: Any = compiled_cnn if cnn else compiled_mlp
+    lay = impl.layout(model, opt.params)
     config = _identity(stack, sizes)
     plain, betas, acts = _plain(model), (opt.beta1, opt.beta2), compiled_mlp.acts_of(model)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
     else:
-        step_fn = compiled_mlp.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps)
+        step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps)
     fn = _compile(step_fn, "step", config)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(compiled_mlp.eval_function(acts, sizes, lay, model, stack.classify),
-                        "evaluate", config)
+    evaluate = _compile(compiled_cnn.eval_function(acts, sizes, lay, model) if cnn else
+                        compiled_mlp.eval_function(acts, sizes, lay, model, stack.classify), "evaluate", config)
     params = [p.detach() for p in opt.params]
     adam = opt.kind == "adam"
     m = list(opt.exp_avgs) if adam else []
@@ -281,20 +291,40 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         seen.add((xb.shape, yb.shape))
         copies = [[t.clone() for t in group] for group in (params, m, v, running)]
         # masks of ones, not drawn: the members' dropout streams must not advance before training
-        ones = [torch.ones_like(t) for t in compiled_mlp.masks(model, xb, draw=False)]
+        ones = [torch.ones_like(t) for t in impl.masks(model, xb, draw=False)]
         fn.check(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
+    splits = [s for s in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None) if s is not None]
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
-        for split in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None):
-            if split is not None:
-                evaluate.check(params, running, *split)
+        for split in splits:
+            for part in _eval_parts(cnn, *split):
+                evaluate.check(params, running, *part)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
             opt.step_count += 1
-        extra = () if plain else (running, compiled_mlp.masks(model, xb))
+        extra = () if plain else (running, impl.masks(model, xb))
         return fn(params, m, v, *extra, _scale(opt, opt.step_count, scale), xb, yb)
 
-    return Compiled(step, lambda x, y: evaluate(params, running, x, y))
+    if not cnn:
+        return Compiled(step, lambda x, y: evaluate(params, running, x, y))
+
+    def evaluate_cnn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # the outputs of EVAL_ROWS rows at a time, joined, and the eager engine's loss of them
+        out = torch.cat([evaluate(params, running, *part) for part in _eval_parts(True, x, y)], dim=1)
+        if not stack.classify:
+            return member_mse(out, y), torch.zeros_like(out[:, 0, 0])
+        return member_cross_entropy(out, y), member_accuracy(out, y)
+
+    return Compiled(step, evaluate_cnn)
+
+
+def _eval_parts(cnn: bool, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A split as the evaluation takes it: an MLP's whole, a convnet's EVAL_ROWS rows at a time
+    (as the eager model's predict: one pass over a whole split would hold every position's
+    activations of every row at once)."""
+    if not cnn:
+        return [(x, y)]
+    return list(zip(x.split(EVAL_ROWS, dim=1), y.split(EVAL_ROWS, dim=1)))
 
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
@@ -315,7 +345,11 @@ def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: i
     requested = first.get("engine") or "eager"
     if requested == "eager":
         return "eager", "requested"
-    engine, why = choose(requested, estimated_eager_s(members, steps, rows, inputs, hidden, outputs, depth))
+    if model_name(first) == "cnn":  # each convolution as its im2col product
+        eager_s = work_s(members, steps, rows * cnn_macs(first))
+    else:
+        eager_s = estimated_eager_s(members, steps, rows, inputs, hidden, outputs, depth)
+    engine, why = choose(requested, eager_s)
     if engine == "compiled" and (why_not := config_unsupported(first) or compiler_missing()) is not None:
         return "eager", _fallback(why_not)
     return engine, why
@@ -327,8 +361,6 @@ def config_unsupported(first: Cfg) -> str | None:
     shares (plan._engine_key): such members never share a stack with compilable ones."""
     if activations.is_per_member(dict(first.activation)):
         return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
-    if model_name(first) != "mlp":
-        return f"the compiled engine covers the MLP only (model={model_name(first)} trains eager)"
     if first.log.grad_norms:
         return "log.grad_norms is logged by the eager engine only"
     if int(first.log.get("preact_stats") or 0):

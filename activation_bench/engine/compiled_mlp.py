@@ -62,7 +62,6 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     [M] before the update, updating params, the optimiser's state and batch norm's running
     statistics (`running`: mean and var of every layer, flat) in place. `masks`: dropout's per
     hidden layer (empty without dropout). `scale` as compiled._step_function's."""
-    beta1, beta2 = betas
     depth, n_out, residual = model.depth, model.n_out, model.residual
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
     dim = 1 if kind_norm == "batch" else -1
@@ -90,14 +89,30 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             loss = cross_entropy(logits, y)
         return loss, stats
 
+    return train_step(forward, lambda _layer, rows: rows, kind_norm == "batch", kind, betas, eps)
+
+
+Forward = Callable[[list[torch.Tensor], torch.Tensor, torch.Tensor, list[torch.Tensor]],
+                   tuple[torch.Tensor, list[torch.Tensor]]]
+
+
+def train_step(forward: Forward, norm_rows: Callable[[int, int], int], batch_norm: bool, kind: str,
+               betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+    """The step of a model whose pure `forward(params, x, y, masks)` gives (per-member loss [M],
+    batch norm's mean and var of every layer, flat): the gradient by torch.func.vjp, the running
+    statistics updated (`norm_rows(layer, batch rows)`: the rows each layer's statistics are over),
+    then Adam's or SGD's update, all in place (compiled_cnn.py's step is this one too)."""
+    beta1, beta2 = betas
+
     def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
              running: list[torch.Tensor], masks: list[torch.Tensor], scale: torch.Tensor, x: torch.Tensor,
              y: torch.Tensor) -> torch.Tensor:
         loss, back, stats = torch.func.vjp(lambda ps: forward(ps, x, y, masks), params, has_aux=True)
         grads = back(torch.ones_like(loss))[0]
-        if kind_norm == "batch":
-            for k in range(depth):
-                norm.update_running(running[2 * k], running[2 * k + 1], stats[2 * k], stats[2 * k + 1], x.shape[1])
+        if batch_norm:
+            for k in range(len(stats) // 2):
+                norm.update_running(running[2 * k], running[2 * k + 1], stats[2 * k], stats[2 * k + 1],
+                                    norm_rows(k, x.shape[1]))
         if kind == "sgd":
             for p, g in zip(params, grads):
                 p.sub_(g * scale[0])

@@ -117,6 +117,15 @@ def member_bytes(cfg: Cfg) -> int:
     return itemsize * (5 * n_par + n_data + n_act + n_log) + itemsize * 3 * cfg.epochs
 
 
+def cnn_macs(cfg: Cfg) -> int:
+    """A convnet member's forward multiply-adds per sample: each block's convolution as its im2col
+    product (positions x fan_in x the convolution's output channels) and the head."""
+    shape = input_shape(cfg) or ()
+    convs = sum(math.prod(b.conv_positions) * b.fan_in * activations.hidden_width(_act_cfg(cfg), b.c_out)[0]
+                for b in conv_shapes.blocks(shape, cfg.model))
+    return convs + conv_shapes.head_inputs(shape, cfg.model) * n_outputs(cfg)
+
+
 def _cnn_sizes(cfg: Cfg) -> tuple[int, int, int, list[int]]:
     """A convnet member's parameters; per sample, the values a training step keeps for backward
     (each block's im2col copy, convolution output, norm, activation and pooled output) and the

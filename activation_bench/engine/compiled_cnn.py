@@ -1,0 +1,162 @@
+"""The compiled step of the convnet (model=cnn): cnn.py's StackedCNN written once more as a pure
+function of the stack's parameters, differentiated by torch.func inside the graph inductor
+compiles (compiled_mlp.train_step), so that the elementwise work between a block's batched
+products (im2col's copies, the activation and its derivative, norm, pooling, dropout, the loss,
+and Adam's update) runs as a few fused loops instead of one pass over [members, rows x positions,
+channels] each.
+
+The ops are the eager model's (the same channels-last im2col windows in the same row order, the
+same pooling, batch norm's statistics over samples and positions, the head over the flattened or
+pooled features); the gradient of the windows is autograd's, not _Im2col's hand-written one (a
+custom autograd.Function does not trace under torch.func). Evaluation runs the compiled forward on
+EVAL_ROWS rows at a time, as the eager model's predict does, and takes the loss and accuracy of
+the joined outputs with the eager engine's functions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from activation_bench.engine import norm
+from activation_bench.engine.compiled_mlp import Act, Layout, activation, affine, cross_entropy, train_step
+from activation_bench.engine.conv_shapes import Block
+
+
+def layout(model: Any, params: list[torch.Tensor]) -> Layout:
+    """compiled_mlp.layout for a StackedCNN: each block's weight, bias (None with batch norm) and
+    norm's gamma and beta; the head's weight and bias (both padded to PAD_OUT logits)."""
+    index = {id(p): i for i, p in enumerate(params)}
+    depth = model.depth
+    bs = list(model.conv_bs) if model.conv_bs is not None else [None] * depth
+    norms = list(model.norms) if model.norms is not None else [None] * depth
+    lay = Layout(tuple(index[id(w)] for w in model.conv_ws), tuple(None if b is None else index[id(b)] for b in bs),
+                 tuple(None if n is None else index[id(n.weight)] for n in norms),
+                 tuple(None if n is None else index[id(n.bias)] for n in norms),
+                 index[id(model.w_out)], index[id(model.b_out)])
+    used = {*lay.w, *lay.b, *lay.gamma, *lay.beta, lay.w2, lay.b2} - {None}
+    if len(used) != len(params):
+        raise ValueError("the optimiser holds parameters the compiled CNN step does not know")
+    return lay
+
+
+def windows(a: torch.Tensor, b: Block) -> torch.Tensor:
+    """_Im2col's forward: a channels-last input [M, N, *positions, C] -> its zero-padded windows
+    [M, N x positions', kernel^d x C], kernel offsets outer and channels inner. Written as one
+    strided slice per kernel offset, stacked: inductor compiled unfold over two axes (and its
+    backward) into code that corrupted the heap (torch 2.13, CPU)."""
+    dims = a.dim() - 3
+    if b.padding:
+        a = F.pad(a, (0, 0) + (b.padding, b.padding) * dims)
+    s = b.stride
+    parts = [a[(slice(None), slice(None),
+                *(slice(j, j + s * (n - 1) + 1, s) for j, n in zip(offset, b.conv_positions)))]
+             for offset in itertools.product(range(b.kernel), repeat=dims)]
+    return torch.stack(parts, dim=-2).reshape(a.shape[0], -1, b.fan_in)
+
+
+def pooled(out: torch.Tensor, b: Block, pool: str, k: int) -> torch.Tensor:
+    """StackedCNN.layer_output: the activation output [M, rows, C] as [M, N, *positions, C],
+    max- or average-pooled (windows of k, the incomplete last one dropped). Each window's values
+    are the last axis in the order unfold gives them (so max's gradient goes to the same first
+    largest value), made by a reshape and a permutation instead of unfold (see windows())."""
+    dims = len(b.conv_positions)
+    out = out.reshape(out.shape[0], -1, *b.conv_positions, out.shape[-1])
+    if pool == "none":
+        return out
+    m, n, c = out.shape[0], out.shape[1], out.shape[-1]
+    for axis, size in enumerate(b.positions_out):
+        out = out.narrow(2 + axis, 0, size * k)
+    out = out.reshape(m, n, *(d for size in b.positions_out for d in (size, k)), c)
+    order = [0, 1, *(2 + 2 * i for i in range(dims)), 2 + 2 * dims, *(3 + 2 * i for i in range(dims))]
+    out = out.permute(order).flatten(-dims)
+    return out.max(-1).values if pool == "max" else out.mean(-1)
+
+
+class _Shape:
+    """What the pure functions read off the eager model, as plain values."""
+
+    def __init__(self, model: Any) -> None:
+        self.geometry: list[Block] = list(model.geometry)
+        self.input_shape: tuple[int, ...] = tuple(model.input_shape)
+        self.dims, self.n_out = model.dims, model.n_out
+        self.pool, self.pool_size, self.global_pool = model.pool, model.pool_size, model.global_pool
+        self.norm = model.norms[0].kind if model.norms is not None else "none"
+
+    def images(self, x: torch.Tensor) -> torch.Tensor:
+        """Flat features [M, N, C x positions] -> channels-last [M, N, *positions, C]."""
+        return x.reshape(x.shape[0], x.shape[1], *self.input_shape).movedim(2, -1)
+
+    def head(self, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The logits (or the regressor's output) [M, N, n_out] of the last block's output."""
+        m, n = a.shape[:2]
+        feats = a.mean(dim=tuple(range(2, 2 + self.dims))) if self.global_pool else a.reshape(m, n, -1)
+        return affine(feats, w, b)[..., : self.n_out]
+
+    def rows(self, layer: int, batch: int) -> int:
+        """The rows a block's batch statistics are over: samples x the convolution's positions."""
+        return batch * math.prod(self.geometry[layer].conv_positions)
+
+
+def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, kind: str,
+                  betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+    """The pure step, with compiled_mlp.step_function's arguments and effects: (params, exp_avgs,
+    exp_avg_sqs, running, masks, scale, x, y) -> per-member loss [M] before the update."""
+    shape, activate = _Shape(model), activation(acts, sizes)
+
+    def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                masks: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        a, stats = shape.images(x), []
+        for k, block in enumerate(shape.geometry):
+            cols, b = windows(a, block), lay.b[k]
+            h = affine(cols, params[lay.w[k]], None if b is None else params[b])
+            if shape.norm == "batch":
+                h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], 1)  # type: ignore[index]
+                stats += [mean.detach(), var.detach()]
+            a = pooled(activate(h), block, shape.pool, shape.pool_size)
+            if masks:
+                a = (a.reshape(a.shape[0], -1, a.shape[-1]) * masks[k]).view(a.shape)
+        out = shape.head(a, params[lay.w2], params[lay.b2])
+        loss = (out - y).square().mean(dim=(1, 2)) if shape.n_out == 1 else cross_entropy(out, y)
+        return loss, stats
+
+    return train_step(forward, shape.rows, shape.norm == "batch", kind, betas, eps)
+
+
+def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., torch.Tensor]:
+    """The pure evaluation forward: (params, running, x, y) -> the outputs [M, N, n_out] (y unused:
+    compile_store keys a function's shapes by its last two arguments), no dropout,
+    batch norm from its running statistics folded into the weight (as StackedCNN.normalized)."""
+    shape, activate = _Shape(model), activation(acts, sizes)
+
+    def outputs(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
+                y: torch.Tensor) -> torch.Tensor:  # noqa: ARG001
+        a = shape.images(x)
+        for k, block in enumerate(shape.geometry):
+            cols, w, b = windows(a, block), params[lay.w[k]], lay.b[k]
+            if shape.norm == "batch":
+                scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
+                h = affine(cols, w * scale, params[lay.beta[k]] - running[2 * k] * scale)  # type: ignore[index]
+            else:
+                h = affine(cols, w, None if b is None else params[b])
+            a = pooled(activate(h), block, shape.pool, shape.pool_size)
+        return shape.head(a, params[lay.w2], params[lay.b2])
+
+    return outputs
+
+
+def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
+    """This step's dropout masks for batch xb, one per block [M, N x positions after pooling,
+    channels], drawn from the members' streams in eager's order (none without dropout); draw=False:
+    uninitialised tensors of their shapes, nothing drawn."""
+    if model.dropout is None:
+        return []
+    shapes = [(xb.shape[1] * math.prod(b.positions_out), b.c_out) for b in model.geometry]
+    if not draw:
+        return [xb.new_empty(xb.shape[0], rows, units) for rows, units in shapes]
+    return [model.dropout.mask(rows, units, xb.dtype) for rows, units in shapes]
