@@ -66,6 +66,10 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # charges a cold compile with margin, so it stays as it was. It does not look for saved functions on
 # purpose: which engine a member trains with (and so its last bits) follows from its config and
 # whether the machine can compile at all, the same on a machine whose store is warm or empty.
+# A convnet's work is its forward's multiply-adds per sample (plan.cnn_macs: each convolution as
+# its im2col product) in the same units: for MNIST-1D's CNN about a third optimistic on eager's
+# speed, and its cold stack costs 35-39 s (2026-11-26, commit 1bff682), so at the threshold a cold
+# compile about breaks even and a warm one wins.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
 REF_STEPS_PER_S = 100_000.0
