@@ -20,7 +20,7 @@ from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
-from activation_bench.engine import compiled, compiled_mlp, plan, train
+from activation_bench.engine import compiled, compiled_cnn, compiled_mlp, plan, train
 from activation_bench.engine.activations import create
 from tests.conftest import TINY, assert_refused_by_run_and_sweep
 
@@ -228,12 +228,27 @@ def test_compiled_agrees_with_eager_and_alone(grid, inductor_cache):
 def test_a_compiled_convnet_evaluates_in_chunks_of_rows(monkeypatch, inductor_cache):
     cfg = compose_many(expand(["engine=compiled", *GRIDS["1-D convnet, gated, dropout, global pool"]]).members)[0]
     whole = train.train([cfg])[0]
-    monkeypatch.setattr(compiled, "EVAL_ROWS", 300)  # validation (800 rows) and test (1,000) in chunks
+    monkeypatch.setattr(compiled_cnn, "EVAL_ROWS", 300)  # validation (800 rows) and test (1,000) in chunks
     chunked = train.train([cfg])[0]
     assert chunked.engine == "compiled" and chunked.train_loss == whole.train_loss
     assert chunked.val_loss == pytest.approx(whole.val_loss, rel=1e-6)
     assert chunked.test_loss == pytest.approx(whole.test_loss, rel=1e-6)
     assert chunked.test_acc == whole.test_acc
+
+
+@pytest.mark.slow
+@needs_compiler
+def test_a_compiled_convnets_unit_shares_are_the_eager_passes(inductor_cache):
+    # a large step size kills 7 of 8 ReLU channels in the second block, so there are shares to get right
+    grid = ["model=cnn", "data=mnist1d", "data.n_train=200", "activation=relu,tanh,swiglu", "seed=0,1", "epochs=2",
+            "batch_size=100", "lr=0.2", "model.channels=[8,8]", "model.kernel=[5,3]", "model.stride=[2,2]",
+            "model.padding=[1,1]", "model.pool=max"]
+    eager, fast = _train(grid), _train(["engine=compiled", *grid])
+    assert max(r.dead_units[1] for r in fast) == 0.875
+    for e, c in zip(eager, fast):
+        assert c.engine == "compiled"
+        assert c.dead_units == e.dead_units
+        assert repr(c.saturated_units) == repr(e.saturated_units)  # NaN (gated units) == NaN
 
 
 CHILD = """

@@ -44,8 +44,7 @@ import torch
 from activation_bench.cfg import model_name
 from activation_bench.engine import activations, compile_store, compiled_cnn, compiled_mlp, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
-from activation_bench.engine.plan import EVAL_ROWS, cnn_macs
+from activation_bench.engine.plan import cnn_macs
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -256,10 +255,12 @@ def _plain(model: Any) -> bool:
 class Compiled:
     """A stack's compiled functions: `step(xb, yb)` trains on a batch and returns the members'
     losses before it; `evaluate(x, y)` gives their loss and accuracy [M] in evaluation mode
-    (accuracy zeros for a regressor)."""
+    (accuracy zeros for a regressor); a convnet's `shares(x, y)` its dead and saturated unit
+    shares [depth, M] (diagnostics.unit_shares; None: the eager pass)."""
 
     step: StepFn
     evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+    shares: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compiled:
@@ -300,7 +301,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     splits = [s for s in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None) if s is not None]
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
         for split in splits:
-            for part in _eval_parts(cnn, *split):
+            for part in compiled_cnn.eval_parts(*split) if cnn else [split]:
                 evaluate.check(params, running, *part)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
@@ -311,24 +312,13 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
 
     if not cnn:
         return Compiled(step, lambda x, y: evaluate(params, running, x, y))
-
-    def evaluate_cnn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # the outputs of EVAL_ROWS rows at a time, joined, and the eager engine's loss of them
-        out = torch.cat([evaluate(params, running, *part) for part in _eval_parts(True, x, y)], dim=1)
-        if not stack.classify:
-            return member_mse(out, y), torch.zeros_like(out[:, 0, 0])
-        return member_cross_entropy(out, y), member_accuracy(out, y)
-
-    return Compiled(step, evaluate_cnn)
-
-
-def _eval_parts(cnn: bool, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """A split as the evaluation takes it: an MLP's whole, a convnet's EVAL_ROWS rows at a time
-    (as the eager model's predict: one pass over a whole split would hold every position's
-    activations of every row at once)."""
-    if not cnn:
-        return [(x, y)]
-    return list(zip(x.split(EVAL_ROWS, dim=1), y.split(EVAL_ROWS, dim=1)))
+    # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
+    shares = _compile(compiled_cnn.shares_function(acts, sizes, lay, model), "shares", config)
+    with torch.no_grad():
+        for part in compiled_cnn.share_parts(stack.x, stack.y):
+            shares.check(params, running, *part)
+    return Compiled(step, compiled_cnn.evaluation(evaluate, params, running, stack.classify),
+                    compiled_cnn.unit_shares(shares, params, running))
 
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:

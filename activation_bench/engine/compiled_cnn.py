@@ -26,6 +26,10 @@ from torch.nn import functional as F
 from activation_bench.engine import norm
 from activation_bench.engine.compiled_mlp import Act, Layout, activation, affine, cross_entropy, train_step
 from activation_bench.engine.conv_shapes import Block
+from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
+from activation_bench.engine.plan import EVAL_ROWS
+
+SplitFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # a split's (x, y) -> two tensors
 
 
 def layout(model: Any, params: list[torch.Tensor]) -> Layout:
@@ -130,24 +134,65 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
 
 def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., torch.Tensor]:
     """The pure evaluation forward: (params, running, x, y) -> the outputs [M, N, n_out] (y unused:
-    compile_store keys a function's shapes by its last two arguments), no dropout,
-    batch norm from its running statistics folded into the weight (as StackedCNN.normalized)."""
-    shape, activate = _Shape(model), activation(acts, sizes)
+    compile_store keys a function's shapes by its last two arguments), no dropout, batch norm from
+    its running statistics folded into the weight (as StackedCNN.normalized)."""
+    shape, blocks = _Shape(model), _eval_blocks(acts, sizes, lay, model)
 
     def outputs(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
                 y: torch.Tensor) -> torch.Tensor:  # noqa: ARG001
         a = shape.images(x)
-        for k, block in enumerate(shape.geometry):
-            cols, w, b = windows(a, block), params[lay.w[k]], lay.b[k]
-            if shape.norm == "batch":
-                scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
-                h = affine(cols, w * scale, params[lay.beta[k]] - running[2 * k] * scale)  # type: ignore[index]
-            else:
-                h = affine(cols, w, None if b is None else params[b])
-            a = pooled(activate(h), block, shape.pool, shape.pool_size)
+        for k in range(len(shape.geometry)):
+            a, _, _ = blocks(params, running, k, a)
         return shape.head(a, params[lay.w2], params[lay.b2])
 
     return outputs
+
+
+def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., list[torch.Tensor]]:
+    """The unit-share pass (diagnostics.unit_shares) in evaluation mode: (params, running, x, y) ->
+    per block the count of nonzero outputs of each member's channel over x's rows and positions
+    [M, C], and the count of slopes |f'(h)| not below SATURATED_SLOPE [M, C] (NaN slopes count,
+    as they fail the comparison; -1 for gated units, whose output is not elementwise); y unused."""
+    from activation_bench.engine.diagnostics import SATURATED_SLOPE
+
+    shape, blocks = _Shape(model), _eval_blocks(acts, sizes, lay, model)
+
+    def counts(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
+               y: torch.Tensor) -> list[torch.Tensor]:  # noqa: ARG001
+        a, out = shape.images(x), []
+        for k in range(len(shape.geometry)):
+            a, h, act = blocks(params, running, k, a)
+            nonzero = torch.count_nonzero(act, dim=1)
+            if act.shape == h.shape:
+                _, back = torch.func.vjp(blocks.activate, h)
+                slope = back(torch.ones_like(act))[0]
+                out += [nonzero, torch.count_nonzero(~(slope.abs() < SATURATED_SLOPE), dim=1)]
+            else:  # gated units: no elementwise slope, -1 marks it
+                out += [nonzero, torch.full_like(nonzero, -1)]
+        return out
+
+    return counts
+
+
+def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Any:
+    """One block in evaluation mode: (params, running, k, a) -> (the next block's input, the
+    activation's input h [M, rows, C] and its output)."""
+    shape, activate = _Shape(model), activation(acts, sizes)
+
+    def block(params: list[torch.Tensor], running: list[torch.Tensor], k: int,
+              a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b = shape.geometry[k]
+        cols, w, bias = windows(a, b), params[lay.w[k]], lay.b[k]
+        if shape.norm == "batch":
+            scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
+            h = affine(cols, w * scale, params[lay.beta[k]] - running[2 * k] * scale)  # type: ignore[index]
+        else:
+            h = affine(cols, w, None if bias is None else params[bias])
+        act = activate(h)
+        return pooled(act, b, shape.pool, shape.pool_size), h, act
+
+    block.activate = activate  # type: ignore[attr-defined]
+    return block
 
 
 def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
@@ -160,3 +205,53 @@ def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]
     if not draw:
         return [xb.new_empty(xb.shape[0], rows, units) for rows, units in shapes]
     return [model.dropout.mask(rows, units, xb.dtype) for rows, units in shapes]
+
+
+def eval_parts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A split as the evaluation takes it: EVAL_ROWS rows at a time, as the eager model's predict
+    (one pass over a whole split would hold every position's activations of every row at once)."""
+    return list(zip(x.split(EVAL_ROWS, dim=1), y.split(EVAL_ROWS, dim=1)))
+
+
+def evaluation(evaluate: Callable[..., torch.Tensor], params: list[torch.Tensor], running: list[torch.Tensor],
+               classify: bool) -> SplitFn:
+    """Compiled.evaluate: the compiled outputs of each part, joined, and the eager engine's loss
+    and accuracy of them."""
+
+    def run(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.cat([evaluate(params, running, *part) for part in eval_parts(x, y)], dim=1)
+        if not classify:
+            return member_mse(out, y), torch.zeros_like(out[:, 0, 0])
+        return member_cross_entropy(out, y), member_accuracy(out, y)
+
+    return run
+
+
+def share_parts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The training split in equal parts of at most EVAL_ROWS rows, the last one filled up with
+    the split's first rows: one compiled shape, and a row seen twice changes no share (a unit is
+    dead or saturated on every row, or not)."""
+    n = x.shape[1]
+    rows = -(-n // -(-n // EVAL_ROWS))
+    fill = -n % rows
+    if fill:
+        x, y = torch.cat([x, x[:, :fill]], dim=1), torch.cat([y, y[:, :fill]], dim=1)
+    return list(zip(x.split(rows, dim=1), y.split(rows, dim=1)))
+
+
+def unit_shares(shares: Callable[..., list[torch.Tensor]], params: list[torch.Tensor],
+                running: list[torch.Tensor]) -> SplitFn:
+    """Compiled.shares: diagnostics.unit_shares from the compiled counts of every part (a unit is
+    dead where no part counts a nonzero output, saturated where none counts a slope not below
+    SATURATED_SLOPE; NaN for gated units)."""
+
+    def run(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():  # as build() checked it (grad mode is one of the graph's guards)
+            parts = [shares(params, running, *part) for part in share_parts(x, y)]
+        totals = [torch.stack(column).sum(0) for column in zip(*parts)]
+        dead = torch.stack([(t == 0).to(x.dtype).mean(dim=-1) for t in totals[0::2]])
+        saturated = torch.stack([(t == 0).to(x.dtype).mean(dim=-1) if bool((t >= 0).all())
+                                 else torch.full_like(t[..., 0], float("nan"), dtype=x.dtype) for t in totals[1::2]])
+        return dead, saturated
+
+    return run

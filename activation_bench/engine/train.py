@@ -394,8 +394,12 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     cols = losses.per_member(done)
     n_params = param_counts(stack.model, m)
     stack.model.eval()
-    rows = share_rows(stack.model, stack.x) if isinstance(stack.model, StackedCNN) else None
-    dead, saturated = (t.T.cpu().tolist() for t in unit_shares(stack.model, stack.x, rows))
+    if stack.compiled_step is not None and stack.compiled_step.shares is not None:
+        shares = stack.compiled_step.shares(stack.x, stack.y)
+    else:
+        rows = share_rows(stack.model, stack.x) if isinstance(stack.model, StackedCNN) else None
+        shares = unit_shares(stack.model, stack.x, rows)
+    dead, saturated = (t.T.cpu().tolist() for t in shares)
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
     preacts = preact.per_member(stops) if preact is not None else None
