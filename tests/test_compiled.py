@@ -225,15 +225,21 @@ def test_compiled_agrees_with_eager_and_alone(grid, inductor_cache):
 
 @pytest.mark.slow
 @needs_compiler
-def test_a_compiled_convnet_evaluates_in_chunks_of_rows(monkeypatch, inductor_cache):
+def test_a_compiled_convnet_evaluates_in_parts_of_one_shape(monkeypatch, inductor_cache):
+    from activation_bench.engine import diagnostics
+
     cfg = compose_many(expand(["engine=compiled", *GRIDS["1-D convnet, gated, dropout, global pool"]]).members)[0]
+    monkeypatch.setattr(diagnostics, "SHARE_BYTES", 1 << 40)  # every split in one part
     whole = train.train([cfg])[0]
-    monkeypatch.setattr(compiled_cnn, "EVAL_ROWS", 300)  # validation (800 rows) and test (1,000) in chunks
+    # 300 rows a part: 2 members x 95 values a row (the first block's 19 positions x 5 inputs) x 4 bytes
+    monkeypatch.setattr(diagnostics, "SHARE_BYTES", 300 * 2 * 95 * 4)
+    stack = train._build([cfg, cfg])
+    assert [p[0].shape[1] for p in compiled_cnn.parts(stack.model, *stack.val)] == [267, 267, 267]  # 800 + 1 filler
     chunked = train.train([cfg])[0]
     assert chunked.engine == "compiled" and chunked.train_loss == whole.train_loss
     assert chunked.val_loss == pytest.approx(whole.val_loss, rel=1e-6)
     assert chunked.test_loss == pytest.approx(whole.test_loss, rel=1e-6)
-    assert chunked.test_acc == whole.test_acc
+    assert chunked.test_acc == whole.test_acc and chunked.dead_units == whole.dead_units
 
 
 @pytest.mark.slow

@@ -300,9 +300,9 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         fn.check(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
     splits = [s for s in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None) if s is not None]
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
-        for split in splits:
-            for part in compiled_cnn.eval_parts(*split) if cnn else [split]:
-                evaluate.check(params, running, *part)
+        parts = [p for split in splits for p in (compiled_cnn.parts(model, *split) if cnn else [split])]
+        for xp, yp in {(xp.shape, yp.shape): (xp, yp) for xp, yp in parts}.values():  # each shape once
+            evaluate.check(params, running, xp, yp)
 
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
@@ -314,11 +314,10 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         return Compiled(step, lambda x, y: evaluate(params, running, x, y))
     # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
     shares = _compile(compiled_cnn.shares_function(acts, sizes, lay, model), "shares", config)
-    with torch.no_grad():
-        for part in compiled_cnn.share_parts(stack.x, stack.y):
-            shares.check(params, running, *part)
-    return Compiled(step, compiled_cnn.evaluation(evaluate, params, running, stack.classify),
-                    compiled_cnn.unit_shares(shares, params, running))
+    with torch.no_grad():  # its parts share one shape
+        shares.check(params, running, *compiled_cnn.parts(model, stack.x, stack.y)[0])
+    return Compiled(step, compiled_cnn.evaluation(evaluate, params, running, model, stack.classify),
+                    compiled_cnn.unit_shares(shares, params, running, model))
 
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:

@@ -8,8 +8,8 @@ channels] each.
 The ops are the eager model's (the same channels-last im2col windows in the same row order, the
 same pooling, batch norm's statistics over samples and positions, the head over the flattened or
 pooled features); the gradient of the windows is autograd's, not _Im2col's hand-written one (a
-custom autograd.Function does not trace under torch.func). Evaluation runs the compiled forward on
-EVAL_ROWS rows at a time, as the eager model's predict does, and takes the loss and accuracy of
+custom autograd.Function does not trace under torch.func). Evaluation and the unit shares run
+compiled passes over a split in parts (`parts`); the evaluation takes the loss and accuracy of
 the joined outputs with the eager engine's functions.
 """
 
@@ -27,7 +27,6 @@ from activation_bench.engine import norm
 from activation_bench.engine.compiled_mlp import Act, Layout, activation, affine, cross_entropy, train_step
 from activation_bench.engine.conv_shapes import Block
 from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
-from activation_bench.engine.plan import EVAL_ROWS
 
 SplitFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # a split's (x, y) -> two tensors
 
@@ -207,19 +206,30 @@ def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]
     return [model.dropout.mask(rows, units, xb.dtype) for rows, units in shapes]
 
 
-def eval_parts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """A split as the evaluation takes it: EVAL_ROWS rows at a time, as the eager model's predict
-    (one pass over a whole split would hold every position's activations of every row at once)."""
-    return list(zip(x.split(EVAL_ROWS, dim=1), y.split(EVAL_ROWS, dim=1)))
+def parts(model: Any, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A split as the compiled evaluation and unit-share passes take it: in equal parts of at most
+    diagnostics.share_rows rows, the last filled up with the split's first rows, so that every
+    part has one shape (one compiled function; the evaluation drops the filler rows' outputs, and a
+    row seen twice changes no share). The parts' largest tensors stay within SHARE_BYTES: larger
+    ones are fresh mappings of glibc's, faulted in page by page (the unit-share pass in parts of
+    800 rows took 1.7 s a stack against the eager pass's 1.16 s, 0.58 s in these parts)."""
+    from activation_bench.engine.diagnostics import share_rows
+
+    n = x.shape[1]
+    rows = -(-n // -(-n // share_rows(model, x)))
+    fill = -n % rows
+    if fill:
+        x, y = torch.cat([x, x[:, :fill]], dim=1), torch.cat([y, y[:, :fill]], dim=1)
+    return list(zip(x.split(rows, dim=1), y.split(rows, dim=1)))
 
 
 def evaluation(evaluate: Callable[..., torch.Tensor], params: list[torch.Tensor], running: list[torch.Tensor],
-               classify: bool) -> SplitFn:
+               model: Any, classify: bool) -> SplitFn:
     """Compiled.evaluate: the compiled outputs of each part, joined, and the eager engine's loss
     and accuracy of them."""
 
     def run(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = torch.cat([evaluate(params, running, *part) for part in eval_parts(x, y)], dim=1)
+        out = torch.cat([evaluate(params, running, *part) for part in parts(model, x, y)], dim=1)[:, : x.shape[1]]
         if not classify:
             return member_mse(out, y), torch.zeros_like(out[:, 0, 0])
         return member_cross_entropy(out, y), member_accuracy(out, y)
@@ -227,28 +237,16 @@ def evaluation(evaluate: Callable[..., torch.Tensor], params: list[torch.Tensor]
     return run
 
 
-def share_parts(x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The training split in equal parts of at most EVAL_ROWS rows, the last one filled up with
-    the split's first rows: one compiled shape, and a row seen twice changes no share (a unit is
-    dead or saturated on every row, or not)."""
-    n = x.shape[1]
-    rows = -(-n // -(-n // EVAL_ROWS))
-    fill = -n % rows
-    if fill:
-        x, y = torch.cat([x, x[:, :fill]], dim=1), torch.cat([y, y[:, :fill]], dim=1)
-    return list(zip(x.split(rows, dim=1), y.split(rows, dim=1)))
-
-
 def unit_shares(shares: Callable[..., list[torch.Tensor]], params: list[torch.Tensor],
-                running: list[torch.Tensor]) -> SplitFn:
+                running: list[torch.Tensor], model: Any) -> SplitFn:
     """Compiled.shares: diagnostics.unit_shares from the compiled counts of every part (a unit is
     dead where no part counts a nonzero output, saturated where none counts a slope not below
     SATURATED_SLOPE; NaN for gated units)."""
 
     def run(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():  # as build() checked it (grad mode is one of the graph's guards)
-            parts = [shares(params, running, *part) for part in share_parts(x, y)]
-        totals = [torch.stack(column).sum(0) for column in zip(*parts)]
+            counts = [shares(params, running, *part) for part in parts(model, x, y)]
+        totals = [torch.stack(column).sum(0) for column in zip(*counts)]
         dead = torch.stack([(t == 0).to(x.dtype).mean(dim=-1) for t in totals[0::2]])
         saturated = torch.stack([(t == 0).to(x.dtype).mean(dim=-1) if bool((t >= 0).all())
                                  else torch.full_like(t[..., 0], float("nan"), dtype=x.dtype) for t in totals[1::2]])
