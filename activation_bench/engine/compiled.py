@@ -67,7 +67,7 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # whether the machine can compile at all, the same on a machine whose store is warm or empty.
 # A convnet's work is its forward's multiply-adds per sample (plan.cnn_macs: each convolution as
 # its im2col product) in the same units: for MNIST-1D's CNN about a third optimistic on eager's
-# speed, and its cold stack costs 35-39 s (2026-11-26, commit 1bff682), so at the threshold a cold
+# speed, and its cold stack costs 35-42 s (2026-11-26, commit 960c1d2), so at the threshold a cold
 # compile about breaks even and a warm one wins.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
 AUTO_FACTOR = 4.0
