@@ -24,8 +24,9 @@ import torch
 from torch.nn import functional as F
 
 from activation_bench.engine import norm
-from activation_bench.engine.compiled_mlp import Act, Layout, activation, affine, cross_entropy, train_step
+from activation_bench.engine.compiled_mlp import Act, Layout, activation, affine, cross_entropy, layout_of, train_step
 from activation_bench.engine.conv_shapes import Block
+from activation_bench.engine.diagnostics import SATURATED_SLOPE, share_rows
 from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
 
 SplitFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # a split's (x, y) -> two tensors
@@ -34,18 +35,7 @@ SplitFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tenso
 def layout(model: Any, params: list[torch.Tensor]) -> Layout:
     """compiled_mlp.layout for a StackedCNN: each block's weight, bias (None with batch norm) and
     norm's gamma and beta; the head's weight and bias (both padded to PAD_OUT logits)."""
-    index = {id(p): i for i, p in enumerate(params)}
-    depth = model.depth
-    bs = list(model.conv_bs) if model.conv_bs is not None else [None] * depth
-    norms = list(model.norms) if model.norms is not None else [None] * depth
-    lay = Layout(tuple(index[id(w)] for w in model.conv_ws), tuple(None if b is None else index[id(b)] for b in bs),
-                 tuple(None if n is None else index[id(n.weight)] for n in norms),
-                 tuple(None if n is None else index[id(n.bias)] for n in norms),
-                 index[id(model.w_out)], index[id(model.b_out)])
-    used = {*lay.w, *lay.b, *lay.gamma, *lay.beta, lay.w2, lay.b2} - {None}
-    if len(used) != len(params):
-        raise ValueError("the optimiser holds parameters the compiled CNN step does not know")
-    return lay
+    return layout_of(params, list(model.conv_ws), model.conv_bs, model.norms, model.w_out, model.b_out)
 
 
 def windows(a: torch.Tensor, b: Block) -> torch.Tensor:
@@ -152,9 +142,7 @@ def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) 
     per block the count of nonzero outputs of each member's channel over x's rows and positions
     [M, C], and the count of slopes |f'(h)| not below SATURATED_SLOPE [M, C] (NaN slopes count,
     as they fail the comparison; -1 for gated units, whose output is not elementwise); y unused."""
-    from activation_bench.engine.diagnostics import SATURATED_SLOPE
-
-    shape, blocks = _Shape(model), _eval_blocks(acts, sizes, lay, model)
+    shape, blocks, activate = _Shape(model), _eval_blocks(acts, sizes, lay, model), activation(acts, sizes)
 
     def counts(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
                y: torch.Tensor) -> list[torch.Tensor]:  # noqa: ARG001
@@ -163,7 +151,7 @@ def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) 
             a, h, act = blocks(params, running, k, a)
             nonzero = torch.count_nonzero(act, dim=1)
             if act.shape == h.shape:
-                _, back = torch.func.vjp(blocks.activate, h)
+                _, back = torch.func.vjp(activate, h)
                 slope = back(torch.ones_like(act))[0]
                 out += [nonzero, torch.count_nonzero(~(slope.abs() < SATURATED_SLOPE), dim=1)]
             else:  # gated units: no elementwise slope, -1 marks it
@@ -173,7 +161,7 @@ def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) 
     return counts
 
 
-def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Any:
+def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., tuple[torch.Tensor, ...]]:
     """One block in evaluation mode: (params, running, k, a) -> (the next block's input, the
     activation's input h [M, rows, C] and its output)."""
     shape, activate = _Shape(model), activation(acts, sizes)
@@ -190,7 +178,6 @@ def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> 
         act = activate(h)
         return pooled(act, b, shape.pool, shape.pool_size), h, act
 
-    block.activate = activate  # type: ignore[attr-defined]
     return block
 
 
@@ -213,8 +200,6 @@ def parts(model: Any, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tens
     row seen twice changes no share). The parts' largest tensors stay within SHARE_BYTES: larger
     ones are fresh mappings of glibc's, faulted in page by page (the unit-share pass in parts of
     800 rows took 1.7 s a stack against the eager pass's 1.16 s, 0.58 s in these parts)."""
-    from activation_bench.engine.diagnostics import share_rows
-
     n = x.shape[1]
     rows = -(-n // -(-n // share_rows(model, x)))
     fill = -n % rows

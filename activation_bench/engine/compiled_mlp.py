@@ -42,17 +42,22 @@ class Layout:
 def layout(model: Any, params: list[torch.Tensor]) -> Layout:
     """The Layout of a StackedMLP whose parameters the optimiser holds as `params` (by identity);
     raises where the optimiser holds any other parameter (an activation's: not compiled)."""
+    return layout_of(params, model.ws, model.bs, model.norms, model.w2, model.b2_padded)
+
+
+def layout_of(params: list[torch.Tensor], ws: Any, bs: Any, norms: Any, w2: torch.Tensor, b2: torch.Tensor) -> Layout:
+    """The Layout of these tensors in `params` (by identity): per hidden layer (a convnet's block)
+    its weight, bias (bs empty or None: none, batch norm) and norm's gamma and beta (norms None: none)."""
     index = {id(p): i for i, p in enumerate(params)}
-    depth = model.depth
-    bs = model.bs or [None] * depth
-    norms = list(model.norms) if model.norms is not None else [None] * depth
-    lay = Layout(tuple(index[id(w)] for w in model.ws), tuple(None if b is None else index[id(b)] for b in bs),
+    depth = len(ws)
+    bs = list(bs) if bs else [None] * depth  # the MLP gives [] with batch norm, the convnet None
+    norms = list(norms) if norms is not None else [None] * depth
+    lay = Layout(tuple(index[id(w)] for w in ws), tuple(None if b is None else index[id(b)] for b in bs),
                  tuple(None if n is None else index[id(n.weight)] for n in norms),
-                 tuple(None if n is None else index[id(n.bias)] for n in norms),
-                 index[id(model.w2)], index[id(model.b2_padded)])
+                 tuple(None if n is None else index[id(n.bias)] for n in norms), index[id(w2)], index[id(b2)])
     used = {*lay.w, *lay.b, *lay.gamma, *lay.beta, lay.w2, lay.b2} - {None}
     if len(used) != len(params):
-        raise ValueError("the optimiser holds parameters the compiled MLP step does not know")
+        raise ValueError("the optimiser holds parameters the compiled step does not know")
     return lay
 
 
