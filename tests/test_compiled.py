@@ -332,7 +332,7 @@ def test_the_compiled_forms_match_the_modules_in_value_and_gradient(name, dtype)
 @pytest.mark.parametrize(("kernel", "stride", "padding", "pool", "size"),
                          [(3, 1, 1, "max", 2), (5, 2, 1, "avg", 3), (3, 2, 0, "max", 3)])
 def test_the_compiled_convnets_windows_and_pooling_are_the_eager_models(dims, kernel, stride, padding, pool, size):
-    from activation_bench.engine import cnn, compiled_cnn
+    from activation_bench.engine import cnn
     from activation_bench.engine.conv_shapes import Block
 
     positions = (11,) * dims
