@@ -264,22 +264,29 @@ from activation_bench.config.grid import expand
 from activation_bench.engine import train
 cfgs = compose_many(expand(sys.argv[1:]).members)
 res = train.train(cfgs)
-print(json.dumps([[r.engine, [float(v).hex() for v in r.train_loss]] for r in res]))
+print(json.dumps([[r.engine, [float(v).hex() for v in r.train_loss],
+                   [float(v).hex() for v in r.val_loss or []], r.dead_units, repr(r.saturated_units)] for r in res]))
 """
 
 
 @pytest.mark.slow
 @needs_compiler
-def test_the_same_command_gives_the_same_bits_in_fresh_processes(tmp_path):
+@pytest.mark.parametrize("model", [
+    ["epochs=20", *TINY[1:]],
+    # a convnet: its validation loss and unit shares come from compiled passes too
+    ["model=cnn", "data=mnist1d", "data.n_train=200", "model.channels=[4,4]", "model.kernel=[5,3]",
+     "model.stride=[2,2]", "model.padding=[1,1]", "model.pool=max", "epochs=2", "batch_size=100"],
+], ids=["mlp", "cnn"])
+def test_the_same_command_gives_the_same_bits_in_fresh_processes(tmp_path, model):
     env = {**os.environ, "ACTBENCH_CACHE_DIR": str(tmp_path), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
-    args = ["engine=compiled", "activation=gelu,relu", "seed=0,1", "epochs=20", *TINY[1:]]
+    args = ["engine=compiled", "activation=gelu,relu", "seed=0,1", *model]
     outs = []
     for _ in range(2):  # the first compiles into the empty cache, the second reads it
         done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True,
                               timeout=900, check=True)
         outs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert all(engine == "compiled" for engine, _ in outs[0])
+    assert all(run[0] == "compiled" for run in outs[0])
     assert outs[0] == outs[1]
     assert (tmp_path / "inductor").is_dir()
 
