@@ -148,9 +148,7 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
         for k in range(depth):
             w, b = params[lay.w[k]], lay.b[k]
             if kind_norm == "batch":
-                scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
-                shift = params[lay.beta[k]] - running[2 * k] * scale  # type: ignore[index]
-                h = affine(a, w * scale, shift)
+                h = folded_affine(a, w, params, running, lay, k)
             else:
                 h = affine(a, w, None if b is None else params[b])
                 if kind_norm == "layer":
@@ -166,6 +164,14 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
         return loss, (logits.argmax(dim=-1) == y).to(logits.dtype).mean(dim=1)
 
     return evaluate
+
+
+def folded_affine(a: torch.Tensor, w: torch.Tensor, params: list[torch.Tensor], running: list[torch.Tensor],
+                  lay: Layout, k: int) -> torch.Tensor:
+    """Layer k's product followed by batch norm in evaluation mode, its running statistics folded
+    into the weight and a shift (as MemberNorm.folded): one product (the MLP's and the convnet's)."""
+    scale = (running[2 * k + 1] + norm.EPS).rsqrt().mul(params[lay.gamma[k]])  # type: ignore[index]
+    return affine(a, w * scale, params[lay.beta[k]] - running[2 * k] * scale)  # type: ignore[index]
 
 
 def activation(acts: list[Act], sizes: list[int]) -> Act:
