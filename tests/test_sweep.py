@@ -13,7 +13,7 @@ import yaml
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
-from activation_bench.engine import plan, train
+from activation_bench.engine import divergence, plan, train
 from activation_bench.runs import orchestrate
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
@@ -186,7 +186,7 @@ def test_divergence_is_recorded_and_isolated(runner, runs_dir):
     r = bad[0]
     assert len(r.train_loss) == r.diverged_epoch
     last = r.train_loss[-1]
-    assert not math.isfinite(last) or last > train.DIVERGENCE_FACTOR * r.train_loss[0]
+    assert not math.isfinite(last) or last > divergence.DIVERGENCE_FACTOR * r.train_loss[0]
     result = _sweep(runner, runs_dir, "--name", "div", "lr=1e6,0.001", "epochs=50")
     assert result.exit_code == 0, result.output
     statuses = {json.loads(p.read_text())["status"] for p in (runs_dir / "div").glob("*/summary.json")}

@@ -27,6 +27,7 @@ from activation_bench.data.synthetic import DTYPES, Dataset, generator
 from activation_bench.engine import checkpoint, compiled, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
 from activation_bench.engine.diagnostics import GradLog, share_rows, unit_shares
+from activation_bench.engine.divergence import CHECK_EVERY, Divergence
 from activation_bench.engine.members import build_model, param_counts
 from activation_bench.engine.model import MemberLayers, member_accuracy, member_cross_entropy, member_mse
 from activation_bench.engine.optim import StackedOptimizer
@@ -52,8 +53,6 @@ ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [
 NoticeFn = Callable[[str], None]  # one line for the user (engine=compiled|auto: which engine a stack used)
 
 
-DIVERGENCE_FACTOR = 1e8
-CHECK_EVERY = 50
 HAND_GRADIENT = True  # fused.py's hand-written gradient where every activation has one (else autograd)
 
 
@@ -148,7 +147,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     preact = PreactLog(probe, epochs, stack.model.depth, m) if probe else None
     if preact is not None:
         preact.add(0, stack.model, stack.x)  # at initialisation
-    divergence = _Divergence.none(m, stack.device)
+    divergence = Divergence.none(m, stack.device)
     run = checkpoint.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact}, epochs,
                              start) if hooks is not None else None
     done = run.resume() if run is not None else 0
@@ -351,40 +350,6 @@ def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
                 if acc is not None:
                     acc[epoch] = member_accuracy(pred, split[1])
     stack.model.train()
-
-
-@dataclass
-class _Divergence:
-    """Which members have diverged, and at which epoch (1-based).
-
-    Diverged: the loss is NaN or inf, or has grown DIVERGENCE_FACTOR-fold over epoch 1's (Adam's
-    bounded steps make lr=1e6 explode to ~1e27 without ever overflowing). Checked every CHECK_EVERY
-    epochs (on a GPU each check waits for the device; on a CPU it is a handful of small ops per
-    step), scanning the epochs since the last check so the epoch found is still exact.
-    """
-
-    diverged: torch.Tensor  # [M] bool
-    at: list[int | None]
-    checked: int = 0  # epochs scanned so far
-
-    @classmethod
-    def none(cls, m: int, device: str) -> _Divergence:
-        return cls(torch.zeros(m, dtype=torch.bool, device=device), [None] * m)
-
-    def check(self, train_loss: torch.Tensor, done: int) -> int | None:
-        """Scan epochs up to `done`; returns the epoch to stop at once every member has diverged."""
-        block = train_loss[self.checked : done]
-        bad = ~(block <= train_loss[0] * DIVERGENCE_FACTOR) & ~self.diverged
-        if bool(bad.any()):
-            rows = torch.where(bad.any(0), bad.float().argmax(0), -1).tolist()
-            for i, row in enumerate(rows):
-                if row >= 0:
-                    self.at[i] = self.checked + row + 1
-            self.diverged |= bad.any(0)
-            if bool(self.diverged.all()):
-                return max(d for d in self.at if d is not None)
-        self.checked = done
-        return None
 
 
 def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
