@@ -171,6 +171,22 @@ def test_script_exit_flushes_output_and_keeps_exit_codes(tmp_path):
     assert bad.stderr.startswith("error: ") and "gelu" in bad.stderr and len(bad.stderr.splitlines()) == 1
 
 
+def test_training_commands_import_torch_with_the_collector_paused_then_frozen():
+    """main() imports torch for the commands that train, then freezes it out of later collections;
+    --help, compare and `study tables` stay torch-free."""
+    from activation_bench.cli.main import _trains
+
+    for args in (["run", "activation=gelu"], ["sweep", "seed=range(2)"], ["search"], ["study", "run", "s.yaml"]):
+        assert _trains(args), args
+    for args in (["--help"], ["run", "--help"], ["compare", "runs/x"], ["study", "tables", "s.yaml"], []):
+        assert not _trains(args), args
+    code = ("import gc, sys; from activation_bench.cli import main as m; m._import_torch_frozen(); "
+            "print('torch' in sys.modules, gc.isenabled(), gc.get_freeze_count() > 50_000)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
+
+
 def test_help_lists_commands_and_examples(runner):
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
