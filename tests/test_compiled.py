@@ -132,9 +132,7 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    (["log.preact_stats=2"], "log.preact_stats"),
     (["activation=prelu"], "activations with parameters"),
-    (["log.grad_norms=true"], "log.grad_norms"),
     (["activation=rrelu"], "draw random numbers"),
     (["activation=custom", "activation._target_=torch.nn.Tanh"], "a user's own module"),
 ])
@@ -168,14 +166,15 @@ def inductor_cache(tmp_path_factory):
 
 GRIDS = {
     "full batch": ["activation=gelu,relu,tanh,mish", "seed=0,1", "epochs=30", "data.n_samples=8", "data.input_dim=4",
-                   "model.hidden_dim=6", "lr=0.01"],
+                   "model.hidden_dim=6", "lr=0.01", "log.preact_stats=10"],
     "minibatch": ["activation=gelu,silu", "seed=0,1", "epochs=10", "data=function", "data.fn=exp_sin",
                   "model.hidden_dim=6", "batch_size=16", "shuffle=true", "lr=0.01"],
     # torch.func.vjp of the forward inside the compiled step: expressions (one grouped module) and gated units
     "expressions and gated": ["activation=expr,swiglu", 'activation.fn="x*sigmoid(1.5*x)","sin(x)+x"', "seed=0,1",
                               "epochs=20", "data.n_samples=8", "data.input_dim=4", "model.hidden_dim=6", "lr=0.01"],
+    # log.grad_norms: the step returns the norms (the depth-1 MLP's too, through torch.func.vjp)
     "sgd": ["activation=gelu,relu,tanh", "seed=0,1", "epochs=30", "data.n_samples=8", "data.input_dim=4",
-            "model.hidden_dim=6", "optimizer=sgd", "lr=0.05"],
+            "model.hidden_dim=6", "optimizer=sgd", "lr=0.05", "log.grad_norms=true", "log.every=7"],
     "float64": ["activation=gelu,relu,tanh", "seed=0,1", "epochs=30", "data.n_samples=8", "data.input_dim=4",
                 "model.hidden_dim=6", "dtype=float64", "lr=0.01"],
     "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
@@ -184,7 +183,8 @@ GRIDS = {
     # the validation loss reads batch norm's running statistics, which the compiled step updates
     "deep, batch norm, residual": ["activation=gelu,relu,swiglu", "seed=0,1", "epochs=20", "data.n_samples=8",
                                    "data.n_val=8", "data.input_dim=4", "model.hidden_dim=6", "model.depth=3",
-                                   "model.norm=batch", "model.residual=true", "lr=0.01"],
+                                   "model.norm=batch", "model.residual=true", "lr=0.01", "log.preact_stats=5",
+                                   "log.grad_norms=true", "log.every=5"],
     "layer norm and dropout": ["activation=tanh,mish", "seed=0,1", "epochs=20", "data.n_samples=8", "data.input_dim=4",
                                "model.hidden_dim=6", "model.depth=2", "model.norm=layer", "model.dropout=0.2",
                                "lr=0.01"],
@@ -196,7 +196,8 @@ GRIDS = {
     "2-D convnet, batch norm, max pool": ["model=cnn", "data=digits", "data.n_train=200", "model.channels=[4,6]",
                                           "model.kernel=[3,3]", "model.stride=[1,1]", "model.padding=[1,0]",
                                           "model.norm=batch", "model.pool=max", "activation=relu,gelu", "seed=0,1",
-                                          "epochs=3", "batch_size=64", "shuffle=true", "lr=0.01"],
+                                          "epochs=3", "batch_size=64", "shuffle=true", "lr=0.01",
+                                          "log.preact_stats=1", "log.grad_norms=true", "log.every=1"],
     "1-D convnet, gated, dropout, global pool": ["model=cnn", "data=mnist1d", "data.n_train=200",
                                                  "model.channels=[4,4]", "model.kernel=[5,3]", "model.stride=[2,2]",
                                                  "model.padding=[1,1]", "model.pool=avg", "model.global_pool=true",
@@ -220,6 +221,16 @@ def test_compiled_agrees_with_eager_and_alone(grid, inductor_cache):
             assert (want is None) == (got is None)
             if want is not None:
                 assert got == pytest.approx(want, rel=RTOL, abs=ATOL), col
+        # log.preact_stats (the eager probe on the compiled step's parameters) and log.grad_norms
+        for log, keys in (("preact", 3), ("grads", 2)):
+            want, got = getattr(e, log), getattr(c, log)
+            assert (want is None) == (got is None), log
+            if want is not None:
+                assert [r[:keys] for r in got] == [r[:keys] for r in want], log
+                want, got = [v for r in want for v in r[keys:]], [v for r in got for v in r[keys:]]
+                assert [math.isnan(v) for v in got] == [math.isnan(v) for v in want], log
+                assert [v for v in got if not math.isnan(v)] == pytest.approx(
+                    [v for v in want if not math.isnan(v)], rel=RTOL, abs=ATOL), log
     assert alone.train_loss == pytest.approx(fast[0].train_loss, rel=RTOL, abs=ATOL)
 
 

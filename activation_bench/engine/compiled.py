@@ -10,14 +10,15 @@ own caches), so the same shapes compile once per machine and later processes loa
 without tracing, or importing the compiler, again.
 
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
-minibatch, regression and classification, with log.grad_norms and log.preact_stats off, and
-activations without parameters or random draws. The two-layer MLP without dropout or norm takes the
-step here (the closed forms of fused.py where they exist, else torch.func.vjp of the activation);
-every other MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp).
-Any other stack, a machine without a C++ compiler, or a compilation that fails
-trains with the eager engine instead, and says so in one line: the compiled function is compiled
-and run once on copies of the stack's tensors before training starts, so a failure never leaves a
-half-trained stack.
+minibatch, regression and classification, with log.grad_norms (the step also returns the norms)
+and log.preact_stats (its probe passes run the eager model on the parameters the compiled step
+updates in place), and activations without parameters or random draws. The two-layer MLP
+without dropout, norm or gradient norms takes the step here (the closed forms of fused.py where
+they exist, else torch.func.vjp of the activation); every other MLP takes compiled_mlp.py's (the
+model's forward differentiated by torch.func.vjp). Any other stack, a machine without a C++
+compiler, or a compilation that fails trains with the eager engine instead, and says so in one
+line: the compiled function is compiled and run once on copies of the stack's tensors before
+training starts, so a failure never leaves a half-trained stack.
 
 Numbers: not bit-identical to the eager engine, nor a member to the same member alone (inductor's
 loops round differently with the shapes); equal to the eager engine to within the tolerance that
@@ -242,7 +243,7 @@ def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
     return {"activations": [c.activation for c in stack.ordered], "sizes": sizes, "n_out": model.n_out,
             "model": {k: v for k, v in first.model.items() if not k.startswith("init")},
             "optimizer": [opt.kind, opt.beta1, opt.beta2, opt.eps], "classify": stack.classify,
-            "plain": _plain(model)}
+            "plain": _plain(model), "grad_norms": bool(first.log.grad_norms)}
 
 
 def _plain(model: Any) -> bool:
@@ -261,6 +262,8 @@ class Compiled:
     step: StepFn
     evaluate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
     shares: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
+    # log.grad_norms: the last step's weight-gradient and activation-output norms, [depth, M] each
+    grad_norms: list[torch.Tensor] | None = None
 
 
 def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compiled:
@@ -272,11 +275,12 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     impl: Any = compiled_cnn if cnn else compiled_mlp
     lay = impl.layout(model, opt.params)
     config = _identity(stack, sizes)
-    plain, betas, acts = _plain(model), (opt.beta1, opt.beta2), compiled_mlp.acts_of(model)
+    norms = bool(stack.ordered[0].log.grad_norms)
+    plain, betas, acts = _plain(model) and not norms, (opt.beta1, opt.beta2), compiled_mlp.acts_of(model)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
-    else:
-        step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps)
+    else:  # the hand-written step does not give gradient norms
+        step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps, norms)
     fn = _compile(step_fn, "step", config)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
@@ -304,20 +308,26 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         for xp, yp in {(xp.shape, yp.shape): (xp, yp) for xp, yp in parts}.values():  # each shape once
             evaluate.check(params, running, xp, yp)
 
+    last: list[torch.Tensor] | None = [] if norms else None
+
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
             opt.step_count += 1
         extra = () if plain else (running, impl.masks(model, xb))
-        return fn(params, m, v, *extra, _scale(opt, opt.step_count, scale), xb, yb)
+        out = fn(params, m, v, *extra, _scale(opt, opt.step_count, scale), xb, yb)
+        if last is None:
+            return out
+        last[:] = out[1:]
+        return out[0]
 
     if not cnn:
-        return Compiled(step, lambda x, y: evaluate(params, running, x, y))
+        return Compiled(step, lambda x, y: evaluate(params, running, x, y), grad_norms=last)
     # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
     shares = _compile(compiled_cnn.shares_function(acts, sizes, lay, model), "shares", config)
     with torch.no_grad():  # its parts share one shape
         shares.check(params, running, *compiled_cnn.parts(model, stack.x, stack.y)[0])
     return Compiled(step, compiled_cnn.evaluation(evaluate, params, running, model, stack.classify),
-                    compiled_cnn.unit_shares(shares, params, running, model))
+                    compiled_cnn.unit_shares(shares, params, running, model), last)
 
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
@@ -354,10 +364,6 @@ def config_unsupported(first: Cfg) -> str | None:
     shares (plan._engine_key): such members never share a stack with compilable ones."""
     if activations.is_per_member(dict(first.activation)):
         return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
-    if first.log.grad_norms:
-        return "log.grad_norms is logged by the eager engine only"
-    if int(first.log.get("preact_stats") or 0):
-        return "log.preact_stats is logged by the eager engine only"
     return None
 
 

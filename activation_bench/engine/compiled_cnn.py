@@ -26,12 +26,14 @@ from torch.nn import functional as F
 from activation_bench.engine import norm
 from activation_bench.engine.compiled_mlp import (
     Act,
+    Aux,
     Layout,
     activation,
     affine,
     cross_entropy,
     folded_affine,
     layout_of,
+    member_norms,
     train_step,
 )
 from activation_bench.engine.conv_shapes import Block
@@ -106,28 +108,32 @@ class _Shape:
 
 
 def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, kind: str,
-                  betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+                  betas: tuple[float, float], eps: float, grad_norms: bool = False) -> Callable[..., Any]:
     """The pure step, with compiled_mlp.step_function's arguments and effects: (params, exp_avgs,
-    exp_avg_sqs, running, masks, scale, x, y) -> per-member loss [M] before the update."""
+    exp_avg_sqs, running, masks, scale, x, y) -> per-member loss [M] before the update (with
+    grad_norms, and the norms compiled_mlp.train_step gives)."""
     shape, activate = _Shape(model), activation(acts, sizes)
 
     def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                masks: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        a, stats = shape.images(x), []
+                masks: list[torch.Tensor]) -> tuple[torch.Tensor, Aux]:
+        a, stats, act_norms = shape.images(x), [], []
         for k, block in enumerate(shape.geometry):
             cols, b = windows(a, block), lay.b[k]
             h = affine(cols, params[lay.w[k]], None if b is None else params[b])
             if shape.norm == "batch":
                 h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], 1)  # type: ignore[index]
                 stats += [mean.detach(), var.detach()]
-            a = pooled(activate(h), block, shape.pool, shape.pool_size)
+            out = activate(h)
+            if grad_norms:
+                act_norms.append(member_norms(out))
+            a = pooled(out, block, shape.pool, shape.pool_size)
             if masks:
                 a = (a.reshape(a.shape[0], -1, a.shape[-1]) * masks[k]).view(a.shape)
         out = shape.head(a, params[lay.w2], params[lay.b2])
         loss = (out - y).square().mean(dim=(1, 2)) if shape.n_out == 1 else cross_entropy(out, y)
-        return loss, stats
+        return loss, (stats, act_norms)
 
-    return train_step(forward, shape.rows, shape.norm == "batch", kind, betas, eps)
+    return train_step(forward, shape.rows, shape.norm == "batch", kind, betas, eps, lay.w if grad_norms else None)
 
 
 def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., torch.Tensor]:

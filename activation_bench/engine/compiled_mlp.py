@@ -62,11 +62,12 @@ def layout_of(params: list[torch.Tensor], ws: Any, bs: Any, norms: Any, w2: torc
 
 
 def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, kind: str,
-                  betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+                  betas: tuple[float, float], eps: float, grad_norms: bool = False) -> Callable[..., Any]:
     """The pure step: (params, exp_avgs, exp_avg_sqs, running, masks, scale, x, y) -> per-member loss
     [M] before the update, updating params, the optimiser's state and batch norm's running
     statistics (`running`: mean and var of every layer, flat) in place. `masks`: dropout's per
-    hidden layer (empty without dropout). `scale` as compiled._step_function's."""
+    hidden layer (empty without dropout). `scale` as compiled._step_function's. With grad_norms,
+    (loss, the norms train_step gives)."""
     depth, n_out, residual = model.depth, model.n_out, model.residual
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
     dim = 1 if kind_norm == "batch" else -1
@@ -74,8 +75,8 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     activate = activation(acts, sizes)
 
     def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                masks: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        a, stats = x, []
+                masks: list[torch.Tensor]) -> tuple[torch.Tensor, Aux]:
+        a, stats, act_norms = x, [], []
         for k in range(depth):
             w, b = params[lay.w[k]], lay.b[k]
             h = affine(a, w, None if b is None else params[b])
@@ -83,6 +84,8 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
                 h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], dim)  # type: ignore[index]
                 stats += [mean.detach(), var.detach()]
             out = activate(h)
+            if grad_norms:
+                act_norms.append(member_norms(out))
             if masks:
                 out = out * masks[k]
             a = a + out if residual and k > 0 else out
@@ -92,44 +95,56 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
         else:
             logits = affine(a, w2, b2)[..., :n_out]
             loss = cross_entropy(logits, y)
-        return loss, stats
+        return loss, (stats, act_norms)
 
-    return train_step(forward, lambda _layer, rows: rows, kind_norm == "batch", kind, betas, eps)
+    return train_step(forward, lambda _layer, rows: rows, kind_norm == "batch", kind, betas, eps,
+                      lay.w if grad_norms else None)
 
 
-Forward = Callable[[list[torch.Tensor], torch.Tensor, torch.Tensor, list[torch.Tensor]],
-                   tuple[torch.Tensor, list[torch.Tensor]]]
+Aux = tuple[list[torch.Tensor], list[torch.Tensor]]  # batch norm's mean and var of every layer, flat; act norms
+Forward = Callable[[list[torch.Tensor], torch.Tensor, torch.Tensor, list[torch.Tensor]], tuple[torch.Tensor, Aux]]
 
 
 def train_step(forward: Forward, norm_rows: Callable[[int, int], int], batch_norm: bool, kind: str,
-               betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
+               betas: tuple[float, float], eps: float, weights: tuple[int, ...] | None = None) -> Callable[..., Any]:
     """The step of a model whose pure `forward(params, x, y, masks)` gives (per-member loss [M],
-    batch norm's mean and var of every layer, flat): the gradient by torch.func.vjp, the running
-    statistics updated (`norm_rows(layer, batch rows)`: the rows each layer's statistics are over),
-    then Adam's or SGD's update, all in place (compiled_cnn.py's step is this one too)."""
+    (batch norm's mean and var of every layer, flat; each hidden layer's activation-output norm
+    [M], for log.grad_norms)): the gradient by torch.func.vjp, the running statistics updated
+    (`norm_rows(layer, batch rows)`: the rows each layer's statistics are over), then Adam's or
+    SGD's update, all in place (compiled_cnn.py's step is this one too). With `weights` (the hidden
+    layers' weights' places in params), the step returns (loss, [depth, M] norms of those weights'
+    gradients, [depth, M] norms of the activation outputs): diagnostics.GradLog's values."""
     beta1, beta2 = betas
 
     def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
              running: list[torch.Tensor], masks: list[torch.Tensor], scale: torch.Tensor, x: torch.Tensor,
-             y: torch.Tensor) -> torch.Tensor:
-        loss, back, stats = torch.func.vjp(lambda ps: forward(ps, x, y, masks), params, has_aux=True)
+             y: torch.Tensor) -> Any:
+        loss, back, (stats, act_norms) = torch.func.vjp(lambda ps: forward(ps, x, y, masks), params, has_aux=True)
         grads = back(torch.ones_like(loss))[0]
         if batch_norm:
             for k in range(len(stats) // 2):
                 norm.update_running(running[2 * k], running[2 * k + 1], stats[2 * k], stats[2 * k + 1],
                                     norm_rows(k, x.shape[1]))
+        out: Any = loss.detach()
+        if weights is not None:
+            out = (out, torch.stack([member_norms(grads[i]) for i in weights]), torch.stack(act_norms))
         if kind == "sgd":
             for p, g in zip(params, grads):
                 p.sub_(g * scale[0])
-            return loss.detach()
+            return out
         step_size, bias2_sqrt = scale[0], scale[1]
         for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
             m.lerp_(g, 1.0 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
             p.sub_(m / (v.sqrt() / bias2_sqrt + eps) * step_size)
-        return loss.detach()
+        return out
 
     return step
+
+
+def member_norms(t: torch.Tensor) -> torch.Tensor:
+    """Each member's L2 norm [M] of t [M, ...] (as diagnostics.GradLog takes it), detached."""
+    return t.detach().flatten(1).norm(dim=1)
 
 
 def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,

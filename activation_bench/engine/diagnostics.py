@@ -41,6 +41,11 @@ class GradLog:
             self.weight_grad[i, layer] = w.grad.flatten(1).norm(dim=1)
             self.act[i, layer] = a.detach().flatten(1).norm(dim=1)
 
+    def put(self, epoch: int, weight_grad: torch.Tensor, act: torch.Tensor) -> None:
+        """The norms [depth, M] as the compiled step computed them (add's, from its tensors)."""
+        self.weight_grad[self.row[epoch]] = weight_grad
+        self.act[self.row[epoch]] = act
+
     def per_member(self, stops: list[int]) -> list[list[tuple[int, int, float, float]]]:
         """Each member's rows (epoch, layer, weight_grad_norm, act_norm), up to its last epoch."""
         wg, an = self.weight_grad.cpu().tolist(), self.act.cpu().tolist()

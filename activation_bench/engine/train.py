@@ -314,7 +314,7 @@ def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.
         xb, yb = batches[0]
         loss = _step(stack, xb, yb, outputs)
         if outputs is not None:
-            grad_log.add(epoch + 1, stack.model, outputs)  # type: ignore[union-attr]
+            _log_grads(stack, grad_log, epoch + 1, outputs)  # type: ignore[arg-type]
         return loss
     first, saved = run.start_step(epoch) if run is not None else (0, None)
     total = saved if saved is not None else torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
@@ -323,10 +323,19 @@ def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.
         record = outputs if b == len(batches) - 1 else None
         total += _step(stack, xb, yb, record)
         if record is not None:
-            grad_log.add(epoch + 1, stack.model, record)  # type: ignore[union-attr]
+            _log_grads(stack, grad_log, epoch + 1, record)  # type: ignore[arg-type]
         elif run is not None and b + 1 < len(batches):
             run.after_step(epoch, b + 1, total)
     return total / len(batches)
+
+
+def _log_grads(stack: _Stack, grad_log: GradLog, epoch: int, outputs: list[torch.Tensor]) -> None:
+    """The gradient log of the step just taken: from the eager step's .grad and recorded outputs,
+    or the norms the compiled step returned."""
+    if stack.compiled_step is not None:
+        grad_log.put(epoch, *stack.compiled_step.grad_norms)  # type: ignore[misc]
+    else:
+        grad_log.add(epoch, stack.model, outputs)
 
 
 def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
