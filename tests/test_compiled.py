@@ -132,8 +132,8 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    (["activation=prelu"], "activations with parameters"),
     (["activation=rrelu"], "draw random numbers"),
+
     (["activation=custom", "activation._target_=torch.nn.Tanh"], "a user's own module"),
 ])
 def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
@@ -143,10 +143,20 @@ def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
     assert len(lines) == 1 and why in lines[0] and "falling back to eager" in lines[0]
 
 
+def test_a_convnet_with_a_learned_activation_trains_eager():
+    lines: list[str] = []
+    cfg = compose(["engine=compiled", "model=cnn", "data=mnist1d", "data.n_train=50", "epochs=1", "model.channels=[2]",
+                   "model.kernel=[5]", "model.stride=[2]", "model.padding=[1]", "activation=prelu"])
+    result = train.train([cfg], notice=lines.append)[0]
+    assert result.engine == "eager" and result.status == "complete"
+    assert len(lines) == 1 and "activations with parameters in a convnet" in lines[0]
+
+
 def test_members_the_compiled_engine_cannot_take_get_stacks_of_their_own():
     cfgs = compose_many(expand(["engine=compiled", "activation=gelu,prelu,relu,rrelu", "seed=0,1", *TINY]).members)
     stacks = sorted(sorted(cfgs[i].activation.name for i in s) for s in plan.plan_stacks(cfgs))
-    assert stacks == [["gelu", "gelu", "relu", "relu"], ["prelu", "prelu", "rrelu", "rrelu"]]
+    # prelu's learned slope is compiled (compiled_acts); rrelu's random slopes are not
+    assert stacks == [["gelu", "gelu", "prelu", "prelu", "relu", "relu"], ["rrelu", "rrelu"]]
     eager = compose_many(expand(["activation=gelu,prelu", "seed=0,1", *TINY]).members)
     assert len(plan.plan_stacks(eager)) == 1  # the eager engine's stacks are as before
 
@@ -179,6 +189,10 @@ GRIDS = {
                 "model.hidden_dim=6", "dtype=float64", "lr=0.01"],
     "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
                        "batch_size=32", "shuffle=true", "lr=0.01"],
+    # activations with learned parameters, stacked per run of members (compiled_acts.py), beside a plain one
+    "learned parameters": ["activation=prelu,expr,gelu", 'activation.fn="x*sigmoid(beta*x)"', "+activation.beta=1.0",
+                           "activation.learnable=true", "seed=0,1", "epochs=30", "data.n_samples=8",
+                           "data.input_dim=4", "model.hidden_dim=6", "model.depth=2", "lr=0.01"],
     # compiled_mlp.py's step (the forward differentiated by torch.func): depth > 1, norms, dropout, skips;
     # the validation loss reads batch norm's running statistics, which the compiled step updates
     "deep, batch norm, residual": ["activation=gelu,relu,swiglu", "seed=0,1", "epochs=20", "data.n_samples=8",
@@ -221,6 +235,12 @@ def test_compiled_agrees_with_eager_and_alone(grid, inductor_cache):
             assert (want is None) == (got is None)
             if want is not None:
                 assert got == pytest.approx(want, rel=RTOL, abs=ATOL), col
+        if e.learned is not None:  # the learned parameters, read through the eager modules' views
+            assert c.learned is not None and c.learned.keys() == e.learned.keys()
+            for name in e.learned:
+                assert c.learned[name] == pytest.approx(e.learned[name], rel=RTOL, abs=ATOL)
+        else:
+            assert c.learned is None
         # log.preact_stats (the eager probe on the compiled step's parameters) and log.grad_norms
         for log, keys in (("preact", 3), ("grads", 2)):
             want, got = getattr(e, log), getattr(c, log)

@@ -323,6 +323,16 @@ def is_per_member(cfg: dict[str, Any]) -> bool:
     return get_spec(cfg["name"]).per_member
 
 
+def learned_only(cfg: dict[str, Any]) -> bool:
+    """Per member for its learned parameters alone (prelu, a learnable expression with parameters):
+    no random draws, not a user's module."""
+    if _has_target(cfg):
+        return False
+    if is_expr(cfg):
+        return is_per_member(cfg)
+    return resolve_name(cfg["name"]) == "prelu"
+
+
 def hidden_width(cfg: dict[str, Any], hidden_dim: int) -> tuple[int, int]:
     """(first-layer output width, second-layer input width) for this activation."""
     if not is_gated(cfg):

@@ -12,10 +12,12 @@ without tracing, or importing the compiler, again.
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms (the step also returns the norms)
 and log.preact_stats (its probe passes run the eager model on the parameters the compiled step
-updates in place), and activations without parameters or random draws. The two-layer MLP
-without dropout, norm or gradient norms takes the step here (the closed forms of fused.py where
-they exist, else torch.func.vjp of the activation); every other MLP takes compiled_mlp.py's (the
-model's forward differentiated by torch.func.vjp). Any other stack, a machine without a C++
+updates in place), and activations without random draws (an MLP's with learned parameters,
+prelu and learnable expressions, stacked by compiled_acts.py; a convnet's without parameters).
+The two-layer MLP without dropout, norm, gradient norms or learned activations takes the step
+here (the closed forms of fused.py where they exist, else torch.func.vjp of the activation);
+every other MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp).
+Any other stack, a machine without a C++
 compiler, or a compilation that fails trains with the eager engine instead, and says so in one
 line: the compiled function is compiled and run once on copies of the stack's tensors before
 training starts, so a failure never leaves a half-trained stack.
@@ -29,6 +31,7 @@ machine, torch and thread count.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import getpass
 import math
@@ -43,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench.cfg import model_name
-from activation_bench.engine import activations, compile_store, compiled_cnn, compiled_mlp, fused, grouped
+from activation_bench.engine import compile_store, compiled_acts, compiled_cnn, compiled_mlp, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.plan import cnn_macs
+from activation_bench.engine.plan import cnn_macs, compilable
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -270,13 +273,30 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     """The compiled step and evaluation of this stack, compiled and run once on copies of its tensors
     for every distinct batch and split shape (raises on any failure, before the stack trains)."""
     model, opt = stack.model, stack.opt
-    sizes = [s.stop - s.start for s in model.slices]
+    sizes, acts = [s.stop - s.start for s in model.slices], compiled_mlp.acts_of(model)
     cnn = isinstance(model, StackedCNN)
     impl: Any = compiled_cnn if cnn else compiled_mlp
-    lay = impl.layout(model, opt.params)
+    adam = opt.kind == "adam"
+    learned = not cnn and any(s.per_member for s in model.slices)
+    if learned:  # activations with learned parameters: stacked per run of members (compiled_acts)
+        if not compiled_acts.covered(model):
+            raise ValueError("an activation with parameters the compiled step does not take")
+        mine = {id(p) for s in model.slices if s.per_member for mod in s.modules for p in mod.parameters()}
+        keep = [i for i, p in enumerate(opt.params) if id(p) not in mine]
+        runs = compiled_acts.runs(model, opt, acts, len(keep))
+        acts, sizes = runs.acts, runs.sizes
+        lay = dataclasses.replace(impl.layout(model, [opt.params[i] for i in keep]), act=runs.index)
+        params = [opt.params[i].detach() for i in keep] + runs.params
+        m = [opt.exp_avgs[i] for i in keep] + runs.exp_avgs if adam else []
+        v = [opt.exp_avg_sqs[i] for i in keep] + runs.exp_avg_sqs if adam else []
+    else:
+        lay = impl.layout(model, opt.params)
+        params = [p.detach() for p in opt.params]
+        m = list(opt.exp_avgs) if adam else []
+        v = list(opt.exp_avg_sqs) if adam else []
     config = _identity(stack, sizes)
     norms = bool(stack.ordered[0].log.grad_norms)
-    plain, betas, acts = _plain(model) and not norms, (opt.beta1, opt.beta2), compiled_mlp.acts_of(model)
+    plain, betas = _plain(model) and not norms and not learned, (opt.beta1, opt.beta2)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
     else:  # the hand-written step does not give gradient norms
@@ -287,10 +307,6 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     # of a classification epoch
     evaluate = _compile(compiled_cnn.eval_function(acts, sizes, lay, model) if cnn else
                         compiled_mlp.eval_function(acts, sizes, lay, model, stack.classify), "evaluate", config)
-    params = [p.detach() for p in opt.params]
-    adam = opt.kind == "adam"
-    m = list(opt.exp_avgs) if adam else []
-    v = list(opt.exp_avg_sqs) if adam else []
     running = compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
@@ -359,11 +375,12 @@ def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: i
 
 
 def config_unsupported(first: Cfg) -> str | None:
-    """Why the config rules the compiled engine out, or None. The activation is judged by the
-    registry's per-member flag (parameters, random draws, a user's module), which the stack key
-    shares (plan._engine_key): such members never share a stack with compilable ones."""
-    if activations.is_per_member(dict(first.activation)):
-        return "activations with parameters, that draw random numbers, or a user's own module are not compiled"
+    """Why the config rules the compiled engine out, or None. The activation is judged by
+    plan.compilable, which the stack key shares (plan._engine_key): such members never share a
+    stack with compilable ones."""
+    if not compilable(dict(first.activation), model_name(first)):
+        return ("activations that draw random numbers, a user's own module, or activations with parameters "
+                "in a convnet are not compiled")
     return None
 
 

@@ -37,6 +37,9 @@ class Layout:
     beta: tuple[int | None, ...]
     w2: int
     b2: int
+    # per hidden layer and run of members (compiled_acts.Runs), its stacked learned parameters'
+    # places (empty: no activation with learned parameters in the stack)
+    act: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
 
 def layout(model: Any, params: list[torch.Tensor]) -> Layout:
@@ -72,7 +75,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
     dim = 1 if kind_norm == "batch" else -1
 
-    activate = activation(acts, sizes)
+    activate = layer_activation(acts, sizes, lay)
 
     def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                 masks: list[torch.Tensor]) -> tuple[torch.Tensor, Aux]:
@@ -83,7 +86,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             if kind_norm != "none":
                 h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], dim)  # type: ignore[index]
                 stats += [mean.detach(), var.detach()]
-            out = activate(h)
+            out = activate(h, params, k)
             if grad_norms:
                 act_norms.append(member_norms(out))
             if masks:
@@ -155,7 +158,7 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
     depth, n_out, residual = model.depth, model.n_out, model.residual
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
 
-    activate = activation(acts, sizes)
+    activate = layer_activation(acts, sizes, lay)
 
     def evaluate(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
                  y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,7 +171,7 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
                 h = affine(a, w, None if b is None else params[b])
                 if kind_norm == "layer":
                     h = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], -1)[0]  # type: ignore[index]
-            out = activate(h)
+            out = activate(h, params, k)
             a = a + out if residual and k > 0 else out
         w2, b2 = params[lay.w2], params[lay.b2]
         if not classify:
@@ -194,6 +197,23 @@ def activation(acts: list[Act], sizes: list[int]) -> Act:
     if len(acts) == 1:
         return acts[0]
     return lambda h: torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+
+
+def layer_activation(acts: list[Any], sizes: list[int], lay: Layout) -> Callable[..., torch.Tensor]:
+    """activate(h, params, k): hidden layer k's activation of h [M, ...], each run's function on its
+    members' rows; a run with learned parameters (compiled_acts) also takes its stacked parameters
+    of layer k from params."""
+    if not lay.act:
+        plain = activation(acts, sizes)
+        return lambda h, _params, _k: plain(h)
+
+    def activate(h: torch.Tensor, params: list[torch.Tensor], k: int) -> torch.Tensor:
+        parts = h.split(sizes) if len(acts) > 1 else [h]
+        outs = [act(part, [params[i] for i in idx]) if idx else act(part)
+                for act, part, idx in zip(acts, parts, lay.act[k])]
+        return torch.cat(outs) if len(outs) > 1 else outs[0]
+
+    return activate
 
 
 def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
