@@ -12,8 +12,8 @@ without tracing, or importing the compiler, again.
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
 minibatch, regression and classification, with log.grad_norms (the step also returns the norms)
 and log.preact_stats (its probe passes run the eager model on the parameters the compiled step
-updates in place), and activations without random draws (an MLP's with learned parameters,
-prelu and learnable expressions, stacked by compiled_acts.py; a convnet's without parameters).
+updates in place), and activations without random draws (those with learned parameters, prelu
+and learnable expressions, stacked by compiled_acts.py).
 The two-layer MLP without dropout, norm, gradient norms or learned activations takes the step
 here (the closed forms of fused.py where they exist, else torch.func.vjp of the activation);
 every other MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp).
@@ -277,7 +277,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     cnn = isinstance(model, StackedCNN)
     impl: Any = compiled_cnn if cnn else compiled_mlp
     adam = opt.kind == "adam"
-    learned = not cnn and any(s.per_member for s in model.slices)
+    learned = any(s.per_member for s in model.slices)
     if learned:  # activations with learned parameters: stacked per run of members (compiled_acts)
         if not compiled_acts.covered(model):
             raise ValueError("an activation with parameters the compiled step does not take")
@@ -378,9 +378,8 @@ def config_unsupported(first: Cfg) -> str | None:
     """Why the config rules the compiled engine out, or None. The activation is judged by
     plan.compilable, which the stack key shares (plan._engine_key): such members never share a
     stack with compilable ones."""
-    if not compilable(dict(first.activation), model_name(first)):
-        return ("activations that draw random numbers, a user's own module, or activations with parameters "
-                "in a convnet are not compiled")
+    if not compilable(dict(first.activation)):
+        return "activations that draw random numbers or a user's own module are not compiled"
     return None
 
 

@@ -1,4 +1,4 @@
-"""Activations with learned parameters (`prelu`, learnable expressions) in the compiled MLP step.
+"""Activations with learned parameters (`prelu`, learnable expressions) in the compiled step.
 
 The eager engine gives each such member its own module in every hidden layer, each with its own
 parameter tensors. The compiled step takes them stacked instead: per run of neighbouring members
@@ -37,13 +37,13 @@ def form(module: nn.Module) -> tuple[Any, ParamAct] | None:
 
 
 def covered(model: Any) -> bool:
-    """Whether every per-member slice of the model (an MLP's) has a form() the step takes."""
+    """Whether every per-member slice of the model has a form() the step takes."""
     return all(form(m) is not None for s in model.slices if s.per_member for m in s.modules)
 
 
 @dataclass
 class Runs:
-    """The stack's activations for the compiled MLP step, run by run: `acts` (a plain function of h,
+    """The stack's activations for the compiled step, run by run: `acts` (a plain function of h,
     or a ParamAct for a run of members with learned parameters) and `sizes` (members each); per
     hidden layer and run, the places of its stacked parameters in the step's parameter list
     (`index`, empty for a plain run); the stacked parameters and their Adam state."""

@@ -28,10 +28,10 @@ from activation_bench.engine.compiled_mlp import (
     Act,
     Aux,
     Layout,
-    activation,
     affine,
     cross_entropy,
     folded_affine,
+    layer_activation,
     layout_of,
     member_norms,
     train_step,
@@ -112,7 +112,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     """The pure step, with compiled_mlp.step_function's arguments and effects: (params, exp_avgs,
     exp_avg_sqs, running, masks, scale, x, y) -> per-member loss [M] before the update (with
     grad_norms, and the norms compiled_mlp.train_step gives)."""
-    shape, activate = _Shape(model), activation(acts, sizes)
+    shape, activate = _Shape(model), layer_activation(acts, sizes, lay)
 
     def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                 masks: list[torch.Tensor]) -> tuple[torch.Tensor, Aux]:
@@ -123,7 +123,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             if shape.norm == "batch":
                 h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], 1)  # type: ignore[index]
                 stats += [mean.detach(), var.detach()]
-            out = activate(h)
+            out = activate(h, params, k)
             if grad_norms:
                 act_norms.append(member_norms(out))
             a = pooled(out, block, shape.pool, shape.pool_size)
@@ -157,7 +157,7 @@ def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) 
     per block the count of nonzero outputs of each member's channel over x's rows and positions
     [M, C], and the count of slopes |f'(h)| not below SATURATED_SLOPE [M, C] (NaN slopes count,
     as they fail the comparison; -1 for gated units, whose output is not elementwise); y unused."""
-    shape, blocks, activate = _Shape(model), _eval_blocks(acts, sizes, lay, model), activation(acts, sizes)
+    shape, blocks, activate = _Shape(model), _eval_blocks(acts, sizes, lay, model), layer_activation(acts, sizes, lay)
 
     def counts(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,
                y: torch.Tensor) -> list[torch.Tensor]:  # noqa: ARG001
@@ -166,7 +166,7 @@ def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) 
             a, h, act = blocks(params, running, k, a)
             nonzero = torch.count_nonzero(act, dim=1)
             if act.shape == h.shape:
-                _, back = torch.func.vjp(activate, h)
+                _, back = torch.func.vjp(lambda t, k=k: activate(t, params, k), h)
                 slope = back(torch.ones_like(act))[0]
                 out += [nonzero, torch.count_nonzero(~(slope.abs() < SATURATED_SLOPE), dim=1)]
             else:  # gated units: no elementwise slope, -1 marks it
@@ -179,7 +179,7 @@ def shares_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) 
 def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., tuple[torch.Tensor, ...]]:
     """One block in evaluation mode: (params, running, k, a) -> (the next block's input, the
     activation's input h [M, rows, C] and its output)."""
-    shape, activate = _Shape(model), activation(acts, sizes)
+    shape, activate = _Shape(model), layer_activation(acts, sizes, lay)
 
     def block(params: list[torch.Tensor], running: list[torch.Tensor], k: int,
               a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -189,7 +189,7 @@ def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> 
             h = folded_affine(cols, w, params, running, lay, k)
         else:
             h = affine(cols, w, None if bias is None else params[bias])
-        act = activate(h)
+        act = activate(h, params, k)
         return pooled(act, b, shape.pool, shape.pool_size), h, act
 
     return block

@@ -72,16 +72,16 @@ def _model_key(cfg: Cfg) -> tuple:
 
 def _engine_key(cfg: Cfg) -> tuple[str, bool]:
     """The engine asked for, and with compiled|auto whether the activation can be compiled: members
-    the compiled engine cannot take (random draws, a user's module, parameters in a convnet) get
-    stacks of their own instead of sending the whole stack to eager."""
+    the compiled engine cannot take (random draws, a user's module) get stacks of their own
+    instead of sending the whole stack to eager."""
     engine = cfg.get("engine") or "eager"
-    return engine, engine != "eager" and compilable(_act_cfg(cfg), model_name(cfg))
+    return engine, engine != "eager" and compilable(_act_cfg(cfg))
 
 
-def compilable(act: dict, model: str) -> bool:
+def compilable(act: dict) -> bool:
     """Whether the compiled engine takes this activation: one without parameters or random draws,
-    or in an MLP one whose parameters are learned (prelu, a learnable expression: compiled_acts)."""
-    return not activations.is_per_member(act) or (model == "mlp" and activations.learned_only(act))
+    or one whose parameters are learned (prelu, a learnable expression: compiled_acts)."""
+    return not activations.is_per_member(act) or activations.learned_only(act)
 
 
 def _norm(cfg: Cfg) -> str:
