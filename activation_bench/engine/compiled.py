@@ -13,14 +13,14 @@ It covers every MLP (any depth, dropout, batch or layer norm, residual skips), f
 minibatch, regression and classification, with log.grad_norms (the step also returns the norms)
 and log.preact_stats (its probe passes run the eager model on the parameters the compiled step
 updates in place), and activations without random draws (those with learned parameters, prelu
-and learnable expressions, stacked by compiled_acts.py).
-The two-layer MLP without dropout, norm, gradient norms or learned activations takes the step
-here (the closed forms of fused.py where they exist, else torch.func.vjp of the activation);
-every other MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp).
-Any other stack, a machine without a C++
-compiler, or a compilation that fails trains with the eager engine instead, and says so in one
-line: the compiled function is compiled and run once on copies of the stack's tensors before
-training starts, so a failure never leaves a half-trained stack.
+and learnable expressions, stacked by compiled_acts.py). The two-layer MLP without dropout,
+norm, gradient norms or learned activations takes the step here (the closed forms of fused.py
+where they exist, else torch.func.vjp of the activation); every other MLP takes compiled_mlp.py's
+(the model's forward differentiated by torch.func.vjp), and a convnet compiled_cnn.py's. Any other
+stack (random draws, a user's own module), a machine without a C++ compiler, or a compilation that
+fails trains with the eager engine instead, and says so in one line: the compiled function is
+compiled and run once on copies of the stack's tensors before training starts, so a failure never
+leaves a half-trained stack.
 
 Numbers: not bit-identical to the eager engine, nor a member to the same member alone (inductor's
 loops round differently with the shapes); equal to the eager engine to within the tolerance that
@@ -299,7 +299,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     plain, betas = _plain(model) and not norms and not learned, (opt.beta1, opt.beta2)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
-    else:  # the hand-written step does not give gradient norms
+    else:  # the hand-written step takes neither gradient norms nor learned activations
         step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps, norms)
     fn = _compile(step_fn, "step", config)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer

@@ -54,7 +54,6 @@ class Runs:
     params: list[torch.Tensor]
     exp_avgs: list[torch.Tensor]
     exp_avg_sqs: list[torch.Tensor]
-    replaced: set[int]  # ids of the eager parameters the stacked tensors stand for
 
 
 def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
@@ -62,7 +61,7 @@ def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
     learned parameters of each run of per-member slices sharing a form, as the module's docstring
     says. `first`: the step's parameter list's length before the stacked ones."""
     depth = model.depth
-    out = Runs([], [], (), [], [], [], set())
+    out = Runs([], [], (), [], [], [])
     index: list[list[tuple[int, ...]]] = [[] for _ in range(depth)]
     slices = list(zip(model.slices, plain))
     i = 0
@@ -105,4 +104,3 @@ def _stack_parameter(out: Runs, opt: Any, params: list[nn.Parameter]) -> None:
         p.data = stacked[r].view(p.shape)
         for (eager, _), mine in zip(state, (out.exp_avgs, out.exp_avg_sqs)):
             eager[where[id(p)]] = mine[-1][r].view(p.shape)
-        out.replaced.add(id(p))

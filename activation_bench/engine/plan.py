@@ -79,8 +79,9 @@ def _engine_key(cfg: Cfg) -> tuple[str, bool]:
 
 
 def compilable(act: dict) -> bool:
-    """Whether the compiled engine takes this activation: one without parameters or random draws,
-    or one whose parameters are learned (prelu, a learnable expression: compiled_acts)."""
+    """Whether the compiled engine takes this activation: one module serving many members (no
+    parameters, random draws or user's module), or one whose parameters are learned (prelu, a
+    learnable expression: compiled_acts)."""
     return not activations.is_per_member(act) or activations.learned_only(act)
 
 
