@@ -133,7 +133,6 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 
 @pytest.mark.parametrize(("overrides", "why"), [
     (["activation=rrelu"], "draw random numbers"),
-
     (["activation=custom", "activation._target_=torch.nn.Tanh"], "a user's own module"),
 ])
 def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
