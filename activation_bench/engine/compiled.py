@@ -9,18 +9,18 @@ batch, widths) and saved as a package (compile_store.py, under `cache_dir()`, be
 own caches), so the same shapes compile once per machine and later processes load the library
 without tracing, or importing the compiler, again.
 
-It covers every MLP (any depth, dropout, batch or layer norm, residual skips), full-batch and
-minibatch, regression and classification, with log.grad_norms (the step also returns the norms)
-and log.preact_stats (its probe passes run the eager model on the parameters the compiled step
-updates in place), and activations without random draws (those with learned parameters, prelu
-and learnable expressions, stacked by compiled_acts.py). The two-layer MLP without dropout,
-norm, gradient norms or learned activations takes the step here (the closed forms of fused.py
-where they exist, else torch.func.vjp of the activation); every other MLP takes compiled_mlp.py's
-(the model's forward differentiated by torch.func.vjp), and a convnet compiled_cnn.py's. Any other
-stack (random draws, a user's own module), a machine without a C++ compiler, or a compilation that
-fails trains with the eager engine instead, and says so in one line: the compiled function is
-compiled and run once on copies of the stack's tensors before training starts, so a failure never
-leaves a half-trained stack.
+It covers every MLP (any depth, dropout, batch or layer norm, residual skips) and convnet,
+full-batch and minibatch, regression and classification, with log.grad_norms (the step also
+returns the norms) and log.preact_stats (its probe passes run the eager model on the parameters
+the compiled step updates in place), and every activation but stochastic_gelu and a user's module
+(prelu's and learnable expressions' parameters and rrelu's draws: compiled_acts.py). The
+two-layer MLP without dropout, norm, gradient norms or such activations takes the step here (the
+closed forms of fused.py where they exist, else torch.func.vjp of the activation); every other
+MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp), and a convnet
+compiled_cnn.py's. Any other stack, a machine without a C++ compiler, or a compilation that fails
+trains with the eager engine instead, and says so in one line: the compiled function is compiled
+and run once on copies of the stack's tensors before training starts, so a failure never leaves a
+half-trained stack.
 
 Numbers: not bit-identical to the eager engine, nor a member to the same member alone (inductor's
 loops round differently with the shapes); equal to the eager engine to within the tolerance that
@@ -278,14 +278,15 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     impl: Any = compiled_cnn if cnn else compiled_mlp
     adam = opt.kind == "adam"
     learned = any(s.per_member for s in model.slices)
-    if learned:  # activations with learned parameters: stacked per run of members (compiled_acts)
+    runs = None
+    if learned:  # activations with learned parameters or rrelu's draws, per run of members (compiled_acts)
         if not compiled_acts.covered(model):
             raise ValueError("an activation with parameters the compiled step does not take")
         mine = {id(p) for s in model.slices if s.per_member for mod in s.modules for p in mod.parameters()}
         keep = [i for i, p in enumerate(opt.params) if id(p) not in mine]
         runs = compiled_acts.runs(model, opt, acts, len(keep))
         acts, sizes = runs.acts, runs.sizes
-        lay = dataclasses.replace(impl.layout(model, [opt.params[i] for i in keep]), act=runs.index)
+        lay = dataclasses.replace(impl.layout(model, [opt.params[i] for i in keep]), act=runs.index, noise=runs.noise)
         params = [opt.params[i].detach() for i in keep] + runs.params
         m = [opt.exp_avgs[i] for i in keep] + runs.exp_avgs if adam else []
         v = [opt.exp_avg_sqs[i] for i in keep] + runs.exp_avg_sqs if adam else []
@@ -294,19 +295,28 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         params = [p.detach() for p in opt.params]
         m = list(opt.exp_avgs) if adam else []
         v = list(opt.exp_avg_sqs) if adam else []
+    # evaluation mode: no draws (a random activation's mean)
+    eval_acts, eval_lay = (runs.eval_acts, dataclasses.replace(lay, noise=())) if runs else (acts, lay)
+
+    def noise(xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
+        if runs is None or not runs.draws:
+            return []
+        return compiled_acts.draws(runs, model, xb, draw)
+
     config = _identity(stack, sizes)
     norms = bool(stack.ordered[0].log.grad_norms)
     plain, betas = _plain(model) and not norms and not learned, (opt.beta1, opt.beta2)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
-    else:  # the hand-written step takes neither gradient norms nor learned activations
+    else:  # the hand-written step takes neither gradient norms nor per-member activations
         step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps, norms)
     fn = _compile(step_fn, "step", config)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(compiled_cnn.eval_function(acts, sizes, lay, model) if cnn else
-                        compiled_mlp.eval_function(acts, sizes, lay, model, stack.classify), "evaluate", config)
+    evaluate = _compile(compiled_cnn.eval_function(eval_acts, sizes, eval_lay, model) if cnn else
+                        compiled_mlp.eval_function(eval_acts, sizes, eval_lay, model, stack.classify), "evaluate",
+                        config)
     running = compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
@@ -316,7 +326,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         seen.add((xb.shape, yb.shape))
         copies = [[t.clone() for t in group] for group in (params, m, v, running)]
         # masks of ones, not drawn: the members' dropout streams must not advance before training
-        ones = [torch.ones_like(t) for t in impl.masks(model, xb, draw=False)]
+        ones = [torch.ones_like(t) for t in impl.masks(model, xb, draw=False)] + noise(xb, draw=False)
         fn.check(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
     splits = [s for s in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None) if s is not None]
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
@@ -329,7 +339,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     def step(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         if adam:
             opt.step_count += 1
-        extra = () if plain else (running, impl.masks(model, xb))
+        extra = () if plain else (running, impl.masks(model, xb) + noise(xb))
         out = fn(params, m, v, *extra, _scale(opt, opt.step_count, scale), xb, yb)
         if last is None:
             return out
@@ -339,7 +349,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     if not cnn:
         return Compiled(step, lambda x, y: evaluate(params, running, x, y), grad_norms=last)
     # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
-    shares = _compile(compiled_cnn.shares_function(acts, sizes, lay, model), "shares", config)
+    shares = _compile(compiled_cnn.shares_function(eval_acts, sizes, eval_lay, model), "shares", config)
     with torch.no_grad():  # its parts share one shape
         shares.check(params, running, *compiled_cnn.parts(model, stack.x, stack.y)[0])
     return Compiled(step, compiled_cnn.evaluation(evaluate, params, running, model, stack.classify),
@@ -379,7 +389,7 @@ def config_unsupported(first: Cfg) -> str | None:
     plan.compilable, which the stack key shares (plan._engine_key): such members never share a
     stack with compilable ones."""
     if not compilable(dict(first.activation)):
-        return "activations that draw random numbers or a user's own module are not compiled"
+        return "stochastic_gelu's random draws and a user's own module are not compiled"
     return None
 
 

@@ -1,4 +1,5 @@
-"""Activations with learned parameters (`prelu`, learnable expressions) in the compiled step.
+"""Activations with parameters or random draws in the compiled step: learned parameters (`prelu`,
+learnable expressions) and `rrelu`'s random slopes.
 
 The eager engine gives each such member its own module in every hidden layer, each with its own
 parameter tensors. The compiled step takes them stacked instead: per run of neighbouring members
@@ -7,10 +8,18 @@ step's activation broadcasts over the members' rows and the step's Adam updates 
 modules' parameters and the optimiser's state for them become views of these stacked tensors, so
 whatever eager code reads afterwards (the unit shares, the learned values in summary.json, a
 checkpoint) sees the step's values, and a checkpoint restored into them (`copy_`) reaches the step.
+
+`rrelu` draws its slopes' uniforms from each member's own generator in training. The step takes
+them as inputs, drawn before it with the same calls the eager module makes (torch.rand of the
+member's activation input's shape, layer after layer), so a member draws the same numbers under
+either engine; in evaluation it uses the mean slope, as eager does. `stochastic_gelu` is not taken:
+its Bernoulli draw compares the uniforms with Phi(h) computed inside the step, and inductor's erf
+rounding differently from eager's would flip a few units' masks each run (a jump, not a rounding).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +28,8 @@ import torch
 from torch import nn
 
 from activation_bench.engine import expr_torch
+from activation_bench.engine.activations import RReLU
+from activation_bench.engine.cnn import StackedCNN
 
 ParamAct = Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]  # (h, the run's parameters) -> output
 
@@ -36,24 +47,40 @@ def form(module: nn.Module) -> tuple[Any, ParamAct] | None:
     return None
 
 
+def random_form(module: nn.Module) -> tuple[Any, ParamAct, Callable[[torch.Tensor], torch.Tensor]] | None:
+    """(key, training function of (h, [uniforms]), evaluation function of h) of a module that
+    draws random numbers the step can take, or None (the module's own formulas)."""
+    if type(module) is RReLU:
+        lower, upper = module.lower, module.upper
+        return (("rrelu", lower, upper), lambda h, us: torch.where(h >= 0, h, h * (lower + (upper - lower) * us[0])),
+                lambda h: torch.where(h >= 0, h, h * ((lower + upper) / 2)))
+    return None
+
+
 def covered(model: Any) -> bool:
-    """Whether every per-member slice of the model has a form() the step takes."""
-    return all(form(m) is not None for s in model.slices if s.per_member for m in s.modules)
+    """Whether every per-member slice of the model has a form() or random_form() the step takes."""
+    return all(form(m) is not None or random_form(m) is not None
+               for s in model.slices if s.per_member for m in s.modules)
 
 
 @dataclass
 class Runs:
     """The stack's activations for the compiled step, run by run: `acts` (a plain function of h,
-    or a ParamAct for a run of members with learned parameters) and `sizes` (members each); per
-    hidden layer and run, the places of its stacked parameters in the step's parameter list
-    (`index`, empty for a plain run); the stacked parameters and their Adam state."""
+    or a ParamAct for a run of members with learned parameters or random draws), `eval_acts` (in
+    evaluation mode) and `sizes` (members each); per hidden layer and run, the places of its
+    stacked parameters in the step's parameter list (`index`) and of its draws in draws()'s list
+    (`noise`), each empty where it has none; the stacked parameters and their Adam state; per
+    draw, its layer and the run's members' generators."""
 
     acts: list[Any]
+    eval_acts: list[Any]
     sizes: list[int]
     index: tuple[tuple[tuple[int, ...], ...], ...]
+    noise: tuple[tuple[tuple[int, ...], ...], ...]
     params: list[torch.Tensor]
     exp_avgs: list[torch.Tensor]
     exp_avg_sqs: list[torch.Tensor]
+    draws: list[tuple[int, list[torch.Generator]]]
 
 
 def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
@@ -61,34 +88,67 @@ def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
     learned parameters of each run of per-member slices sharing a form, as the module's docstring
     says. `first`: the step's parameter list's length before the stacked ones."""
     depth = model.depth
-    out = Runs([], [], (), [], [], [])
+    out = Runs([], [], [], (), (), [], [], [], [])
     index: list[list[tuple[int, ...]]] = [[] for _ in range(depth)]
+    noise: list[list[tuple[int, ...]]] = [[] for _ in range(depth)]
     slices = list(zip(model.slices, plain))
     i = 0
     while i < len(slices):
         s, act = slices[i]
         if not s.per_member:
             out.acts.append(act)
+            out.eval_acts.append(act)
             out.sizes.append(s.stop - s.start)
             for k in range(depth):
                 index[k].append(())
+                noise[k].append(())
             i += 1
             continue
-        key, fn = form(s.modules[0])  # type: ignore[misc]
+        key = _key(s.modules[0])
         j = i + 1
-        while j < len(slices) and slices[j][0].per_member and form(slices[j][0].modules[0])[0] == key:  # type: ignore[index]
+        while j < len(slices) and slices[j][0].per_member and _key(slices[j][0].modules[0]) == key:
             j += 1
         members = [t for t, _ in slices[i:j]]
-        out.acts.append(fn)
         out.sizes.append(sum(t.stop - t.start for t in members))
+        learned, drawn = form(s.modules[0]), random_form(s.modules[0])
+        if learned is not None:
+            out.acts.append(learned[1])
+            out.eval_acts.append(learned[1])
+        else:
+            out.acts.append(drawn[1])  # type: ignore[index]
+            out.eval_acts.append(drawn[2])  # type: ignore[index]
         for k in range(depth):
             layer = [list(t.modules[k].parameters()) for t in members]  # per member, its parameters
             index[k].append(tuple(first + len(out.params) + n for n in range(len(layer[0]))))
             for n in range(len(layer[0])):
                 _stack_parameter(out, opt, [ps[n] for ps in layer])
+            noise[k].append((len(out.draws),) if drawn is not None else ())
+            if drawn is not None:
+                out.draws.append((k, [t.modules[k].generator for t in members]))
         i = j
-    out.index = tuple(tuple(layer) for layer in index)
+    out.index, out.noise = tuple(tuple(layer) for layer in index), tuple(tuple(layer) for layer in noise)
     return out
+
+
+def _key(module: nn.Module) -> Any:
+    learned, drawn = form(module), random_form(module)
+    return learned[0] if learned is not None else drawn[0]  # type: ignore[index]
+
+
+def draws(r: Runs, model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
+    """This step's uniforms for batch xb, per random run and layer [members, rows, units] (a
+    member's activation input: rows, a convnet's samples x positions, by units), drawn from each
+    member's generator as its eager module draws them; draw=False: zeros of their shapes, nothing
+    drawn (the compile-time check must not advance the members' streams)."""
+    rows, dtype, device = xb.shape[1], xb.dtype, xb.device
+    if isinstance(model, StackedCNN):
+        shapes = [(rows * math.prod(b.conv_positions), b.c_out) for b in model.geometry]
+    else:
+        shapes = [(rows, w.shape[-1]) for w in model.ws]
+    if not draw:
+        return [torch.zeros((len(gens), *shapes[k]), dtype=dtype, device=device) for k, gens in r.draws]
+    return [torch.cat([torch.rand((1, *shapes[k]), generator=g, dtype=dtype, device=device) for g in gens])
+            for k, gens in r.draws]
 
 
 def _stack_parameter(out: Runs, opt: Any, params: list[nn.Parameter]) -> None:

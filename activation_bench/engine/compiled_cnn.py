@@ -113,6 +113,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     exp_avg_sqs, running, masks, scale, x, y) -> per-member loss [M] before the update (with
     grad_norms, and the norms compiled_mlp.train_step gives)."""
     shape, activate = _Shape(model), layer_activation(acts, sizes, lay)
+    depth, dropout = len(shape.geometry), model.dropout is not None
 
     def forward(params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                 masks: list[torch.Tensor]) -> tuple[torch.Tensor, Aux]:
@@ -123,11 +124,11 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             if shape.norm == "batch":
                 h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], 1)  # type: ignore[index]
                 stats += [mean.detach(), var.detach()]
-            out = activate(h, params, k)
+            out = activate(h, params, k, masks[depth:] if dropout else masks)
             if grad_norms:
                 act_norms.append(member_norms(out))
             a = pooled(out, block, shape.pool, shape.pool_size)
-            if masks:
+            if dropout:
                 a = (a.reshape(a.shape[0], -1, a.shape[-1]) * masks[k]).view(a.shape)
         out = shape.head(a, params[lay.w2], params[lay.b2])
         loss = (out - y).square().mean(dim=(1, 2)) if shape.n_out == 1 else cross_entropy(out, y)

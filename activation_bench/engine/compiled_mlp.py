@@ -40,6 +40,8 @@ class Layout:
     # per hidden layer and run of members (compiled_acts.Runs), its stacked learned parameters'
     # places (empty: no activation with learned parameters in the stack)
     act: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    # per hidden layer and run, its random draws' places in the step's draws (after dropout's masks)
+    noise: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
 
 def layout(model: Any, params: list[torch.Tensor]) -> Layout:
@@ -69,9 +71,9 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     """The pure step: (params, exp_avgs, exp_avg_sqs, running, masks, scale, x, y) -> per-member loss
     [M] before the update, updating params, the optimiser's state and batch norm's running
     statistics (`running`: mean and var of every layer, flat) in place. `masks`: dropout's per
-    hidden layer (empty without dropout). `scale` as compiled._step_function's. With grad_norms,
-    (loss, the norms train_step gives)."""
-    depth, n_out, residual = model.depth, model.n_out, model.residual
+    hidden layer (empty without dropout), then the random activations' draws (compiled_acts.draws).
+    `scale` as compiled._step_function's. With grad_norms, (loss, the norms train_step gives)."""
+    depth, n_out, residual, dropout = model.depth, model.n_out, model.residual, model.dropout is not None
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
     dim = 1 if kind_norm == "batch" else -1
 
@@ -86,10 +88,10 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             if kind_norm != "none":
                 h, mean, var, _, _ = norm.standardize(h, params[lay.gamma[k]], params[lay.beta[k]], dim)  # type: ignore[index]
                 stats += [mean.detach(), var.detach()]
-            out = activate(h, params, k)
+            out = activate(h, params, k, masks[depth:] if dropout else masks)
             if grad_norms:
                 act_norms.append(member_norms(out))
-            if masks:
+            if dropout:
                 out = out * masks[k]
             a = a + out if residual and k > 0 else out
         w2, b2 = params[lay.w2], params[lay.b2]
@@ -200,17 +202,25 @@ def activation(acts: list[Act], sizes: list[int]) -> Act:
 
 
 def layer_activation(acts: list[Any], sizes: list[int], lay: Layout) -> Callable[..., torch.Tensor]:
-    """activate(h, params, k): hidden layer k's activation of h [M, ...], each run's function on its
-    members' rows; a run with learned parameters (compiled_acts) also takes its stacked parameters
-    of layer k from params."""
-    if not lay.act:
+    """activate(h, params, k, draws=()): hidden layer k's activation of h [M, ...], each run's
+    function on its members' rows; a run with learned parameters (compiled_acts) also takes its
+    stacked parameters of layer k from params, a random one its uniforms from draws."""
+    if not lay.act and not lay.noise:
         plain = activation(acts, sizes)
-        return lambda h, _params, _k: plain(h)
+        return lambda h, _params, _k, _draws=(): plain(h)
+    none = tuple(() for _ in acts)
 
-    def activate(h: torch.Tensor, params: list[torch.Tensor], k: int) -> torch.Tensor:
+    def activate(h: torch.Tensor, params: list[torch.Tensor], k: int, draws: Any = ()) -> torch.Tensor:
         parts = h.split(sizes) if len(acts) > 1 else [h]
-        outs = [act(part, [params[i] for i in idx]) if idx else act(part)
-                for act, part, idx in zip(acts, parts, lay.act[k])]
+        outs = []
+        for act, part, idx, drawn in zip(acts, parts, lay.act[k] if lay.act else none,
+                                         lay.noise[k] if lay.noise else none):
+            if idx:
+                outs.append(act(part, [params[i] for i in idx]))
+            elif drawn:
+                outs.append(act(part, [draws[i] for i in drawn]))
+            else:
+                outs.append(act(part))
         return torch.cat(outs) if len(outs) > 1 else outs[0]
 
     return activate

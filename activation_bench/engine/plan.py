@@ -80,9 +80,12 @@ def _engine_key(cfg: Cfg) -> tuple[str, bool]:
 
 def compilable(act: dict) -> bool:
     """Whether the compiled engine takes this activation: one module serving many members (no
-    parameters, random draws or user's module), or one whose parameters are learned (prelu, a
-    learnable expression: compiled_acts)."""
-    return not activations.is_per_member(act) or activations.learned_only(act)
+    parameters, random draws or user's module), one whose parameters are learned (prelu, a
+    learnable expression) or rrelu, whose draws the step takes as inputs (compiled_acts)."""
+    if not activations.is_per_member(act) or activations.learned_only(act):
+        return True
+    return not activations.has_target(act) and not activations.is_expr(act) and \
+        activations.resolve_name(act["name"]) == "rrelu"
 
 
 def _norm(cfg: Cfg) -> str:
