@@ -323,14 +323,19 @@ def is_per_member(cfg: dict[str, Any]) -> bool:
     return get_spec(cfg["name"]).per_member
 
 
-def learned_only(cfg: dict[str, Any]) -> bool:
-    """Per member for its learned parameters alone (prelu, a learnable expression with parameters):
-    no random draws, not a user's module."""
+# per-member activations whose learned parameters or random draws the compiled step takes as
+# inputs (engine/compiled_acts.py); stochastic_gelu's draws it cannot (see there)
+COMPILED_PER_MEMBER = ("prelu", "rrelu")
+
+
+def compiled_per_member(cfg: dict[str, Any]) -> bool:
+    """Per member, and taken by the compiled step all the same: prelu, rrelu or a learnable
+    expression with parameters (not a user's module)."""
     if _has_target(cfg):
         return False
     if is_expr(cfg):
         return is_per_member(cfg)
-    return resolve_name(cfg["name"]) == "prelu"
+    return resolve_name(cfg["name"]) in COMPILED_PER_MEMBER
 
 
 def hidden_width(cfg: dict[str, Any], hidden_dim: int) -> tuple[int, int]:

@@ -277,11 +277,11 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     cnn = isinstance(model, StackedCNN)
     impl: Any = compiled_cnn if cnn else compiled_mlp
     adam = opt.kind == "adam"
-    learned = any(s.per_member for s in model.slices)
+    own = any(s.per_member for s in model.slices)  # modules of each member's own (compiled_acts)
     runs = None
-    if learned:  # activations with learned parameters or rrelu's draws, per run of members (compiled_acts)
+    if own:  # activations with learned parameters or rrelu's draws, per run of members
         if not compiled_acts.covered(model):
-            raise ValueError("an activation with parameters the compiled step does not take")
+            raise ValueError("an activation with parameters or draws the compiled step does not take")
         mine = {id(p) for s in model.slices if s.per_member for mod in s.modules for p in mod.parameters()}
         keep = [i for i, p in enumerate(opt.params) if id(p) not in mine]
         runs = compiled_acts.runs(model, opt, acts, len(keep))
@@ -305,7 +305,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
 
     config = _identity(stack, sizes)
     norms = bool(stack.ordered[0].log.grad_norms)
-    plain, betas = _plain(model) and not norms and not learned, (opt.beta1, opt.beta2)
+    plain, betas = _plain(model) and not norms and not own, (opt.beta1, opt.beta2)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
     else:  # the hand-written step takes neither gradient norms nor per-member activations

@@ -82,10 +82,7 @@ def compilable(act: dict) -> bool:
     """Whether the compiled engine takes this activation: one module serving many members (no
     parameters, random draws or user's module), one whose parameters are learned (prelu, a
     learnable expression) or rrelu, whose draws the step takes as inputs (compiled_acts)."""
-    if not activations.is_per_member(act) or activations.learned_only(act):
-        return True
-    return not activations.has_target(act) and not activations.is_expr(act) and \
-        activations.resolve_name(act["name"]) == "rrelu"
+    return not activations.is_per_member(act) or activations.compiled_per_member(act)
 
 
 def _norm(cfg: Cfg) -> str:
