@@ -160,11 +160,10 @@ def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: 
                    betas: tuple[float, float], eps: float) -> Callable[..., torch.Tensor]:
     """The pure step: (params, exp_avgs, exp_avg_sqs, scale, x, y) -> per-member loss [M] before
     the update, updating params and the optimiser's state in place. `scale` holds the step's
-    scalars (Adam: lr / (1 - beta1^t) and sqrt(1 - beta2^t); SGD: lr), computed per step outside
+    scalars (Adam: lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t); SGD: lr), computed per step outside
     the graph: as a tensor it neither specialises the graph (one graph serves every lr and step)
     nor is recomputed inside every iteration of the update loops (inductor inlines scalar
     arithmetic such as beta^t into each consumer's loop, which made the update 3x slower)."""
-    beta1, beta2 = betas
 
     def hidden(h: torch.Tensor) -> tuple[torch.Tensor, list[fused.Backward]]:
         if len(rules) == 1:
@@ -202,11 +201,7 @@ def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: 
             for p, g in zip(params, grads):
                 p.sub_(g * scale[0])
             return loss
-        step_size, bias2_sqrt = scale[0], scale[1]
-        for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
-            m.lerp_(g, 1.0 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-            p.sub_(m / (v.sqrt() / bias2_sqrt + eps) * step_size)
+        compiled_mlp.adam(params, grads, exp_avgs, exp_avg_sqs, scale, betas, eps)
         return loss
 
     return step
@@ -358,12 +353,12 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
     """The step's scalars into `out`, in float64 arithmetic as the eager foreach Adam: Adam's step
-    size lr / (1 - beta1^t) and sqrt(1 - beta2^t) at step t; SGD's lr."""
+    size lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) at step t (compiled_mlp.adam); SGD's lr."""
     if opt.kind == "sgd":
         out[0] = float(opt.lr)
         return out
     out[0] = float(opt.lr) / (1.0 - opt.beta1**t)
-    out[1] = math.sqrt(1.0 - opt.beta2**t)
+    out[1] = 1.0 / math.sqrt(1.0 - opt.beta2**t)
     return out
 
 

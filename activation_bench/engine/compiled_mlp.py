@@ -119,7 +119,6 @@ def train_step(forward: Forward, norm_rows: Callable[[int, int], int], batch_nor
     SGD's update, all in place (compiled_cnn.py's step is this one too). With `weights` (the hidden
     layers' weights' places in params), the step returns (loss, [depth, M] norms of those weights'
     gradients, [depth, M] norms of the activation outputs): diagnostics.GradLog's values."""
-    beta1, beta2 = betas
 
     def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
              running: list[torch.Tensor], masks: list[torch.Tensor], scale: torch.Tensor, x: torch.Tensor,
@@ -137,14 +136,25 @@ def train_step(forward: Forward, norm_rows: Callable[[int, int], int], batch_nor
             for p, g in zip(params, grads):
                 p.sub_(g * scale[0])
             return out
-        step_size, bias2_sqrt = scale[0], scale[1]
-        for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
-            m.lerp_(g, 1.0 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-            p.sub_(m / (v.sqrt() / bias2_sqrt + eps) * step_size)
+        adam(params, grads, exp_avgs, exp_avg_sqs, scale, betas, eps)
         return out
 
     return step
+
+
+def adam(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+         exp_avg_sqs: list[torch.Tensor], scale: torch.Tensor, betas: tuple[float, float], eps: float) -> None:
+    """Adam's update in place, as the eager foreach Adam computes it but for one rounding: `scale`
+    holds lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) (compiled._scale), and sqrt(v) is multiplied
+    by the latter where eager divides by sqrt(1 - beta2^t). A vector division costs several
+    multiplies: the update of a 240-member stack of 64-64-1 MLPs took 0.23 ms with the division and
+    0.17 ms with the multiply, about 5% of the whole step."""
+    beta1, beta2 = betas
+    step_size, inv_bias2_sqrt = scale[0], scale[1]
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        m.lerp_(g, 1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        p.sub_(m / (v.sqrt() * inv_bias2_sqrt + eps) * step_size)
 
 
 def member_norms(t: torch.Tensor) -> torch.Tensor:
