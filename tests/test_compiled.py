@@ -132,7 +132,6 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    (["activation=stochastic_gelu"], "stochastic_gelu's random draws"),
     (["activation=custom", "activation._target_=torch.nn.Tanh"], "a user's own module"),
 ])
 def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
@@ -145,9 +144,14 @@ def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
 def test_members_the_compiled_engine_cannot_take_get_stacks_of_their_own():
     cfgs = compose_many(expand(["engine=compiled", "activation=gelu,prelu,rrelu,stochastic_gelu", "seed=0,1",
                                 *TINY]).members)
-    stacks = sorted(sorted(cfgs[i].activation.name for i in s) for s in plan.plan_stacks(cfgs))
-    # prelu's learned slope and rrelu's draws are compiled (compiled_acts); stochastic_gelu's are not
-    assert stacks == [["gelu", "gelu", "prelu", "prelu", "rrelu", "rrelu"], ["stochastic_gelu", "stochastic_gelu"]]
+    custom = compose_many(expand(["engine=compiled", "activation=custom", "activation._target_=torch.nn.Tanh",
+                                  "seed=0,1", *TINY]).members)
+    members = [*cfgs, *custom]
+    stacks = sorted(sorted(members[i].activation.name for i in s) for s in plan.plan_stacks(members))
+    # prelu's learned slope and the random draws of rrelu and stochastic_gelu are compiled
+    # (compiled_acts); a user's module is not
+    assert stacks == [["custom", "custom"],
+                      ["gelu", "gelu", "prelu", "prelu", "rrelu", "rrelu", "stochastic_gelu", "stochastic_gelu"]]
     eager = compose_many(expand(["activation=gelu,prelu", "seed=0,1", *TINY]).members)
     assert len(plan.plan_stacks(eager)) == 1  # the eager engine's stacks are as before
 
@@ -180,9 +184,9 @@ GRIDS = {
                 "model.hidden_dim=6", "dtype=float64", "lr=0.01"],
     "classification": ["activation=relu,elu", "seed=0,1", "epochs=10", "data=iris", "model.hidden_dim=6",
                        "batch_size=32", "shuffle=true", "lr=0.01"],
-    # activations with learned parameters, stacked per run of members, and rrelu's draws taken as
-    # inputs (compiled_acts.py), beside a plain one
-    "learned and random": ["activation=prelu,expr,gelu,rrelu", 'activation.fn="x*sigmoid(beta*x)"',
+    # activations with learned parameters, stacked per run of members, and the draws of rrelu and
+    # stochastic_gelu taken as inputs (compiled_acts.py), beside a plain one
+    "learned and random": ["activation=prelu,expr,gelu,rrelu,stochastic_gelu", 'activation.fn="x*sigmoid(beta*x)"',
                            "+activation.beta=1.0", "activation.learnable=true", "seed=0,1", "epochs=30",
                            "data.n_samples=8", "data.input_dim=4", "model.hidden_dim=6", "model.depth=2", "lr=0.01"],
     # compiled_mlp.py's step (the forward differentiated by torch.func): depth > 1, norms, dropout, skips;
@@ -198,7 +202,8 @@ GRIDS = {
                                      "model.depth=2", "model.dropout=0.1", "batch_size=32", "shuffle=true",
                                      "lr=0.01"],
     # compiled_cnn.py's step: 2-D convolutions with batch norm and max pooling, 1-D ones with gated
-    # units, a learned slope (prelu), random slopes (rrelu) beside dropout, average and global pooling
+    # units, a learned slope (prelu), random slopes (rrelu) and masks (stochastic_gelu) beside dropout,
+    # average and global pooling
     "2-D convnet, batch norm, max pool": ["model=cnn", "data=digits", "data.n_train=200", "model.channels=[4,6]",
                                           "model.kernel=[3,3]", "model.stride=[1,1]", "model.padding=[1,0]",
                                           "model.norm=batch", "model.pool=max", "activation=relu,gelu", "seed=0,1",
@@ -207,7 +212,8 @@ GRIDS = {
     "1-D convnet, gated, dropout, global pool": ["model=cnn", "data=mnist1d", "data.n_train=200",
                                                  "model.channels=[4,4]", "model.kernel=[5,3]", "model.stride=[2,2]",
                                                  "model.padding=[1,1]", "model.pool=avg", "model.global_pool=true",
-                                                 "model.dropout=0.2", "activation=swiglu,tanh,prelu,rrelu",
+                                                 "model.dropout=0.2",
+                                                 "activation=swiglu,tanh,prelu,rrelu,stochastic_gelu",
                                                  "seed=0,1",
                                                  "epochs=2", "batch_size=100", "shuffle=true", "lr=0.01"],
 }

@@ -324,13 +324,13 @@ def is_per_member(cfg: dict[str, Any]) -> bool:
 
 
 # per-member activations whose learned parameters or random draws the compiled step takes as
-# inputs (engine/compiled_acts.py); stochastic_gelu's draws it cannot (see there)
-COMPILED_PER_MEMBER = ("prelu", "rrelu")
+# inputs (engine/compiled_acts.py)
+COMPILED_PER_MEMBER = ("prelu", "rrelu", "stochastic_gelu")
 
 
 def compiled_per_member(cfg: dict[str, Any]) -> bool:
-    """Per member, and taken by the compiled step all the same: prelu, rrelu or a learnable
-    expression with parameters (not a user's module)."""
+    """Per member, and taken by the compiled step all the same: prelu, rrelu, stochastic_gelu or a
+    learnable expression with parameters (not a user's module)."""
     if _has_target(cfg):
         return False
     if is_expr(cfg):

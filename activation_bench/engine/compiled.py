@@ -12,8 +12,8 @@ without tracing, or importing the compiler, again.
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips) and convnet,
 full-batch and minibatch, regression and classification, with log.grad_norms (the step also
 returns the norms) and log.preact_stats (its probe passes run the eager model on the parameters
-the compiled step updates in place), and every activation but stochastic_gelu and a user's module
-(prelu's and learnable expressions' parameters and rrelu's draws: compiled_acts.py). The
+the compiled step updates in place), and every activation but a user's module (prelu's and
+learnable expressions' parameters and the draws of rrelu and stochastic_gelu: compiled_acts.py). The
 two-layer MLP without dropout, norm, gradient norms or such activations takes the step here (the
 closed forms of fused.py where they exist, else torch.func.vjp of the activation); every other
 MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp), and a convnet
@@ -384,7 +384,7 @@ def config_unsupported(first: Cfg) -> str | None:
     plan.compilable, which the stack key shares (plan._engine_key): such members never share a
     stack with compilable ones."""
     if not compilable(dict(first.activation)):
-        return "stochastic_gelu's random draws and a user's own module are not compiled"
+        return "a user's own module is not compiled"
     return None
 
 

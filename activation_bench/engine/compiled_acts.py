@@ -9,12 +9,15 @@ modules' parameters and the optimiser's state for them become views of these sta
 whatever eager code reads afterwards (the unit shares, the learned values in summary.json, a
 checkpoint) sees the step's values, and a checkpoint restored into them (`copy_`) reaches the step.
 
-`rrelu` draws its slopes' uniforms from each member's own generator in training. The step takes
-them as inputs, drawn before it with the same calls the eager module makes (torch.rand of the
+`rrelu` and `stochastic_gelu` draw uniforms from each member's own generator in training (rrelu's
+slopes; stochastic_gelu's Bernoulli mask, which is the uniforms compared with Phi(h)). The step
+takes them as inputs, drawn before it with the same calls the eager module makes (torch.rand of the
 member's activation input's shape, layer after layer), so a member draws the same numbers under
-either engine; in evaluation it uses the mean slope, as eager does. `stochastic_gelu` is not taken:
-its Bernoulli draw compares the uniforms with Phi(h) computed inside the step, and inductor's erf
-rounding differently from eager's would flip a few units' masks each run (a jump, not a rounding).
+either engine; in evaluation both use their means, as eager does. stochastic_gelu's mask compares
+the same uniforms with Phi(h) as the compiled step computes it, and that differs from eager's by
+rounding (inductor's erf, and h itself once the trajectories part): where a uniform falls within
+that rounding of Phi(h), the two engines' masks differ in that unit and row, a jump in that member's
+trajectory rather than a rounding. Both are exact Bernoulli(Phi(h)) draws for their own h.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import torch
 from torch import nn
 
 from activation_bench.engine import expr_torch
-from activation_bench.engine.activations import RReLU
+from activation_bench.engine.activations import RReLU, StochasticGELU
 from activation_bench.engine.cnn import StackedCNN
 
 ParamAct = Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]  # (h, the run's parameters) -> output
@@ -54,7 +57,16 @@ def random_form(module: nn.Module) -> tuple[Any, ParamAct, Callable[[torch.Tenso
         lower, upper = module.lower, module.upper
         return (("rrelu", lower, upper), lambda h, us: torch.where(h >= 0, h, h * (lower + (upper - lower) * us[0])),
                 lambda h: torch.where(h >= 0, h, h * ((lower + upper) / 2)))
+    if type(module) is StochasticGELU:
+        # torch.bernoulli(p, generator) is torch.rand(p.shape, generator) < p, bit for bit and
+        # draw for draw; the mask carries no gradient, as eager's (drawn from Phi(h) detached)
+        return ("stochastic_gelu", lambda h, us: h * (us[0] < _phi(h)).to(h.dtype), lambda h: h * _phi(h))
     return None
+
+
+def _phi(h: torch.Tensor) -> torch.Tensor:
+    """StochasticGELU's Phi(h), written with its operations."""
+    return 0.5 * (1.0 + torch.erf(h * (1.0 / math.sqrt(2.0))))
 
 
 def covered(model: Any) -> bool:

@@ -81,7 +81,8 @@ def _engine_key(cfg: Cfg) -> tuple[str, bool]:
 def compilable(act: dict) -> bool:
     """Whether the compiled engine takes this activation: one module serving many members (no
     parameters, random draws or user's module), one whose parameters are learned (prelu, a
-    learnable expression) or rrelu, whose draws the step takes as inputs (compiled_acts)."""
+    learnable expression), or rrelu or stochastic_gelu, whose draws the step takes as inputs
+    (compiled_acts)."""
     return not activations.is_per_member(act) or activations.compiled_per_member(act)
 
 
