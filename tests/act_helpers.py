@@ -24,3 +24,28 @@ def not_a_module(x: torch.Tensor) -> torch.Tensor:
 
 
 NOT_A_CLASS = 3
+
+
+class LearnedSlope(nn.Module):
+    """A user module with a learned parameter of its own shape: x * sigmoid(beta x), one beta per unit."""
+
+    def __init__(self, width: int = 6) -> None:
+        super().__init__()
+        self.beta = nn.Parameter(torch.ones(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(self.beta * x)
+
+
+class NoisyTanh(nn.Module):
+    """A user module that draws from torch's global generator: the compiled step cannot take it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) + 0.01 * torch.randn_like(x) if self.training else torch.tanh(x)
+
+
+class RowCentred(nn.Module):
+    """A user module that is not elementwise: tanh of x less its mean over the rows (each member's own)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x - x.mean(dim=-2, keepdim=True))

@@ -307,8 +307,8 @@ def test_compiled_engine_resumes_from_its_checkpoint(tmp_path):
         pytest.skip(compiled.compiler_missing())
     # prelu's slopes are stacked views in the compiled step (compiled_acts): restored through them;
     # the draws of rrelu and stochastic_gelu go on from their members' restored generators
-    grid = ["engine=compiled", "activation=gelu,prelu,rrelu,stochastic_gelu", "seed=0,1,2,3", "epochs=60", "data.n_samples=32",
-            "model.hidden_dim=8"]
+    grid = ["engine=compiled", "activation=gelu,prelu,rrelu,stochastic_gelu", "seed=0,1,2,3", "epochs=60",
+            "data.n_samples=32", "model.hidden_dim=8"]
     assert _cli(tmp_path / "ref", grid).returncode == 0
     stopped = _cli(tmp_path / "b", grid, {checkpoint.SIGNAL_AT_ENV: "TERM@25"})
     assert stopped.returncode == 143, stopped.stderr

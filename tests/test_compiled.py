@@ -131,14 +131,29 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
                                                   "no C++ compiler found")
 
 
-@pytest.mark.parametrize(("overrides", "why"), [
-    (["activation=custom", "activation._target_=torch.nn.Tanh"], "a user's own module"),
-])
-def test_stacks_the_compiled_engine_does_not_cover_train_eager(overrides, why):
+@needs_compiler
+def test_a_users_module_the_step_cannot_take_trains_eager(inductor_cache):
+    # it draws from torch's global generator, which torch.func.vmap refuses inside the step
     lines: list[str] = []
-    result = train.train([compose(["engine=compiled", *TINY, *overrides])], notice=lines.append)[0]
+    cfg = compose(["engine=compiled", *TINY, "activation=custom", "activation._target_=act_helpers.NoisyTanh"])
+    result = train.train([cfg], notice=lines.append)[0]
     assert result.engine == "eager" and result.status == "complete"
-    assert len(lines) == 1 and why in lines[0] and "falling back to eager" in lines[0]
+    assert len(lines) == 1 and "compilation failed" in lines[0] and "falling back to eager" in lines[0]
+
+
+def test_a_users_module_source_names_its_compiled_code():
+    import hashlib
+
+    from activation_bench.engine import compiled_acts
+
+    cfgs = compose_many(expand(["engine=compiled", "activation=custom", "activation._target_=act_helpers.ScaledTanh",
+                                "seed=0,1", *TINY]).members)
+    stack = train._build(cfgs)
+    helpers = hashlib.sha256((ROOT / "tests" / "act_helpers.py").read_bytes()).hexdigest()
+    # the package's identity holds the module's file: an edited module compiles again
+    assert compiled_acts.code(stack.model) == [helpers]
+    plain = train._build(compose_many(expand(["engine=compiled", "seed=0,1", *TINY]).members))
+    assert compiled_acts.code(plain.model) == []
 
 
 def test_members_the_compiled_engine_cannot_take_get_stacks_of_their_own():
@@ -189,6 +204,11 @@ GRIDS = {
     "learned and random": ["activation=prelu,expr,gelu,rrelu,stochastic_gelu", 'activation.fn="x*sigmoid(beta*x)"',
                            "+activation.beta=1.0", "activation.learnable=true", "seed=0,1", "epochs=30",
                            "data.n_samples=8", "data.input_dim=4", "model.hidden_dim=6", "model.depth=2", "lr=0.01"],
+    # a user's modules, each member's called on its own rows through torch.func.vmap: without
+    # parameters, with a learned one per unit (stacked [members, units]), one not elementwise
+    "user's modules": ["activation=custom", "activation._target_=act_helpers.ScaledTanh,act_helpers.LearnedSlope,"
+                       "act_helpers.RowCentred", "seed=0,1", "epochs=20", "data.n_samples=8", "data.input_dim=4",
+                       "model.hidden_dim=6", "model.depth=2", "lr=0.01"],
     # compiled_mlp.py's step (the forward differentiated by torch.func): depth > 1, norms, dropout, skips;
     # the validation loss reads batch norm's running statistics, which the compiled step updates
     "deep, batch norm, residual": ["activation=gelu,relu,swiglu", "seed=0,1", "epochs=20", "data.n_samples=8",

@@ -323,21 +323,6 @@ def is_per_member(cfg: dict[str, Any]) -> bool:
     return get_spec(cfg["name"]).per_member
 
 
-# per-member activations whose learned parameters or random draws the compiled step takes as
-# inputs (engine/compiled_acts.py)
-COMPILED_PER_MEMBER = ("prelu", "rrelu", "stochastic_gelu")
-
-
-def compiled_per_member(cfg: dict[str, Any]) -> bool:
-    """Per member, and taken by the compiled step all the same: prelu, rrelu, stochastic_gelu or a
-    learnable expression with parameters (not a user's module)."""
-    if _has_target(cfg):
-        return False
-    if is_expr(cfg):
-        return is_per_member(cfg)
-    return resolve_name(cfg["name"]) in COMPILED_PER_MEMBER
-
-
 def hidden_width(cfg: dict[str, Any], hidden_dim: int) -> tuple[int, int]:
     """(first-layer output width, second-layer input width) for this activation."""
     if not is_gated(cfg):

@@ -12,8 +12,8 @@ without tracing, or importing the compiler, again.
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips) and convnet,
 full-batch and minibatch, regression and classification, with log.grad_norms (the step also
 returns the norms) and log.preact_stats (its probe passes run the eager model on the parameters
-the compiled step updates in place), and every activation but a user's module (prelu's and
-learnable expressions' parameters and the draws of rrelu and stochastic_gelu: compiled_acts.py). The
+the compiled step updates in place), and every activation (prelu's, learnable expressions' and
+a user's module's parameters and the draws of rrelu and stochastic_gelu: compiled_acts.py). The
 two-layer MLP without dropout, norm, gradient norms or such activations takes the step here (the
 closed forms of fused.py where they exist, else torch.func.vjp of the activation); every other
 MLP takes compiled_mlp.py's (the model's forward differentiated by torch.func.vjp), and a convnet
@@ -48,7 +48,7 @@ import torch
 from activation_bench.cfg import model_name
 from activation_bench.engine import compile_store, compiled_acts, compiled_cnn, compiled_mlp, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.plan import cnn_macs, compilable
+from activation_bench.engine.plan import cnn_macs
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -236,12 +236,13 @@ def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any]) -> compi
 
 def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
     """What shapes a stack's compiled code beside its tensors' shapes: every member's activation (in
-    stack order), the model's settings, the optimiser's constants (compile_store.identity)."""
+    stack order), the model's settings, the optimiser's constants, the source of a user's module
+    (compile_store.identity)."""
     model, opt, first = stack.model, stack.opt, stack.ordered[0]
     return {"activations": [c.activation for c in stack.ordered], "sizes": sizes, "n_out": model.n_out,
             "model": {k: v for k, v in first.model.items() if not k.startswith("init")},
             "optimizer": [opt.kind, opt.beta1, opt.beta2, opt.eps], "classify": stack.classify,
-            "plain": _plain(model), "grad_norms": bool(first.log.grad_norms)}
+            "plain": _plain(model), "grad_norms": bool(first.log.grad_norms), "code": compiled_acts.code(model)}
 
 
 def _plain(model: Any) -> bool:
@@ -276,7 +277,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     runs = None
     if own:  # activations with learned parameters or rrelu's draws, per run of members
         if not compiled_acts.covered(model):
-            raise ValueError("an activation with parameters or draws the compiled step does not take")
+            raise ValueError("a user's module with buffers or a generator (state the compiled step does not carry)")
         mine = {id(p) for s in model.slices if s.per_member for mod in s.modules for p in mod.parameters()}
         keep = [i for i, p in enumerate(opt.params) if id(p) not in mine]
         runs = compiled_acts.runs(model, opt, acts, len(keep))
@@ -365,7 +366,7 @@ def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
 def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
          depth: int = 1) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
-    resolved by the estimate, and eager where the config alone rules the compiled engine out."""
+    resolved by the estimate, and eager where no C++ compiler is found."""
     requested = first.get("engine") or "eager"
     if requested == "eager":
         return "eager", "requested"
@@ -374,18 +375,9 @@ def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: i
     else:
         eager_s = estimated_eager_s(members, steps, rows, inputs, hidden, outputs, depth)
     engine, why = choose(requested, eager_s)
-    if engine == "compiled" and (why_not := config_unsupported(first) or compiler_missing()) is not None:
+    if engine == "compiled" and (why_not := compiler_missing()) is not None:
         return "eager", _fallback(why_not)
     return engine, why
-
-
-def config_unsupported(first: Cfg) -> str | None:
-    """Why the config rules the compiled engine out, or None. The activation is judged by
-    plan.compilable, which the stack key shares (plan._engine_key): such members never share a
-    stack with compilable ones."""
-    if not compilable(dict(first.activation)):
-        return "a user's own module is not compiled"
-    return None
 
 
 def padded_size(n: int) -> int:

@@ -1,10 +1,11 @@
 """Activations with parameters or random draws in the compiled step: learned parameters (`prelu`,
-learnable expressions) and `rrelu`'s random slopes.
+learnable expressions, a user's module), and the random draws of `rrelu` and `stochastic_gelu`.
 
 The eager engine gives each such member its own module in every hidden layer, each with its own
 parameter tensors. The compiled step takes them stacked instead: per run of neighbouring members
 with the same function and per hidden layer, one tensor [members, 1, 1] per parameter, which the
-step's activation broadcasts over the members' rows and the step's Adam updates in place. The
+step's activation broadcasts over the members' rows, or [members, *shape] for a user's module, whose
+forward runs on each member's rows through torch.func.vmap; the step's Adam updates them in place. The
 modules' parameters and the optimiser's state for them become views of these stacked tensors, so
 whatever eager code reads afterwards (the unit shares, the learned values in summary.json, a
 checkpoint) sees the step's values, and a checkpoint restored into them (`copy_`) reaches the step.
@@ -22,9 +23,12 @@ trajectory rather than a rounding. Both are exact Bernoulli(Phi(h)) draws for th
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,17 +41,67 @@ from activation_bench.engine.cnn import StackedCNN
 ParamAct = Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]  # (h, the run's parameters) -> output
 
 
-def form(module: nn.Module) -> tuple[Any, ParamAct] | None:
-    """(key, function of (h, parameters)) of a module with learned parameters the compiled step
-    takes, or None. Members whose modules share a key share one function; the parameters come in
-    `module.parameters()` order, each [members, 1, 1]."""
+def form(module: nn.Module, key: str = "") -> tuple[Any, ParamAct, ParamAct] | None:
+    """(key, training function of (h, parameters), evaluation function) of a per-member module the
+    compiled step takes with its parameters, or None. Members whose modules share a key share one
+    function; the parameters come in `module.parameters()` order, stacked [members, 1, 1] (prelu,
+    expressions: broadcast over the rows) or [members, *shape] (a user's module). `key`: the
+    slice's activation config, which tells a user's modules apart."""
     if type(module) is nn.PReLU and module.weight.numel() == 1:
         # torch.prelu's forward and gradients: the slope where h <= 0 (0 gives 0 either way)
-        return "prelu", lambda h, ps: torch.where(h > 0, h, ps[0] * h)
+        def prelu(h: torch.Tensor, ps: list[torch.Tensor]) -> torch.Tensor:
+            return torch.where(h > 0, h, ps[0] * h)
+        return "prelu", prelu, prelu
     if isinstance(module, expr_torch.ExprActivation) and module.learnable:
         fn, names = module.fn, module.names
-        return ("expr", module.expr.canonical), lambda h, ps: expr_torch._full(fn(h, dict(zip(names, ps))), h)
-    return None
+
+        def learned(h: torch.Tensor, ps: list[torch.Tensor]) -> torch.Tensor:
+            return expr_torch._full(fn(h, dict(zip(names, ps))), h)
+        return ("expr", module.expr.canonical), learned, learned
+    if type(module) in (RReLU, StochasticGELU, expr_torch.ExprActivation):
+        return None  # random_form's, or not per member
+    if any(True for _ in module.buffers()) or hasattr(module, "generator"):
+        return None  # state the step does not carry from call to call
+    train, evaluate = _per_member(module, True), _per_member(module, False)
+    if not any(True for _ in module.parameters()):  # a plain function of h (no parameters to pass)
+        return ("module", key), lambda h: train(h, []), lambda h: evaluate(h, [])  # type: ignore[return-value]
+    return ("module", key), train, evaluate
+
+
+def _per_member(module: nn.Module, training: bool) -> ParamAct:
+    """A user's module (activation._target_) in the step: called on each member's rows [1, rows,
+    units], as the eager engine calls it, through torch.func.vmap over the members, with that
+    member's parameters (torch.func.functional_call), in training or evaluation mode. A forward
+    that draws random numbers (vmap refuses them) or branches on values (tracing refuses that)
+    fails to compile, and the stack trains eager, saying so."""
+    names = [n for n, _ in module.named_parameters()]
+
+    def one(h: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(module, dict(zip(names, ps)), (h,))
+
+    def act(h: torch.Tensor, ps: list[torch.Tensor]) -> torch.Tensor:
+        was = module.training
+        module.train(training)
+        try:
+            return torch.func.vmap(one)(h.unsqueeze(1), *ps).squeeze(1)
+        finally:
+            module.train(was)
+    return act
+
+
+def code(model: Any) -> list[str]:
+    """The source files' digests of the user's modules in the model (where Python can find them):
+    the compiled step bakes their code in, so a changed file must not load an old package."""
+    out = set()
+    for s in model.slices:
+        if not s.per_member or form(s.module, s.key) is None or form(s.module, s.key)[0][0] != "module":
+            continue
+        try:
+            path = inspect.getsourcefile(type(s.module))
+            out.add(hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else type(s.module).__qualname__)
+        except (OSError, TypeError):
+            out.add(type(s.module).__qualname__)
+    return sorted(out)
 
 
 def random_form(module: nn.Module) -> tuple[Any, ParamAct, Callable[[torch.Tensor], torch.Tensor]] | None:
@@ -71,7 +125,7 @@ def _phi(h: torch.Tensor) -> torch.Tensor:
 
 def covered(model: Any) -> bool:
     """Whether every per-member slice of the model has a form() or random_form() the step takes."""
-    return all(form(m) is not None or random_form(m) is not None
+    return all(form(m, s.key) is not None or random_form(m) is not None
                for s in model.slices if s.per_member for m in s.modules)
 
 
@@ -116,24 +170,24 @@ def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
                 noise[k].append(())
             i += 1
             continue
-        key = _key(s.modules[0])
+        key = _key(s)
         j = i + 1
-        while j < len(slices) and slices[j][0].per_member and _key(slices[j][0].modules[0]) == key:
+        while j < len(slices) and slices[j][0].per_member and _key(slices[j][0]) == key:
             j += 1
         members = [t for t, _ in slices[i:j]]
         out.sizes.append(sum(t.stop - t.start for t in members))
-        learned, drawn = form(s.modules[0]), random_form(s.modules[0])
+        learned, drawn = form(s.modules[0], s.key), random_form(s.modules[0])
         if learned is not None:
             out.acts.append(learned[1])
-            out.eval_acts.append(learned[1])
+            out.eval_acts.append(learned[2])
         else:
             out.acts.append(drawn[1])  # type: ignore[index]
             out.eval_acts.append(drawn[2])  # type: ignore[index]
         for k in range(depth):
             layer = [list(t.modules[k].parameters()) for t in members]  # per member, its parameters
             index[k].append(tuple(first + len(out.params) + n for n in range(len(layer[0]))))
-            for n in range(len(layer[0])):
-                _stack_parameter(out, opt, [ps[n] for ps in layer])
+            for n in range(len(layer[0])):  # a user's module's in their own shapes, the others' broadcast over rows
+                _stack_parameter(out, opt, [ps[n] for ps in layer], learned is not None and learned[0][0] == "module")
             noise[k].append((len(out.draws),) if drawn is not None else ())
             if drawn is not None:
                 out.draws.append((k, [t.modules[k].generator for t in members]))
@@ -142,8 +196,8 @@ def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
     return out
 
 
-def _key(module: nn.Module) -> Any:
-    learned, drawn = form(module), random_form(module)
+def _key(s: Any) -> Any:
+    learned, drawn = form(s.modules[0], s.key), random_form(s.modules[0])
     return learned[0] if learned is not None else drawn[0]  # type: ignore[index]
 
 
@@ -163,15 +217,16 @@ def draws(r: Runs, model: Any, xb: torch.Tensor, draw: bool = True) -> list[torc
             for k, gens in r.draws]
 
 
-def _stack_parameter(out: Runs, opt: Any, params: list[nn.Parameter]) -> None:
-    """One stacked tensor [members, 1, 1] for these members' parameter (one element each), and
-    the parameters and their Adam state re-pointed to views of it."""
+def _stack_parameter(out: Runs, opt: Any, params: list[nn.Parameter], own_shape: bool = False) -> None:
+    """One stacked tensor for these members' parameter, [members, 1, 1] (one element each) or with
+    own_shape [members, *shape], and the parameters and their Adam state re-pointed to views of it."""
     where = {id(p): i for i, p in enumerate(opt.params)}
-    stacked = torch.stack([p.detach().reshape(1, 1) for p in params])
+    shape = tuple(params[0].shape) if own_shape else (1, 1)
+    stacked = torch.stack([p.detach().reshape(shape) for p in params])
     out.params.append(stacked)
     state = [(opt.exp_avgs, out.exp_avgs), (opt.exp_avg_sqs, out.exp_avg_sqs)] if opt.kind == "adam" else []
     for eager, mine in state:
-        mine.append(torch.stack([eager[where[id(p)]].reshape(1, 1) for p in params]))
+        mine.append(torch.stack([eager[where[id(p)]].reshape(shape) for p in params]))
     for r, p in enumerate(params):
         p.data = stacked[r].view(p.shape)
         for (eager, _), mine in zip(state, (out.exp_avgs, out.exp_avg_sqs)):

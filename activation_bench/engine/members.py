@@ -79,7 +79,7 @@ def slices_for(ordered: Sequence[Cfg], keys: list[str], depth: int, device: str,
             gen = torch.Generator(device=device).manual_seed(derived_seed(c.seed, "activation"))
             for module in modules:
                 module.generator = gen
-        slices.append(Slice(i, i + 1, modules * (depth // len(modules)), per_member))
+        slices.append(Slice(i, i + 1, modules * (depth // len(modules)), per_member, keys[i]))
     return slices
 
 

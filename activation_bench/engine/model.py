@@ -91,6 +91,7 @@ class Slice:
     stop: int
     modules: list[nn.Module]  # or one module: it serves every hidden layer
     per_member: bool = False
+    key: str = ""  # the activation's config (plan's key): per-member slices with equal keys build equal modules
 
     def __post_init__(self) -> None:
         if isinstance(self.modules, nn.Module):

@@ -70,20 +70,13 @@ def _model_key(cfg: Cfg) -> tuple:
     return ("mlp", h1, h2, m.depth, float(m.get("dropout") or 0.0), _norm(cfg), bool(m.get("residual")))
 
 
-def _engine_key(cfg: Cfg) -> tuple[str, bool]:
-    """The engine asked for, and with compiled|auto whether the activation can be compiled: members
-    the compiled engine cannot take (random draws, a user's module) get stacks of their own
-    instead of sending the whole stack to eager."""
+def _engine_key(cfg: Cfg) -> tuple[str, str]:
+    """The engine asked for, and with compiled|auto a user's module's config: its members get
+    stacks of their own, so a module the compiled step cannot take (random draws, a branch on
+    values, buffers) sends only its own stacks to eager (compiled_acts.form)."""
     engine = cfg.get("engine") or "eager"
-    return engine, engine != "eager" and compilable(_act_cfg(cfg))
-
-
-def compilable(act: dict) -> bool:
-    """Whether the compiled engine takes this activation: one module serving many members (no
-    parameters, random draws or user's module), one whose parameters are learned (prelu, a
-    learnable expression), or rrelu or stochastic_gelu, whose draws the step takes as inputs
-    (compiled_acts)."""
-    return not activations.is_per_member(act) or activations.compiled_per_member(act)
+    act = _act_cfg(cfg)
+    return engine, _act_key(cfg) if engine != "eager" and activations.has_target(act) else ""
 
 
 def _norm(cfg: Cfg) -> str:
