@@ -94,7 +94,7 @@ def code(model: Any) -> list[str]:
     the compiled step bakes their code in, so a changed file must not load an old package."""
     out = set()
     for s in model.slices:
-        if not s.per_member or form(s.module, s.key) is None or form(s.module, s.key)[0][0] != "module":
+        if not s.per_member or not _users(form(s.module, s.key)):
             continue
         try:
             path = inspect.getsourcefile(type(s.module))
@@ -102,6 +102,11 @@ def code(model: Any) -> list[str]:
         except (OSError, TypeError):
             out.add(type(s.module).__qualname__)
     return sorted(out)
+
+
+def _users(learned: tuple[Any, ParamAct, ParamAct] | None) -> bool:
+    """Whether form() gave a user's module's functions."""
+    return learned is not None and isinstance(learned[0], tuple) and learned[0][0] == "module"
 
 
 def random_form(module: nn.Module) -> tuple[Any, ParamAct, Callable[[torch.Tensor], torch.Tensor]] | None:
@@ -187,7 +192,7 @@ def runs(model: Any, opt: Any, plain: list[Any], first: int) -> Runs:
             layer = [list(t.modules[k].parameters()) for t in members]  # per member, its parameters
             index[k].append(tuple(first + len(out.params) + n for n in range(len(layer[0]))))
             for n in range(len(layer[0])):  # a user's module's in their own shapes, the others' broadcast over rows
-                _stack_parameter(out, opt, [ps[n] for ps in layer], learned is not None and learned[0][0] == "module")
+                _stack_parameter(out, opt, [ps[n] for ps in layer], _users(learned))
             noise[k].append((len(out.draws),) if drawn is not None else ())
             if drawn is not None:
                 out.draws.append((k, [t.modules[k].generator for t in members]))
