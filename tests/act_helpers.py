@@ -49,3 +49,14 @@ class RowCentred(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x - x.mean(dim=-2, keepdim=True))
+
+
+class ShiftedTanh(nn.Module):
+    """A user module with a buffer: state the compiled step does not carry."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("shift", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x - self.shift)

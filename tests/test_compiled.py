@@ -132,13 +132,16 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 
 
 @needs_compiler
-def test_a_users_module_the_step_cannot_take_trains_eager(inductor_cache):
-    # it draws from torch's global generator, which torch.func.vmap refuses inside the step
+@pytest.mark.parametrize(("target", "why"), [
+    ("act_helpers.NoisyTanh", "compilation failed"),  # draws from torch's global generator: vmap refuses it
+    ("act_helpers.ShiftedTanh", "a user's module with buffers"),  # refused before anything compiles
+])
+def test_a_users_module_the_step_cannot_take_trains_eager(target, why, inductor_cache):
     lines: list[str] = []
-    cfg = compose(["engine=compiled", *TINY, "activation=custom", "activation._target_=act_helpers.NoisyTanh"])
+    cfg = compose(["engine=compiled", *TINY, "activation=custom", f"activation._target_={target}"])
     result = train.train([cfg], notice=lines.append)[0]
     assert result.engine == "eager" and result.status == "complete"
-    assert len(lines) == 1 and "compilation failed" in lines[0] and "falling back to eager" in lines[0]
+    assert len(lines) == 1 and why in lines[0] and "falling back to eager" in lines[0]
 
 
 def test_a_users_module_source_names_its_compiled_code():
