@@ -300,19 +300,25 @@ def test_submitit_job_requeued_resumes_from_its_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_compiled_engine_resumes_from_its_checkpoint(tmp_path):
+@pytest.mark.parametrize("activations", [
+    # prelu's slopes are stacked views in the compiled step (compiled_acts): restored through them;
+    # the draws of rrelu and stochastic_gelu go on from their members' restored generators
+    ["activation=gelu,prelu,rrelu,stochastic_gelu"],
+    # a user's module's parameters, stacked [members, units] in the step, restored the same way
+    ["activation=custom", "activation._target_=act_helpers.LearnedSlope", "+activation.width=8"],
+])
+def test_compiled_engine_resumes_from_its_checkpoint(tmp_path, activations):
     from activation_bench.engine import compiled
 
     if compiled.compiler_missing():
         pytest.skip(compiled.compiler_missing())
-    # prelu's slopes are stacked views in the compiled step (compiled_acts): restored through them;
-    # the draws of rrelu and stochastic_gelu go on from their members' restored generators
-    grid = ["engine=compiled", "activation=gelu,prelu,rrelu,stochastic_gelu", "seed=0,1,2,3", "epochs=60",
-            "data.n_samples=32", "model.hidden_dim=8"]
-    assert _cli(tmp_path / "ref", grid).returncode == 0
-    stopped = _cli(tmp_path / "b", grid, {checkpoint.SIGNAL_AT_ENV: "TERM@25"})
+    grid = ["engine=compiled", *activations, "seed=0,1,2,3", "epochs=60", "data.n_samples=32", "model.hidden_dim=8"]
+    path = {"PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
+    ref = _cli(tmp_path / "ref", grid, path)
+    assert ref.returncode == 0 and "engine eager" not in ref.stderr, ref.stderr
+    stopped = _cli(tmp_path / "b", grid, {**path, checkpoint.SIGNAL_AT_ENV: "TERM@25"})
     assert stopped.returncode == 143, stopped.stderr
-    resumed = _cli(tmp_path / "b", grid)
+    resumed = _cli(tmp_path / "b", grid, path)
     assert resumed.returncode == 0 and "from checkpoint" in resumed.stderr, resumed.stderr
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
 
