@@ -210,8 +210,8 @@ GRIDS = {
     # a user's modules, each member's called on its own rows through torch.func.vmap: without
     # parameters, with a learned one per unit (stacked [members, units]), one not elementwise
     "user's modules": ["activation=custom", "activation._target_=act_helpers.ScaledTanh,act_helpers.LearnedSlope,"
-                       "act_helpers.RowCentred", "seed=0,1", "epochs=20", "data.n_samples=8", "data.input_dim=4",
-                       "model.hidden_dim=6", "model.depth=2", "lr=0.01"],
+                       "act_helpers.RowCentred", "seed=0,1", "epochs=20", "data.n_samples=8", "data.n_val=8",
+                       "data.input_dim=4", "model.hidden_dim=6", "model.depth=2", "lr=0.01"],
     # compiled_mlp.py's step (the forward differentiated by torch.func): depth > 1, norms, dropout, skips;
     # the validation loss reads batch norm's running statistics, which the compiled step updates
     "deep, batch norm, residual": ["activation=gelu,relu,swiglu", "seed=0,1", "epochs=20", "data.n_samples=8",
