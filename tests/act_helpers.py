@@ -60,3 +60,10 @@ class ShiftedTanh(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x - self.shift)
+
+
+class SignedTanh(nn.Module):
+    """A user module whose forward branches on its input's values: tracing cannot follow it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) if x.sum() > 0 else torch.tanh(-x)

@@ -134,6 +134,7 @@ def test_without_a_compiler_the_stack_trains_eager(monkeypatch):
 @needs_compiler
 @pytest.mark.parametrize(("target", "why"), [
     ("act_helpers.NoisyTanh", "compilation failed"),  # draws from torch's global generator: vmap refuses it
+    ("act_helpers.SignedTanh", "compilation failed"),  # branches on its input's values
     ("act_helpers.ShiftedTanh", "a user's module with buffers"),  # refused before anything compiles
 ])
 def test_a_users_module_the_step_cannot_take_trains_eager(target, why, inductor_cache):
