@@ -57,11 +57,16 @@ class StochasticGELU(nn.Module):
         self.generator: torch.Generator | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        phi = 0.5 * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+        p = normal_cdf(x)
         if not self.training:
-            return x * phi
-        mask = torch.bernoulli(phi.detach(), generator=self.generator)
+            return x * p
+        mask = torch.bernoulli(p.detach(), generator=self.generator)
         return x * mask
+
+
+def normal_cdf(x: torch.Tensor) -> torch.Tensor:
+    """Phi(x), as StochasticGELU computes it (the compiled step's mask takes these operations too)."""
+    return 0.5 * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
 
 
 class RReLU(nn.Module):

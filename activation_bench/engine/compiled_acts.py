@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from activation_bench.engine import expr_torch
-from activation_bench.engine.activations import RReLU, StochasticGELU
+from activation_bench.engine.activations import RReLU, StochasticGELU, normal_cdf
 from activation_bench.engine.cnn import StackedCNN
 
 ParamAct = Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]  # (h, the run's parameters) -> output
@@ -119,13 +119,8 @@ def random_form(module: nn.Module) -> tuple[Any, ParamAct, Callable[[torch.Tenso
     if type(module) is StochasticGELU:
         # torch.bernoulli(p, generator) is torch.rand(p.shape, generator) < p, bit for bit and
         # draw for draw; the mask carries no gradient, as eager's (drawn from Phi(h) detached)
-        return ("stochastic_gelu", lambda h, us: h * (us[0] < _phi(h)).to(h.dtype), lambda h: h * _phi(h))
+        return ("stochastic_gelu", lambda h, us: h * (us[0] < normal_cdf(h)).to(h.dtype), lambda h: h * normal_cdf(h))
     return None
-
-
-def _phi(h: torch.Tensor) -> torch.Tensor:
-    """StochasticGELU's Phi(h), written with its operations."""
-    return 0.5 * (1.0 + torch.erf(h * (1.0 / math.sqrt(2.0))))
 
 
 def covered(model: Any) -> bool:
