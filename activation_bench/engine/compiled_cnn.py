@@ -33,11 +33,10 @@ from activation_bench.engine.compiled_mlp import (
     folded_affine,
     layer_activation,
     layout_of,
-    member_norms,
     train_step,
 )
 from activation_bench.engine.conv_shapes import Block
-from activation_bench.engine.diagnostics import SATURATED_SLOPE, share_rows
+from activation_bench.engine.diagnostics import SATURATED_SLOPE, member_norms, share_rows
 from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
 
 SplitFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # a split's (x, y) -> two tensors

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from activation_bench.engine import fused, grouped, norm
+from activation_bench.engine.diagnostics import member_norms
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 
@@ -155,11 +156,6 @@ def adam(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[t
         m.lerp_(g, 1.0 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
         p.sub_(m / (v.sqrt() * inv_bias2_sqrt + eps) * step_size)
-
-
-def member_norms(t: torch.Tensor) -> torch.Tensor:
-    """Each member's L2 norm [M] of t [M, ...] (as diagnostics.GradLog takes it), detached."""
-    return t.detach().flatten(1).norm(dim=1)
 
 
 def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,

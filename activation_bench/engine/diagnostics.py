@@ -18,6 +18,12 @@ SATURATED_SLOPE = 1e-3  # |f'(h)| below this on every sample: a saturated (or de
 SHARE_BYTES = 16 << 20  # a convnet's unit-share pass: its largest tensor per chunk of rows (see share_rows)
 
 
+def member_norms(t: torch.Tensor) -> torch.Tensor:
+    """Each member's L2 norm [M] of t [M, ...], detached: what GradLog records (the compiled step
+    computes its norms with this too)."""
+    return t.detach().flatten(1).norm(dim=1)
+
+
 class GradLog:
     """Per logged epoch, hidden layer and member: the L2 norm of the layer's weight gradient and
     of its activation output (over the batch's samples and the layer's units).
@@ -38,8 +44,8 @@ class GradLog:
     def add(self, epoch: int, model: StackedMLP, outputs: list[torch.Tensor]) -> None:
         i = self.row[epoch]
         for layer, (w, a) in enumerate(zip(model.ws, outputs)):
-            self.weight_grad[i, layer] = w.grad.flatten(1).norm(dim=1)
-            self.act[i, layer] = a.detach().flatten(1).norm(dim=1)
+            self.weight_grad[i, layer] = member_norms(w.grad)
+            self.act[i, layer] = member_norms(a)
 
     def put(self, epoch: int, weight_grad: torch.Tensor, act: torch.Tensor) -> None:
         """The norms [depth, M] as the compiled step computed them (add's, from its tensors)."""
