@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import json
 import os
 import random
@@ -135,6 +136,65 @@ def test_stage_failure_in_a_batch_leaves_no_temporary_directories(tmp_path, monk
     items = [(tmp_path / f"m{i}", cfg, res, f"h{i}", None) for i in range(6)]
     with pytest.raises(OSError):
         store.write_runs(items, threads=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _batch(tmp_path: Path, n: int) -> list:
+    return [(tmp_path / f"m{i}", *_trained(), f"h{i}", {"i": str(i)}) for i in range(n)]
+
+
+@functools.cache
+def _trained() -> tuple:
+    cfg = compose([*TINY, "epochs=7"])
+    return cfg, train.train([cfg])[0]
+
+
+def _files(run_dir: Path) -> dict[str, object]:
+    out: dict[str, object] = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    out["summary.json"] = {k: v for k, v in json.loads(out["summary.json"]).items() if k != "created"}
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="writer processes are forked")
+def test_a_batch_formatted_in_several_processes_writes_the_same_directories(tmp_path, monkeypatch):
+    one, three = tmp_path / "one", tmp_path / "three"
+    one.mkdir(), three.mkdir()
+    store.write_runs(_batch(one, 7), processes=1)
+    monkeypatch.setattr(store, "_FLOATS_PER_WRITER", 7)  # every run's 7 losses are a writer's share
+    assert store._writers(_batch(three, 7), 3) == 3 and store._writers(_batch(three, 7), 1) == 1
+    assert store._writers(_batch(three, 2), 3) == 2  # never more writers than runs
+    parent, pids = os.getpid(), set()
+    real = store._stage
+
+    def record(*args: object) -> None:
+        pids.add(os.getpid())
+        (Path(str(args[0]) + ".pid")).write_text(str(os.getpid()))  # beside the hidden directory
+        real(*args)
+
+    monkeypatch.setattr(store, "_stage", record)
+    store.write_runs(_batch(three, 7), processes=3)
+    staged_by = {int(p.read_text()) for p in three.glob(".*.pid")}
+    assert len(staged_by) == 3 and parent in staged_by  # two children and this process staged
+    assert sorted(p.name for p in three.iterdir() if not p.name.endswith(".pid")) == [f"m{i}" for i in range(7)]
+    for i in range(7):
+        assert _files(three / f"m{i}") == _files(one / f"m{i}")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="writer processes are forked")
+@pytest.mark.parametrize("where", ["child", "parent"])
+def test_a_failing_writer_process_fails_the_batch_and_leaves_nothing(tmp_path, monkeypatch, where):
+    items = _batch(tmp_path, 6)
+    monkeypatch.setattr(store, "_FLOATS_PER_WRITER", 7)
+    parent, real = os.getpid(), store.losses_csv
+
+    def fail_in(*args: object) -> str:
+        if (os.getpid() == parent) == (where == "parent"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(*args)
+
+    monkeypatch.setattr(store, "losses_csv", fail_in)
+    with pytest.raises((store.UsageError, OSError), match="Input/output error"):
+        store.write_runs(items, processes=2)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -211,6 +211,8 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     """Train the given members in stacks and write one run directory each. Returns count written.
     A stack with a checkpoint in the sweep's directory resumes from it, as the same stack; each
     stack writes checkpoints when due, and stops with checkpoint.Preempted at a signal."""
+    from torch import get_num_threads
+
     from activation_bench.engine import train
     from activation_bench.runs import checkpoint
 
@@ -235,7 +237,7 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
                                             f"stack {k}/{len(stacks)} ({len(members)} members)")
         results = train.train([p.cfgs[i] for i in members], progress, say, hooks)
         store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
-                         for i, r in zip(members, results)], replace=force)
+                         for i, r in zip(members, results)], replace=force, processes=get_num_threads())
         hooks.remove()
         for i, result in zip(members, results):
             if result.status == "diverged" and notice is not None:

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -148,31 +149,20 @@ def write_run(final: Path, cfg: Cfg, result: RunResult, cfg_hash: str, labels: d
 
 
 def write_runs(items: Sequence[RunItem], replace: bool = False,
-               unique: bool = False, threads: int = 8) -> list[Path]:
+               unique: bool = False, threads: int = 8, processes: int = 1) -> list[Path]:
     """Write several run directories, each (final, cfg, result, cfg_hash, labels), atomically.
 
     Each run's files go into a hidden temporary directory beside its final place; then one flush
     of the file system puts them all on disk, and only then is each directory renamed into place
     (and the parents' entries flushed). So a run directory under its final name is whole even after
-    a power loss, and a batch of runs costs one disk flush instead of four per run.
+    a power loss, and a batch of runs costs one disk flush instead of four per run. A large batch
+    is formatted by up to `processes` processes (see `_stage_split`).
     """
     tmps = [final.with_name(f".{final.name}.tmp-{os.getpid()}") for final, *_ in items]
     roots = {final.parent for final, *_ in items}  # a run moved to name-2 stays in its parent
     try:
-        workers = max(1, min(threads, len(items)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            # this thread formats each run's files while the pool's threads create and write the
-            # previous runs' (system calls, which release the GIL): formatting in the pool's threads
-            # made them queue for the GIL (480 runs of 1000 epochs: 0.61-0.90 s, so 0.54-0.76 s;
-            # docs/performance.md). A bounded window of runs in flight keeps a large sweep's texts
-            # from piling up in memory when the disk is slower.
-            pending: deque[Future[None]] = deque()
-            for tmp, (final, cfg, result, cfg_hash, labels) in zip(tmps, items):
-                pending.append(pool.submit(_stage, tmp, final, _texts(cfg, result, cfg_hash, labels)))
-                if len(pending) > 4 * workers:
-                    pending.popleft().result()
-            for future in pending:
-                future.result()
+        work = list(zip(tmps, items))
+        _stage_split(work, threads, _writers(items, processes))
         for root in roots:
             _sync_filesystem(root)
         out = [_move_into_place(tmp, final, cfg_hash, replace, unique)
@@ -184,6 +174,85 @@ def write_runs(items: Sequence[RunItem], replace: bool = False,
         for tmp in tmps:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+# floats formatted per writer process: Python's shortest repr takes about 0.6 us a float, so a
+# share below this takes under 0.1 s, less than a second process is worth
+_FLOATS_PER_WRITER = 150_000
+
+
+def _writers(items: Sequence[RunItem], processes: int) -> int:
+    """How many processes format this batch: one per _FLOATS_PER_WRITER floats of losses, at most
+    `processes`, and one where os.fork does not exist."""
+    if processes <= 1 or not hasattr(os, "fork"):
+        return 1
+    floats = sum(len(v) for _, _, result, _, _ in items
+                 for c in COLUMNS if (v := getattr(result, c, None)) is not None)
+    return max(1, min(processes, floats // _FLOATS_PER_WRITER, len(items)))
+
+
+def _stage_split(work: list[tuple[Path, RunItem]], threads: int, writers: int) -> None:
+    """Stage every run of work (its hidden directory, its files), in `writers` processes.
+
+    Formatting the losses is Python, held to one core by the GIL: a sweep of 480 runs of 3000
+    epochs spent 1.3 s here against 0.65 s in two processes (docs/performance.md). The other
+    processes are forked children, each staging every writers-th run (so long and short runs
+    spread evenly) and reporting a failure's one line through a pipe; this process stages the
+    rest, waits for them, and alone flushes and renames. Children never call into torch.
+    """
+    children: list[tuple[int, int]] = []
+    try:
+        for k in range(1, writers):
+            read_end, write_end = os.pipe()
+            with warnings.catch_warnings():
+                # Python 3.12+ warns that forking a process with threads (torch's idle OpenMP
+                # workers) may deadlock a child that takes a lock one of them held; this child
+                # takes none of theirs (it formats text and writes files, never calls torch)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:  # the child: stage its share, exit without running the parent's cleanup
+                os.close(read_end)
+                code = 0
+                try:
+                    _stage_all(work[k::writers], threads)
+                except BaseException as exc:  # noqa: BLE001 - every failure goes back as one line
+                    os.write(write_end, (str(exc) or type(exc).__name__).encode()[:4000])
+                    code = 1
+                os._exit(code)
+            os.close(write_end)
+            children.append((pid, read_end))
+        _stage_all(work[0::writers], threads)
+    finally:
+        errors = [_reap(pid, read_end) for pid, read_end in children]
+    if failed := next((e for e in errors if e is not None), None):
+        raise UsageError(failed)
+
+
+def _reap(pid: int, read_end: int) -> str | None:
+    """Wait for a writer child; its failure's line, or None when it succeeded."""
+    with os.fdopen(read_end, "rb") as fh:
+        message = fh.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return message or f"a process writing run directories failed (exit status {status})"
+
+
+def _stage_all(work: Sequence[tuple[Path, RunItem]], threads: int) -> None:
+    """Stage each run: this thread formats each run's files while a pool's threads create and
+    write the previous runs' (system calls, which release the GIL): formatting in the pool's
+    threads made them queue for the GIL (480 runs of 1000 epochs: 0.61-0.90 s, so 0.54-0.76 s;
+    docs/performance.md). A bounded window of runs in flight keeps a large sweep's texts from
+    piling up in memory when the disk is slower."""
+    workers = max(1, min(threads, len(work)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[None]] = deque()
+        for tmp, (final, cfg, result, cfg_hash, labels) in work:
+            pending.append(pool.submit(_stage, tmp, final, _texts(cfg, result, cfg_hash, labels)))
+            if len(pending) > 4 * workers:
+                pending.popleft().result()
+        for future in pending:
+            future.result()
 
 
 def _texts(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None) -> list[tuple[str, str]]:
