@@ -176,9 +176,9 @@ def write_runs(items: Sequence[RunItem], replace: bool = False,
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-# floats formatted per writer process: Python's shortest repr takes about 0.6 us a float, so a
-# share below this takes under 0.1 s, less than a second process is worth
-_FLOATS_PER_WRITER = 150_000
+# losses formatted per writer process at least: Python's shortest repr takes about 0.6 us a float,
+# so a smaller share takes under 0.06 s, not much more than forking a process that holds torch
+_FLOATS_PER_WRITER = 100_000
 
 
 def _writers(items: Sequence[RunItem], processes: int) -> int:
