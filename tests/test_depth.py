@@ -363,6 +363,26 @@ def test_dead_and_saturated_units_exactly():
     assert dead.shape == (1, 1) and math.isnan(float(saturated[0, 0]))
 
 
+def test_the_unit_masks_are_the_all_rows_definition_with_nans_zeros_and_the_threshold():
+    """dead: every row exactly 0 (-0.0 too); saturated: every row's |slope| below the threshold;
+    a NaN or an infinity in a unit's rows makes it neither (the definition: count_nonzero of the
+    failing rows is 0)."""
+    from activation_bench.engine.diagnostics import SATURATED_SLOPE, _within
+
+    g = torch.Generator().manual_seed(0)
+    edge = SATURATED_SLOPE
+    pool = torch.tensor([0.0, -0.0, float("nan"), float("inf"), -float("inf"), edge, -edge, edge / 2,
+                         -edge / 2, torch.nextafter(torch.tensor(edge), torch.tensor(0.0)).item(), 1.0, -2.0])
+    for rows in (1, 3, 50):
+        t = pool[torch.randint(len(pool), (4, rows, 300), generator=g)]
+        t[:, :, :40] = 0.0  # some units all zero
+        t[:, :, 40:80] = edge / 4  # some all below the threshold
+        dead = torch.count_nonzero(t, dim=1) == 0
+        saturated = torch.count_nonzero(~(t.abs() < SATURATED_SLOPE), dim=1) == 0
+        assert torch.equal(_within(t, 0.0, 0.0), dead) and dead.any()
+        assert torch.equal(_within(t, -SATURATED_SLOPE, SATURATED_SLOPE, strict=True), saturated) and saturated.any()
+
+
 def test_summary_has_dead_units_per_layer(runner, runs_dir):
     result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", "--name", "d", "activation=swiglu",
                                  "model.depth=3", *TINY])

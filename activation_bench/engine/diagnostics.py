@@ -96,6 +96,18 @@ def share_rows(model: Any, x: torch.Tensor) -> int:
     return max(1, SHARE_BYTES // (x.shape[0] * per_row * x.element_size()))
 
 
+def _within(t: torch.Tensor, low: float, high: float, strict: bool = False) -> torch.Tensor:
+    """Whether every row of t [M, rows, units] lies in [low, high] (strict: in (low, high)), per
+    member and unit [M, units]; a NaN anywhere in a unit's rows makes it False (amin and amax
+    propagate it, and it fails every comparison). A reduction over the rows is one pass at memory
+    speed: all() along them ran at a third of its speed, count_nonzero(dim=1) casts its mask to
+    int64 first and aminmax took 3.5x amin + amax ([60, 3200, 64]: 15.6 ms against 4.4); the share
+    pass of 60 MNIST-1D members at depth 2 x 64 took 0.26 s with count_nonzero (2026-11-27,
+    2-core AMD EPYC)."""
+    lo, hi = t.amin(dim=1), t.amax(dim=1)
+    return (lo > low) & (hi < high) if strict else (lo >= low) & (hi <= high)
+
+
 def _unit_masks(model: MemberLayers, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
     """Per hidden layer, which units [M, units] are dead and which saturated on every sample of x
     (None: gated units, no elementwise slope)."""
@@ -106,14 +118,11 @@ def _unit_masks(model: MemberLayers, x: torch.Tensor) -> list[tuple[torch.Tensor
             h = model.pre_activation(layer, a).requires_grad_(True)
         with torch.enable_grad():
             out = model.activate(layer, h)
-        # count_nonzero(dim=1) == 0 is all(dim=1) (NaN counts as nonzero, as it fails == 0 and <):
-        # torch's all() along the rows of [M, rows, units] ran at a third of its speed, 0.56 s
-        # of the 1.5 s unit-share pass of an 80-member MNIST-1D CNN (2026-11-26, 2-core AMD EPYC)
-        dead = torch.count_nonzero(out.detach(), dim=1) == 0
+        dead = _within(out.detach(), 0.0, 0.0)
         saturated = None
         if out.shape == h.shape:
             (slope,) = torch.autograd.grad(out.sum(), h)
-            saturated = torch.count_nonzero(~(slope.abs() < SATURATED_SLOPE), dim=1) == 0
+            saturated = _within(slope, -SATURATED_SLOPE, SATURATED_SLOPE, strict=True)
         masks.append((dead, saturated))
         a = model.layer_output(layer, a, out.detach())
     return masks
