@@ -183,8 +183,9 @@ _FLOATS_PER_WRITER = 100_000
 
 def _writers(items: Sequence[RunItem], processes: int) -> int:
     """How many processes format this batch: one per _FLOATS_PER_WRITER floats of losses, at most
-    `processes`, and one where os.fork does not exist."""
-    if processes <= 1 or not hasattr(os, "fork"):
+    `processes`; one off Linux (Windows has no fork, and macOS's system libraries do not promise
+    that a forked child of a threaded process may run)."""
+    if processes <= 1 or not sys.platform.startswith("linux"):
         return 1
     floats = sum(len(v) for _, _, result, _, _ in items
                  for c in COLUMNS if (v := getattr(result, c, None)) is not None)
