@@ -11,6 +11,9 @@ import platform
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import orjson
+
 from activation_bench import __version__
 from activation_bench.cfg import describe_model, model_name
 
@@ -32,9 +35,32 @@ def losses_csv(columns: dict[str, list[float]]) -> str:
     prefixes = _epoch_prefixes(len(train))
     names = [c for c in COLUMNS if c in columns]
     if names == ["train_loss"]:
-        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, map(repr, train))) + "\n"
-    rows = [e + ",".join(map(repr, vals)) for e, *vals in zip(prefixes, *(columns[c] for c in names))]
+        return "epoch,train_loss\n" + "\n".join(map(str.__add__, prefixes, reprs(train))) + "\n"
+    rows = [e + ",".join(vals) for e, *vals in zip(prefixes, *(reprs(columns[c]) for c in names))]
     return f"epoch,{','.join(names)}\n" + "\n".join(rows) + "\n"
+
+
+def reprs(values: Sequence[float]) -> list[str]:
+    """repr() of each value, the shortest text that reads back as the same float, 4-5x faster:
+    orjson writes the same shortest digits (Ryu's) at about 50 ns a float against repr's 550 (a
+    sweep of 480 runs of 3000 epochs formats 1.4 million), and the same text where repr writes
+    plain decimals (1e-4 <= |v| < 1e16) or an exponent of two or three digits (0 < |v| < 1e-9:
+    "e-10", where a fitted loss ends); elsewhere (zeros, "e-05" against orjson's "0.00001",
+    "e-06" against "e-6", "e+16" against "e16", and NaN and the infinities, which orjson writes
+    as null) repr itself. Anything other than a list of Python floats (and ints) goes to repr whole."""
+    try:
+        text = orjson.dumps(values).decode()
+    except TypeError:  # not Python floats and ints (a NumPy scalar): repr, as before
+        return list(map(repr, values))
+    if not values:
+        return []
+    out = text.removeprefix("[").removesuffix("]").split(",")
+    size = np.abs(np.asarray(values, dtype=np.float64))
+    with np.errstate(invalid="ignore"):  # NaN fails every comparison
+        same = ((size >= 1e-4) & (size < 1e16)) | ((size > 0) & (size < 1e-9))
+    for i in np.flatnonzero(~same).tolist():
+        out[i] = repr(values[i])
+    return out
 
 
 _PREFIXES: list[str] = []
