@@ -16,7 +16,7 @@ Python process (start-up and imports included), in interleaved rounds:
 - read_csv (with `--read-csv`): `python -c "import pandas; pandas.read_csv(path)"`, for reference
   (its ratio is printed against the same goal, which applies to compare only).
 
-actbench's bytecode is compiled first (`python -m compileall activation_bench`), as an installed
+actbench's bytecode is compiled first (`provenance.compile_bytecode`), as an installed
 tool's is after its first run; an environment with PYTHONDONTWRITEBYTECODE set never writes it, and
 then every actbench process compiles its modules again (about 0.1-0.15 s on the 2-core VM).
 `--no-compile` leaves the cache as it is (with no `__pycache__` folders under activation_bench/,
@@ -32,12 +32,11 @@ compare at most 1.2x the script). The actbench processes run this checkout
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 
-from provenance import header  # benchmarks/ is on sys.path when a script there runs
-from rank_speed import ROOT, arguments, interleaved, results_table
+from provenance import compile_bytecode, header  # benchmarks/ is on sys.path when a script there runs
+from rank_speed import arguments, interleaved, results_table
 
 USER_SCRIPT = '''\
 import sys
@@ -105,7 +104,7 @@ def main() -> None:
     print(header())
     print(f"load average (1, 5, 15 min) at the start: {load_average()}")
     if not args.no_compile:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "activation_bench")], check=True)
+        compile_bytecode()
 
     with tempfile.TemporaryDirectory() as tmp:
         path = results_table(tmp, args.seeds, args.epochs)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_throughput import children_cpu  # noqa: E402
-from provenance import header  # noqa: E402
+from provenance import compile_bytecode, header  # noqa: E402
 from sweep_throughput import ACTBENCH, ACTS, DATA  # noqa: E402
 
 # each grid's activation overrides and its activations' count
@@ -73,6 +73,7 @@ def main() -> None:
     args = ap.parse_args()
     members = GRIDS[args.grid][1] * len(DATA) * args.seeds
     print(header())
+    compile_bytecode()
     print(f"load average {os.getloadavg()[0]:.2f}; grid {args.grid}, {members} members; "
           f"threads {args.threads or 'default'}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="actbench-compiled-"))

@@ -103,9 +103,10 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)  # the naive loop, in this process
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+    from provenance import compile_bytecode, header  # benchmarks/ is on sys.path when a script there runs
 
     print(header())
+    compile_bytecode()
     print(f"torch {torch.__version__}, {os.cpu_count()} cores, threads {args.threads or 'default'}; "
           f"{members} members; epochs {args.epochs}")
     print(f"{'round':6s} {'path':12s} {'epochs':>7s} {'CPU s' if args.cpu_time else 'seconds':>9s} "

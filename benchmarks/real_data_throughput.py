@@ -116,9 +116,10 @@ def main() -> None:
 
     if args.cpu_time:
         torch.set_num_threads(1)
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+    from provenance import compile_bytecode, header  # benchmarks/ is on sys.path when a script there runs
 
     print(header())
+    compile_bytecode()
     print(f"load average {os.getloadavg()[0]:.2f}; {'CPU' if args.cpu_time else 'wall'} time")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
           f"{len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs, data=diabetes, "

@@ -127,13 +127,14 @@ def mnist1d_sweep_vs_plain(doc: str, script: str, plain: Callable[[int, int], in
     if args.quick:
         (args.seeds, args.epochs, args.plain_seeds), args.repeat = quick, 1
     import torch
-    from provenance import header
+    from provenance import compile_bytecode, header
 
     from activation_bench.config.compose import compose
     from activation_bench.data import splits
 
     data = splits.split_arrays(compose(["data=mnist1d"]))  # fills the per-machine MNIST-1D cache before timing
     print(header())
+    compile_bytecode()
     print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(acts)} "
           f"activations x {args.seeds} seeds x {args.epochs} epochs, {what}, engine={args.engine}, "

@@ -166,6 +166,7 @@ def main() -> None:
     import torch
 
     print(provenance.header())
+    provenance.compile_bytecode()
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" and torch.cuda.is_available() else ""
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
           f"device {args.device}{gpu}")
