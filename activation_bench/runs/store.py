@@ -195,8 +195,8 @@ def _writers(items: Sequence[RunItem], processes: int) -> int:
 def _stage_split(work: list[tuple[Path, RunItem]], threads: int, writers: int) -> None:
     """Stage every run of work (its hidden directory, its files), in `writers` processes.
 
-    Formatting the losses is Python, held to one core by the GIL: a sweep of 480 runs of 3000
-    epochs spent 1.3 s here against 0.65 s in two processes (docs/performance.md). The other
+    Formatting the files is Python, held to one core by the GIL: 240 runs of 3000 epochs took
+    0.61-0.66 s here in one process and 0.36-0.45 s in two (docs/performance.md). The other
     processes are forked children, each staging every writers-th run (so long and short runs
     spread evenly) and reporting a failure's one line through a pipe; this process stages the
     rest, waits for them, and alone flushes and renames. Children never call into torch.
