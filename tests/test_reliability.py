@@ -181,6 +181,28 @@ def test_a_batch_formatted_in_several_processes_writes_the_same_directories(tmp_
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="writer processes are forked on Linux")
+def test_when_no_writer_process_can_be_forked_this_one_writes_their_share(tmp_path, monkeypatch):
+    one, three = tmp_path / "one", tmp_path / "three"
+    one.mkdir(), three.mkdir()
+    store.write_runs(_batch(one, 7), processes=1)
+    monkeypatch.setattr(store, "_FLOATS_PER_WRITER", 7)
+    real, forks = os.fork, []
+
+    def second_fails() -> int:
+        forks.append(1)
+        if len(forks) == 2:
+            raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+        return real()
+
+    monkeypatch.setattr(os, "fork", second_fails)
+    store.write_runs(_batch(three, 7), processes=3)
+    assert len(forks) == 2
+    assert sorted(p.name for p in three.iterdir()) == [f"m{i}" for i in range(7)]
+    for i in range(7):
+        assert _files(three / f"m{i}") == _files(one / f"m{i}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="writer processes are forked on Linux")
 @pytest.mark.parametrize("where", ["child", "parent"])
 def test_a_failing_writer_process_fails_the_batch_and_leaves_nothing(tmp_path, monkeypatch, where):
     items = _batch(tmp_path, 6)

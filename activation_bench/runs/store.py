@@ -204,13 +204,10 @@ def _stage_split(work: list[tuple[Path, RunItem]], threads: int, writers: int) -
     children: list[tuple[int, int]] = []
     try:
         for k in range(1, writers):
-            read_end, write_end = os.pipe()
-            with warnings.catch_warnings():
-                # Python 3.12+ warns that forking a process with threads (torch's idle OpenMP
-                # workers) may deadlock a child that takes a lock one of them held; this child
-                # takes none of theirs (it formats text and writes files, never calls torch)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+            try:
+                pid, read_end, write_end = _fork_writer()
+            except OSError:  # no process or pipe to be had: this process stages the rest
+                break
             if pid == 0:  # the child: stage its share, exit without running the parent's cleanup
                 os.close(read_end)
                 code = 0
@@ -222,11 +219,28 @@ def _stage_split(work: list[tuple[Path, RunItem]], threads: int, writers: int) -
                 os._exit(code)
             os.close(write_end)
             children.append((pid, read_end))
-        _stage_all(work[0::writers], threads)
+        mine = [0, *range(len(children) + 1, writers)]  # shares no child took
+        _stage_all([w for k in mine for w in work[k::writers]], threads)
     finally:
         errors = [_reap(pid, read_end) for pid, read_end in children]
     if failed := next((e for e in errors if e is not None), None):
         raise UsageError(failed)
+
+
+def _fork_writer() -> tuple[int, int, int]:
+    """(pid as os.fork returns it, the pipe's read end, its write end)."""
+    read_end, write_end = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that forking a process with threads (torch's idle OpenMP workers)
+            # may deadlock a child that takes a lock one of them held; this child takes none of
+            # theirs (it formats text and writes files, never calls torch)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return os.fork(), read_end, write_end
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        raise
 
 
 def _reap(pid: int, read_end: int) -> str | None:
