@@ -176,8 +176,9 @@ def write_runs(items: Sequence[RunItem], replace: bool = False,
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-# losses formatted per writer process at least: Python's shortest repr takes about 0.6 us a float,
-# so a smaller share takes under 0.06 s, not much more than forking a process that holds torch
+# losses per writer process at least: a run's files cost formatting (0.1-0.6 us a float) and the
+# kernel's file creation; 240 runs of 1000 epochs (240,000 losses) took 0.22-0.26 s in one process
+# and 0.15-0.18 s in two (2026-11-27, 2-core AMD EPYC), and a fork of a process holding torch ~6 ms
 _FLOATS_PER_WRITER = 100_000
 
 
@@ -196,7 +197,8 @@ def _stage_split(work: list[tuple[Path, RunItem]], threads: int, writers: int) -
     """Stage every run of work (its hidden directory, its files), in `writers` processes.
 
     Formatting the files is Python, held to one core by the GIL: 240 runs of 3000 epochs took
-    0.61-0.66 s here in one process and 0.36-0.45 s in two (docs/performance.md). The other
+    0.34-0.39 s here in one process and 0.20-0.23 s in two (0.61-0.66 and 0.36-0.45 s before
+    contents.reprs; docs/performance.md). The other
     processes are forked children, each staging every writers-th run (so long and short runs
     spread evenly) and reporting a failure's one line through a pipe; this process stages the
     rest, waits for them, and alone flushes and renames. Children never call into torch.
