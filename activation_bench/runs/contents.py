@@ -47,7 +47,8 @@ def reprs(values: Sequence[float]) -> list[str]:
     plain decimals (1e-4 <= |v| < 1e16) or an exponent of two or three digits (0 < |v| < 1e-9:
     "e-10", where a fitted loss ends); elsewhere (zeros, "e-05" against orjson's "0.00001",
     "e-06" against "e-6", "e+16" against "e16", and NaN and the infinities, which orjson writes
-    as null) repr itself. Anything other than a list of Python floats (and ints) goes to repr whole."""
+    as null) repr itself. Python floats and ints (not bools: orjson writes true) are what it takes;
+    anything orjson refuses (a NumPy scalar) goes to repr whole."""
     try:
         text = orjson.dumps(values).decode()
     except TypeError:  # not Python floats and ints (a NumPy scalar): repr, as before
