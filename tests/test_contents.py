@@ -27,7 +27,7 @@ def test_reprs_is_repr_at_the_edges_and_on_300_000_values():
     assert reprs(values) == [repr(v) for v in values]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True) | st.integers(-10**6, 10**6),
                 max_size=50))
 def test_reprs_is_repr(values):
