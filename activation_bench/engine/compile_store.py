@@ -45,6 +45,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from activation_bench.data.generated import write_atomic
+from activation_bench.host import cpu_info
 
 NAME_HASH = 16  # hex digits of the package's sha256 in its file name
 # the environment variables torch 2.13's inductor and dynamo read their settings from
@@ -62,19 +63,7 @@ def available() -> bool:
 @functools.cache
 def _machine() -> str:
     """The CPU as it decides the generated code: architecture, ATen's capability, model and flags."""
-    model = flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key = line.split(":", 1)[0].strip()
-                if key == "model name" and not model:
-                    model = line.split(":", 1)[1].strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = " ".join(sorted(line.split(":", 1)[1].split()))
-                if model and flags:
-                    break
-    except OSError:
-        model = platform.processor()
+    model, flags = cpu_info()
     return f"{platform.machine()}|{torch.backends.cpu.get_cpu_capability()}|{model}|{flags}"
 
 

@@ -1,0 +1,36 @@
+"""The CPU this process runs on, read from /proc/cpuinfo without importing torch.
+
+A float32 result on CPU depends on the CPU model (it picks oneMKL's code branches) and on the
+number of torch threads (docs/reproducibility.md), so run summaries, checkpoints, the compile
+store and reports name the CPU through this one reader.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+
+
+@functools.cache
+def cpu_info() -> tuple[str, str]:
+    """(model name, sorted feature flags) of this machine's first CPU; where /proc/cpuinfo is
+    missing (not Linux), (platform.processor() or the architecture, "")."""
+    model = flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip()
+                if key == "model name" and not model:
+                    model = line.split(":", 1)[1].strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    return model or platform.processor() or platform.machine(), flags
+
+
+def cpu_model() -> str:
+    """The CPU's model name, e.g. "AMD EPYC 9B14"."""
+    return cpu_info()[0]
