@@ -16,6 +16,7 @@ from typing import Any
 
 from activation_bench import __version__
 from activation_bench.analysis.loading import Loaded
+from activation_bench.host import cpu_model
 
 
 def _run_dirs(loaded: Loaded) -> list[Path]:
@@ -32,13 +33,7 @@ def _run_dirs(loaded: Loaded) -> list[Path]:
 
 
 def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def _gpus() -> list[str]:
@@ -109,6 +104,8 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
         "run_versions": versions,
         "architectures": _architectures(summaries, config[1] if config else None),
         "devices": sorted({str(s.get("device")) for s in summaries if s.get("device")}),
+        "machines": sorted({f"{s['cpu']}, {s['threads']} torch threads" for s in summaries
+                            if s.get("cpu") and s.get("threads")}),
         "created": (created[0], created[-1]) if created else None,
         "n_summaries": len(summaries),
         "host": {"cpu": _cpu(), "gpus": _gpus() or ["none found"], "platform": platform.platform(),
