@@ -177,6 +177,25 @@ def test_cut_short_and_foreign_checkpoints_start_over(runner, tmp_path, monkeypa
     assert not (tmp_path / "b" / ".checkpoints").exists()
 
 
+def test_checkpoint_of_another_thread_count_starts_over(runner, tmp_path, monkeypatch):
+    """A CPU's last bits depend on torch's thread count: a checkpoint written at another count (or
+    on another CPU) is not continued, and the run starts over to the same result."""
+    import torch
+
+    here = checkpoint._machine()
+    assert here == {"cpu": here["cpu"], "threads": torch.get_num_threads()} and here["cpu"]
+    monkeypatch.setattr(checkpoint, "_machine", lambda: {**here, "threads": here["threads"] + 7})
+    args, ckpt = _checkpointed(runner, tmp_path, monkeypatch)
+    monkeypatch.setattr(checkpoint, "_machine", lambda: here)
+    resumed = _run(runner, tmp_path / "b", args, monkeypatch)
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stderr.splitlines()[0] == (
+        f"checkpoint {ckpt} not used: written on {here['cpu']} at {here['threads'] + 7} torch threads, this process "
+        f"runs on {here['cpu']} at {here['threads']} torch threads; it need not continue bit for bit there")
+    assert "resuming" not in resumed.stderr
+    assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
 def _no_space(*_args: object) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

@@ -126,6 +126,10 @@ def test_sections_in_order_and_self_contained(sweep, tmp_path):
     assert "actbench sweep activation=gelu,relu data=normal,uniform" in html  # provenance from sweep.yaml
     assert "teacher_hidden_dim" in html  # one member's resolved config
     assert "n_val: 5" in html
+    import torch
+
+    from activation_bench.host import cpu_model  # the runs' CPU and thread count, from their summaries
+    assert f"<dt>runs trained on</dt><dd>{cpu_model()}, {torch.get_num_threads()} torch threads</dd>" in html
 
 
 def test_ranking_equals_actbench_rank(sweep, tmp_path):

@@ -47,6 +47,32 @@ def test_rerun_of_a_sweep_member(runner, runs_dir):
     assert (again / "losses.csv").read_bytes() == (member / "losses.csv").read_bytes()
 
 
+def test_rerun_says_when_the_thread_count_or_cpu_differs(runner, runs_dir):
+    """The saved summary names the CPU and torch's thread count it trained at; a re-run under others
+    says in one line that its losses need not come back bit for bit, and under the same says nothing."""
+    import json
+
+    import torch
+
+    from activation_bench.host import cpu_model
+
+    assert _run(runner, runs_dir, "--name", "first", *TINY).exit_code == 0
+    summary_file = runs_dir / "first" / "summary.json"
+    summary = json.loads(summary_file.read_text())
+    here = torch.get_num_threads()
+    assert (summary["cpu"], summary["threads"]) == (cpu_model(), here)
+    same = _run(runner, runs_dir, "--config", str(runs_dir / "first" / "config.yaml"), "--name", "same")
+    assert same.exit_code == 0 and "note:" not in same.stderr
+    summary_file.write_text(json.dumps({**summary, "threads": here + 3, "cpu": "Some Other CPU"}))
+    other = _run(runner, runs_dir, "--config", str(runs_dir / "first" / "config.yaml"), "--name", "other")
+    assert other.exit_code == 0, other.output
+    assert other.stderr.splitlines() == [
+        f"note: {runs_dir / 'first'} was trained at {here + 3} torch threads (this process: {here}; "
+        f"OMP_NUM_THREADS={here + 3} sets it) and on Some Other CPU (this machine: {cpu_model()}); its losses "
+        "need not come back bit for bit"]
+    assert (runs_dir / "other" / "losses.csv").read_bytes() == (runs_dir / "first" / "losses.csv").read_bytes()
+
+
 def test_overrides_apply_on_top_of_the_saved_config(runner, runs_dir):
     assert _run(runner, runs_dir, "--name", "first", "activation=elu", "activation.alpha=0.5", "lr=0.02",
                 *TINY).exit_code == 0

@@ -82,6 +82,7 @@ class RunResult:
     # log.preact_stats: (epoch, layer, stat, value) rows, how normal each layer's pre-activations are
     preact: list[tuple[int, int, str, float]] | None = None
     engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled.py)
+    threads: int = 0  # torch's intra-op threads while the stack trained: CPU results depend on the count
 
 
 def load_data(cfg: Cfg) -> Dataset:
@@ -396,6 +397,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
             learned=learned[pos],
             preact=preacts[pos] if preacts is not None else None,
             engine=stack.engine,
+            threads=torch.get_num_threads(),
         )
     return results[:n_real]  # type: ignore[return-value]
 

@@ -281,6 +281,10 @@ class StackCheckpoints:
                 self.notice(f"checkpoint {path} not used: written by other versions ({head.get('versions')}), "
                             "which need not continue bit for bit")
                 continue
+            if head.get("machine") != _machine():
+                self.notice(f"checkpoint {path} not used: written {_machine_text(head.get('machine'))}, this "
+                            f"process runs {_machine_text(_machine())}; it need not continue bit for bit there")
+                continue
             self.resumed = True
             self.notice(f"resuming {self.label} from checkpoint {path.name} at epoch {head.get('epoch')}"
                         f"/{head.get('epochs')}" + (f" (step {head['step']})" if head.get("step") else ""))
@@ -308,7 +312,7 @@ class StackCheckpoints:
     def save(self, state: dict[str, Any]) -> None:
         start = time.perf_counter()
         header = {"members": self.hashes, "epoch": state["epoch"], "step": state["step"], "epochs": state["epochs"],
-                  "engine": state["engine"], "versions": _versions()}
+                  "engine": state["engine"], "versions": _versions(), "machine": _machine()}
         if self.damaged:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()  # the previous checkpoint, whole, stays the fallback
@@ -340,6 +344,22 @@ def _versions() -> dict[str, str]:
     from activation_bench.runs.contents import versions
 
     return dict(versions())
+
+
+def _machine() -> dict[str, Any]:
+    """The CPU model and torch's thread count: a CPU checkpoint continues bit for bit only under both
+    (docs/reproducibility.md). `OMP_NUM_THREADS` sets the count."""
+    import torch
+
+    from activation_bench.host import cpu_model
+
+    return {"cpu": cpu_model(), "threads": torch.get_num_threads()}
+
+
+def _machine_text(machine: Any) -> str:
+    if not isinstance(machine, dict):
+        return "by an unrecorded machine"
+    return f"on {machine.get('cpu')} at {machine.get('threads')} torch threads"
 
 
 def _signal_at() -> tuple[int, int, int | None] | None:

@@ -16,6 +16,7 @@ import orjson
 
 from activation_bench import __version__
 from activation_bench.cfg import describe_model, model_name
+from activation_bench.host import cpu_model
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -125,6 +126,9 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "stack_size": result.stack_size,
         "device": result.device,
         "engine": result.engine,  # the engine that ran (engine=auto resolved, or a fallback)
+        # the CPU and torch's thread count decide a CPU run's last bits (docs/reproducibility.md)
+        "cpu": cpu_model(),
+        "threads": getattr(result, "threads", None) or None,
         "config_hash": cfg_hash,
         "labels": labels or {},
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),

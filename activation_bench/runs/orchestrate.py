@@ -65,6 +65,8 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
 
     cfg = compose(overrides) if config_file is None else compose_saved(config_file, overrides)
     check_memory([cfg], memory_mb)
+    if config_file is not None:
+        _other_machine_notice(config_file.parent)
     if name is not None:
         store.check_name(name)
     root = store.ensure_root(runs_dir)
@@ -76,6 +78,27 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
         final = store.unique_dir(root, store.default_run_name(cfg))
     store.inside(root, final)
     return cfg, final
+
+
+def _other_machine_notice(saved_dir: Path) -> None:
+    """A saved CPU run re-run on another CPU model or thread count: one line says its losses need not
+    come back bit for bit (docs/reproducibility.md), and how to set the count."""
+    import torch
+
+    from activation_bench.host import cpu_model
+
+    saved = store.read_summary(saved_dir) or {}
+    if saved.get("device", "cpu") != "cpu":
+        return
+    threads, here = saved.get("threads"), torch.get_num_threads()
+    differ = []
+    if isinstance(threads, int) and threads != here:
+        differ.append(f"at {threads} torch threads (this process: {here}; OMP_NUM_THREADS={threads} sets it)")
+    if saved.get("cpu") and saved["cpu"] != cpu_model():
+        differ.append(f"on {saved['cpu']} (this machine: {cpu_model()})")
+    if differ:
+        stderr_line(f"note: {saved_dir} was trained {' and '.join(differ)}; its losses need not come back "
+                    "bit for bit")
 
 
 def run_one(cfg: Cfg, final: Path,
