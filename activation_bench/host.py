@@ -1,4 +1,5 @@
-"""The CPU this process runs on, read from /proc/cpuinfo without importing torch.
+"""The machine this process runs on: its CPU (read from /proc/cpuinfo without importing torch),
+and how its C library keeps freed memory.
 
 A float32 result on CPU depends on the CPU model (it picks oneMKL's code branches) and on the
 number of torch threads (docs/reproducibility.md), so run summaries, checkpoints, the compile
@@ -7,6 +8,7 @@ store and reports name the CPU through this one reader.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import platform
 
@@ -34,3 +36,20 @@ def cpu_info() -> tuple[str, str]:
 def cpu_model() -> str:
     """The CPU's model name, e.g. "AMD EPYC 9B14"."""
     return cpu_info()[0]
+
+
+def keep_freed_memory(mmap_threshold: int, trim_threshold: int) -> None:
+    """Have glibc serve blocks below `mmap_threshold` bytes from its heap and keep up to
+    `trim_threshold` bytes of freed heap (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD). A training
+    step that allocates and frees megabyte tensors every call otherwise gets them as fresh mappings
+    and page-faults them in again each time. Without glibc (another C library, not Linux) nothing
+    changes."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    mallopt(m_mmap_threshold, mmap_threshold)
+    mallopt(m_trim_threshold, trim_threshold)

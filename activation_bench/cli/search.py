@@ -82,10 +82,13 @@ def search(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
+    from activation_bench.host import keep_freed_memory
     from activation_bench.runs import memory, orchestrate
     from activation_bench.search import driver
 
-    keep_freed_memory()
+    # a rung's stacks allocate and free tensors of tens of MB every step; glibc otherwise returned
+    # each one to the system and page-faulted it back in, a third of a screen's time here
+    keep_freed_memory(1 << 30, (1 << 31) - 1)
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
     with reported():
@@ -145,23 +148,6 @@ def _judge(s: Search, run: tuple) -> None:
         result = judge.verdict(s)
         agree = judge.record(s, result, chosen_scores)
     _summary(s, result, agree, judge.command(s))
-
-
-def keep_freed_memory() -> None:
-    """Keep freed memory in the process's heap (glibc): a rung's stacks allocate and free tensors of
-    tens of MB every step, and glibc otherwise returns each one to the system and page-faults it
-    back in, which cost a third of a screen's time here. Elsewhere (no glibc) nothing changes."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        if libc is not None and hasattr(libc, "mallopt"):
-            libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: large blocks from the heap, not mmap
-            libc.mallopt(-1, 1 << 31)  # M_TRIM_THRESHOLD: do not hand freed heap back
-    except OSError:
-        pass
 
 
 def _seeds(seeds: tuple[int, ...]) -> str:

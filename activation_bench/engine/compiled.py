@@ -30,7 +30,6 @@ machine, torch and thread count.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import gc
 import getpass
@@ -49,6 +48,7 @@ from activation_bench.cfg import model_name
 from activation_bench.engine import compile_store, compiled_acts, compiled_cnn, compiled_mlp, fused, grouped
 from activation_bench.engine.cnn import StackedCNN
 from activation_bench.engine.plan import cnn_macs
+from activation_bench.host import keep_freed_memory
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -208,18 +208,12 @@ def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: 
 
 
 def _steady_malloc() -> None:
-    """Keep freed buffers in the heap (glibc only; elsewhere nothing). The compiled step allocates
-    its buffers afresh each call (megabytes for a stack's weight gradient), and glibc gave such
-    blocks back to the system and mapped them again on the next call: one 3000-epoch sweep took
-    3.1 million page faults and 7.2 s of system time (27.7 s against 19.6 s for the same sweep
-    without them). With fixed thresholds: 0.22 million and 1.7 s, run after run."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
-    libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's largest on 64-bit
-    libc.mallopt(m_trim_threshold, 512 << 20)
+    """Keep freed buffers in the heap. The compiled step allocates its buffers afresh each call
+    (megabytes for a stack's weight gradient), and glibc gave such blocks back to the system and
+    mapped them again on the next call: one 3000-epoch sweep took 3.1 million page faults and 7.2 s
+    of system time (27.7 s against 19.6 s for the same sweep without them). With fixed thresholds:
+    0.22 million and 1.7 s, run after run."""
+    keep_freed_memory(32 << 20, 512 << 20)
 
 
 def _configure() -> None:
