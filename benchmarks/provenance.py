@@ -53,11 +53,6 @@ def _commit() -> str:
 
 
 def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from activation_bench.host import cpu_model
+
+    return cpu_model()
