@@ -129,7 +129,8 @@ def test_sections_in_order_and_self_contained(sweep, tmp_path):
     import torch
 
     from activation_bench.host import cpu_model  # the runs' CPU and thread count, from their summaries
-    assert f"<dt>runs trained on</dt><dd>{cpu_model()}, {torch.get_num_threads()} torch threads</dd>" in html
+    n = torch.get_num_threads()
+    assert f"<dt>runs trained on</dt><dd>{cpu_model()}, {n} torch thread{'s' * (n != 1)}</dd>" in html
 
 
 def test_ranking_equals_actbench_rank(sweep, tmp_path):

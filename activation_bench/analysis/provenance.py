@@ -104,8 +104,8 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
         "run_versions": versions,
         "architectures": _architectures(summaries, config[1] if config else None),
         "devices": sorted({str(s.get("device")) for s in summaries if s.get("device")}),
-        "machines": sorted({f"{s['cpu']}, {s['threads']} torch threads" for s in summaries
-                            if s.get("cpu") and s.get("threads")}),
+        "machines": sorted({f"{s['cpu']}, {s['threads']} torch thread{'s' * (s['threads'] != 1)}"
+                            for s in summaries if s.get("cpu") and s.get("threads")}),
         "created": (created[0], created[-1]) if created else None,
         "n_summaries": len(summaries),
         "host": {"cpu": _cpu(), "gpus": _gpus() or ["none found"], "platform": platform.platform(),

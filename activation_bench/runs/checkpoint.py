@@ -359,7 +359,8 @@ def _machine() -> dict[str, Any]:
 def _machine_text(machine: Any) -> str:
     if not isinstance(machine, dict):
         return "by an unrecorded machine"
-    return f"on {machine.get('cpu')} at {machine.get('threads')} torch threads"
+    threads = machine.get("threads")
+    return f"on {machine.get('cpu')} at {threads} torch thread{'s' * (threads != 1)}"
 
 
 def _signal_at() -> tuple[int, int, int | None] | None:

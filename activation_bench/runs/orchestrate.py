@@ -93,7 +93,8 @@ def _other_machine_notice(saved_dir: Path) -> None:
     threads, here = saved.get("threads"), torch.get_num_threads()
     differ = []
     if isinstance(threads, int) and threads != here:
-        differ.append(f"at {threads} torch threads (this process: {here}; OMP_NUM_THREADS={threads} sets it)")
+        differ.append(f"at {threads} torch thread{'s' * (threads != 1)} (this process: {here}; "
+                      f"OMP_NUM_THREADS={threads} sets it)")
     if saved.get("cpu") and saved["cpu"] != cpu_model():
         differ.append(f"on {saved['cpu']} (this machine: {cpu_model()})")
     if differ:
