@@ -175,6 +175,26 @@ def test_output_runs_dir_and_report_name(runner, tmp_path, monkeypatch):
     assert (tmp_path / "tables" / "tiny.html").is_file() and not (tmp_path / "tables" / "report.html").exists()
 
 
+def test_the_files_thread_count_trains_the_runs_and_is_restored(runner, tmp_path, monkeypatch):
+    """threads: N trains every sweep at N torch threads (each summary.json says so), whatever this
+    process had, which it has again afterwards."""
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, "title: threads\nthreads: 3\nsweeps:\n  s: {grid: ['activation=gelu,relu'], "
+                            "overrides: [epochs=2, data.n_samples=4, model.hidden_dim=3]}\n")
+    before = torch.get_num_threads()
+    plan = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
+    assert "2 members to train at 3 torch threads (the file's threads)" in plan.output
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 0, result.output
+    summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "s").glob("*/summary.json")]
+    assert len(summaries) == 2 and {s["threads"] for s in summaries} == {3}
+    assert torch.get_num_threads() == before
+    assert "<dt>runs trained on</dt><dd>" in (tmp_path / "report.html").read_text() and ", 3 torch threads" in \
+        (tmp_path / "report.html").read_text()
+
+
 BAD = [
     ("title: [\n", "not a YAML study file: line 2"),
     ("- a list\n", "a study file is a YAML mapping"),
@@ -202,6 +222,7 @@ BAD = [
     (STUDY.replace("output: out", "output: out\nreport: page.txt"), "report: 'page.txt': the page's file name ends"),
     (STUDY.replace("sweeps: [iris, wine], metric", "sweeps: [iris], metric"), "rankings.tasks: only one task"),
     (STUDY.replace("  iris:\n", "  ../iris:\n").replace("[iris", "[../iris"), "is not a usable name"),
+    (STUDY.replace("output: out", "output: out\nthreads: 0"), "threads: 0: a count of torch threads, 1 or more"),
 ]
 
 

@@ -212,7 +212,9 @@ def _print_grid(p: SweepPlan, todo: list[int]) -> None:
 
 
 def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
-               memory_mb: float, force: bool, quiet: bool) -> None:
+               memory_mb: float, force: bool, quiet: bool, threads: int = 0) -> None:
+    """Train a sweep's members here or through a launcher (whose jobs get `threads` torch threads
+    where given, else a share of the cores)."""
     import time
 
     from rich.console import Console
@@ -248,7 +250,8 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     try:
         with progress:
             if todo and launcher:
-                orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice)
+                orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice,
+                                   threads)
             elif todo:
                 with checkpoint.handling_signals():
                     orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)

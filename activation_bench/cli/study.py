@@ -8,7 +8,9 @@ command line would make.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -87,14 +89,32 @@ def run(
             memory.check_memory([s.plan.cfgs[i] for i in s.todo], memory_mb, local=launcher != "submitit_slurm")
         from activation_bench.cli.run import _run_sweep
 
-        for s in sweeps:
-            if not s.todo and (s.plan.directory / "results.csv").is_file():
-                continue  # finished: its results.csv is already the one the sweep writes
-            if not quiet:
-                typer.echo(f"sweep {s.name}: {len(s.todo)} of {len(s.plan.members)} members to train", err=True)
-            orchestrate.write_sweep_file(s.plan)
-            _run_sweep(s.plan, s.todo, launcher, jobs, settings, memory_mb, False, quiet)
+        with _threads(study.spec.threads):
+            for s in sweeps:
+                if not s.todo and (s.plan.directory / "results.csv").is_file():
+                    continue  # finished: its results.csv is already the one the sweep writes
+                if not quiet:
+                    typer.echo(f"sweep {s.name}: {len(s.todo)} of {len(s.plan.members)} members to train", err=True)
+                orchestrate.write_sweep_file(s.plan)
+                _run_sweep(s.plan, s.todo, launcher, jobs, settings, memory_mb, False, quiet, study.spec.threads or 0)
         _render(study)
+
+
+@contextlib.contextmanager
+def _threads(threads: int | None) -> Iterator[None]:
+    """Train at the study's torch thread count (a launcher's jobs get it too), then restore this
+    process's count."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @app.command("tables")
@@ -147,5 +167,7 @@ def _print_plan(study: Study, sweeps: list[PlannedSweep]) -> None:
         table.add_row(s.name, str(s.plan.directory), str(n), str(n - len(s.todo)), str(len(s.todo)))
     terminal.print_table(table)
     total = sum(len(s.todo) for s in sweeps)
-    typer.echo(f"{total} members to train; then {len(study.files())} files in {study.output}: "
+    n = study.spec.threads
+    at = f" at {n} torch thread{'s' * (n != 1)} (the file's threads)" if n else ""
+    typer.echo(f"{total} members to train{at}; then {len(study.files())} files in {study.output}: "
                f"{', '.join(study.files())}")

@@ -374,11 +374,12 @@ def check_launcher(launcher: str) -> None:
 
 def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra_overrides: Sequence[str],
            memory_mb: float, force: bool, on_progress: Progress | None = None,
-           notice: Notice | None = None) -> int:
+           notice: Notice | None = None, threads: int = 0) -> int:
     """Hand groups of members to a Hydra launcher plugin, in Hydra's multirun mode.
 
     Each job runs `activation_bench.runs.launcher`, which trains its group of members stacked, through
-    `train_members` like a local sweep. Progress is read from the run directories as they appear.
+    `train_members` like a local sweep, at `threads` torch threads where given (else local jobs share
+    the cores, a cluster's use its default). Progress is read from the run directories as they appear.
     """
     jobs = max(1, min(jobs, len(indices)))
     chunks = [list(indices[k::jobs]) for k in range(jobs)]
@@ -386,7 +387,8 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
     import json
 
     store.atomic_write(chunk_file, json.dumps(chunks))
-    threads = max(1, (os.cpu_count() or 1) // jobs) if launcher in ("joblib", "submitit_local") else 0
+    if not threads and launcher in ("joblib", "submitit_local"):
+        threads = max(1, (os.cpu_count() or 1) // jobs)
     cmd = [
         sys.executable, "-m", "activation_bench.runs.launcher", "--multirun",
         f"hydra/launcher={launcher}",

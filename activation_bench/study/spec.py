@@ -105,6 +105,9 @@ class StudySpec:
     runs_dir: str = "runs"
     output: str = "."
     report: str = "report.html"  # the page's file name (two studies sharing a folder name theirs apart)
+    # torch's intra-op threads for training: CPU results are bit-identical at a fixed count only
+    # (docs/reproducibility.md), so a study published at one count names it; None: torch's default
+    threads: int | None = None
     sweeps: dict[str, SweepSpec] = field(default_factory=dict)
     comparisons: dict[str, ComparisonSpec] = field(default_factory=dict)
     tables: dict[str, TableSpec] = field(default_factory=dict)
@@ -223,6 +226,8 @@ def check(spec: StudySpec, path: Path) -> None:
 
     if not spec.sweeps:
         fail("sweeps", "a study needs at least one sweep")
+    if spec.threads is not None and spec.threads < 1:
+        fail("threads", f"{spec.threads}: a count of torch threads, 1 or more")
     dirs: dict[str, str] = {}
     for name, sw in spec.sweeps.items():
         _check_name(fail, f"sweeps.{name}", name)
