@@ -9,7 +9,8 @@ members, 64-64-1 MLPs on 10 samples, whole-batch Adam. In this process, interlea
 - the floor: torch.bmm over the hidden layer's two products at the stack's shapes (forward and
   weight gradient; benchmarks/roofline.py) plus torch's fused Adam over the stack's parameters,
   each the best of five timings;
-- the eager step's kernel calls: torch.profiler's top-level aten calls over 20 epochs, per step.
+- the eager step's kernel calls: torch.profiler's top-level aten calls per step (after the
+  timings: steps trained after a profile in the same process ran up to 1.6x slower).
 
 Printed: each round's times; the medians; what the eager step spends beyond the floor, and that per
 kernel call. That part is the elementwise work (activations and their derivatives, the output
@@ -86,7 +87,6 @@ def main() -> None:
     print(provenance.header())
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; one stack of 240 members, 64-64-1, 10 rows")
     members, widths = 240, [64, 64, 1]
-    calls = kernel_calls()
     seconds_per_step("compiled", 50)  # warms the compile store (cold: minutes)
     eager, compiled, floor = [], [], []
     for r in range(args.repeat):
@@ -98,6 +98,7 @@ def main() -> None:
         floor.append(products + adam)
         print(f"round {r + 1}: eager {eager[-1] * 1e3:.3f} ms a step, compiled {compiled[-1] * 1e3:.3f} ms, "
               f"products {products * 1e3:.3f} ms + Adam {adam * 1e3:.3f} ms")
+    calls = kernel_calls()  # after the timings: the profiler slows the steps that follow it in a process
     e, c, f = (statistics.median(x) for x in (eager, compiled, floor))
     print(f"medians: eager {e * 1e3:.3f} ms, compiled {c * 1e3:.3f} ms ({e / c:.2f}x faster), "
           f"products + Adam {f * 1e3:.3f} ms")
