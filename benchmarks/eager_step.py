@@ -89,14 +89,14 @@ def main() -> None:
     members, widths = 240, [64, 64, 1]
     seconds_per_step("compiled", 50)  # warms the compile store (cold: minutes)
     eager, compiled, floor = [], [], []
-    for r in range(args.repeat):
+    for rnd in range(args.repeat):
         eager.append(seconds_per_step("eager", args.epochs))
         compiled.append(seconds_per_step("compiled", args.epochs))
-        flops = sum(2.0 * members * r * k * n for r, k, n, _ in FIRST_LAYER)
+        flops = sum(2.0 * members * rows * inner * cols for rows, inner, cols, _ in FIRST_LAYER)
         products = flops / roofline.products_rate(members, FIRST_LAYER) / 1e9
         adam = roofline.update_seconds(members, widths)
         floor.append(products + adam)
-        print(f"round {r + 1}: eager {eager[-1] * 1e3:.3f} ms a step, compiled {compiled[-1] * 1e3:.3f} ms, "
+        print(f"round {rnd + 1}: eager {eager[-1] * 1e3:.3f} ms a step, compiled {compiled[-1] * 1e3:.3f} ms, "
               f"products {products * 1e3:.3f} ms + Adam {adam * 1e3:.3f} ms")
     calls = kernel_calls()  # after the timings: the profiler slows the steps that follow it in a process
     e, c, f = (statistics.median(x) for x in (eager, compiled, floor))
