@@ -88,6 +88,7 @@ def main() -> None:
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; one stack of 240 members, 64-64-1, 10 rows")
     members, widths = 240, [64, 64, 1]
     seconds_per_step("compiled", 50)  # warms the compile store (cold: minutes)
+    seconds_per_step("eager", 50)  # and eager's one-time costs (data caches, first kernel calls)
     eager, compiled, floor = [], [], []
     for rnd in range(args.repeat):
         eager.append(seconds_per_step("eager", args.epochs))
