@@ -191,7 +191,8 @@ def test_checkpoint_of_another_thread_count_starts_over(runner, tmp_path, monkey
     assert resumed.exit_code == 0, resumed.output
     assert resumed.stderr.splitlines()[0] == (
         f"checkpoint {ckpt} not used: written on {here['cpu']} at {here['threads'] + 7} torch threads, this process "
-        f"runs on {here['cpu']} at {here['threads']} torch threads; it need not continue bit for bit there")
+        f"runs on {here['cpu']} at {here['threads']} torch thread{'s' * (here['threads'] != 1)}; it need not "
+        "continue bit for bit there")
     assert "resuming" not in resumed.stderr
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
 
