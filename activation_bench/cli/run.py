@@ -171,7 +171,7 @@ def sweep(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
-    from activation_bench.runs import memory, orchestrate
+    from activation_bench.runs import launching, memory, orchestrate
 
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
@@ -180,7 +180,7 @@ def sweep(
         if not launcher:
             refuse_hydra_settings(hydra_overrides)
         if launcher:
-            orchestrate.check_launcher(launcher)
+            launching.check_launcher(launcher)
         if not grid_overrides:
             raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
         p = orchestrate.plan(grid_overrides, runs_dir, name)
@@ -221,7 +221,7 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from activation_bench.engine.checkpoint import Preempted
-    from activation_bench.runs import checkpoint, orchestrate
+    from activation_bench.runs import checkpoint, launching, orchestrate
 
     console = Console(stderr=True)
     skipped = len(p.members) - len(todo)
@@ -250,7 +250,7 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     try:
         with progress:
             if todo and launcher:
-                orchestrate.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice,
+                launching.launch(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, on_progress, notice,
                                    threads)
             elif todo:
                 with checkpoint.handling_signals():

@@ -83,7 +83,7 @@ def search(
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
     from activation_bench.host import keep_freed_memory
-    from activation_bench.runs import memory, orchestrate
+    from activation_bench.runs import launching, memory
     from activation_bench.search import driver
 
     # a rung's stacks allocate and free tensors of tens of MB every step; glibc otherwise returned
@@ -97,7 +97,7 @@ def search(
                                    driver.parse_lrs(lrs, "--lrs"), driver.parse_lrs(screen_lrs, "--screen-lrs"),
                                    tune_seeds, judge)
         if launcher:
-            orchestrate.check_launcher(launcher)
+            launching.check_launcher(launcher)
         else:
             refuse_hydra_settings(hydra_overrides)
         s = driver.prepare(settings, runs_dir, name)

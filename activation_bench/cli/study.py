@@ -67,7 +67,7 @@ def run(
     """
     with reported():
         from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
-        from activation_bench.runs import memory, orchestrate
+        from activation_bench.runs import launching, memory, orchestrate
         from activation_bench.study import plan, spec
 
         extra = list(hydra_overrides or [])
@@ -79,7 +79,7 @@ def run(
         if not launcher:
             refuse_hydra_settings(settings)
         else:
-            orchestrate.check_launcher(launcher)
+            launching.check_launcher(launcher)
         study = spec.load(study_file, runs_dir, output)
         sweeps = plan.plan(study)
         if dry_run:

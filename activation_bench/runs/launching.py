@@ -1,0 +1,101 @@
+"""Scale-out: handing a sweep's members to one of Hydra's launcher plugins (joblib, submitit for
+SLURM) in Hydra's multirun mode. Each job runs `activation_bench.runs.launcher`, which trains its
+group through `orchestrate.train_members` like a local sweep; this side writes the groups, starts
+the multirun and reads progress from the run directories as they appear."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from activation_bench.errors import UsageError
+from activation_bench.runs import store
+from activation_bench.runs.orchestrate import Notice, Progress, SweepPlan, SweepProgress, done_hashes, steps_per_epoch
+
+LAUNCHERS = {
+    "basic": None,
+    "joblib": "hydra_plugins.hydra_joblib_launcher",
+    "submitit_local": "hydra_plugins.hydra_submitit_launcher",
+    "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+}
+
+
+def check_launcher(launcher: str) -> None:
+    import importlib.util
+
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"unknown launcher '{launcher}'; valid: {', '.join(LAUNCHERS)}")
+    module = LAUNCHERS[launcher]
+    if module and importlib.util.find_spec(module) is None:
+        raise UsageError(
+            f"launcher '{launcher}' needs its Hydra plugin: pip install -e '.[cluster]'"
+        )
+
+
+def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra_overrides: Sequence[str],
+           memory_mb: float, force: bool, on_progress: Progress | None = None,
+           notice: Notice | None = None, threads: int = 0) -> int:
+    """Hand groups of members to a Hydra launcher plugin, in Hydra's multirun mode.
+
+    Each job runs `activation_bench.runs.launcher`, which trains its group of members stacked, through
+    `train_members` like a local sweep, at `threads` torch threads where given (else local jobs share
+    the cores, a cluster's use its default). Progress is read from the run directories as they appear.
+    """
+    jobs = max(1, min(jobs, len(indices)))
+    chunks = [list(indices[k::jobs]) for k in range(jobs)]
+    chunk_file = p.directory / ".launch_chunks.json"
+    store.atomic_write(chunk_file, json.dumps(chunks))
+    if not threads and launcher in ("joblib", "submitit_local"):
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+    cmd = [
+        sys.executable, "-m", "activation_bench.runs.launcher", "--multirun",
+        f"hydra/launcher={launcher}",
+        f"sweep_dir={_quoted(p.directory.resolve())}",
+        f"chunk=range({jobs})",
+        f"threads={threads}",
+        f"memory_mb={memory_mb}",
+        f"force={str(force).lower()}",
+        f"hydra.sweep.dir={_quoted((p.directory / '.hydra').resolve())}",
+        "hydra.job.chdir=false",
+    ]
+    if launcher == "joblib":
+        cmd.append(f"hydra.launcher.n_jobs={jobs}")
+    cmd.extend(hydra_overrides)
+    log = p.directory / ".hydra_launch.log"
+    before = set(done_hashes(p.directory))
+    targets = {p.hashes[i] for i in indices}
+    member_steps = {p.hashes[i]: p.cfgs[i].epochs * steps_per_epoch(p.cfgs[i]) for i in indices}
+
+    def report() -> int:
+        finished = (set(done_hashes(p.directory)) - before) & targets
+        if on_progress is not None:
+            on_progress(SweepProgress(len(finished), len(finished), sum(member_steps[h] for h in finished)))
+        return len(finished)
+
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.5)
+                report()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines()
+                 if ln.strip() and "HYDRA_FULL_ERROR" not in ln and not ln.startswith("See https")]
+        tail = lines[-1] if lines else "(no output)"
+        raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail} (see {log})")
+    return report()
+
+
+def _quoted(path: Path) -> str:
+    """A path as a quoted value in Hydra's override grammar (sweep names hold '=' and ',')."""
+    text = str(path).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
