@@ -38,6 +38,11 @@ def cpu_model() -> str:
     return cpu_info()[0]
 
 
+def torch_threads(n: int) -> str:
+    """'1 torch thread', '2 torch threads': how summaries, checkpoints and reports name a count."""
+    return f"{n} torch thread{'s' * (n != 1)}"
+
+
 def keep_freed_memory(mmap_threshold: int, trim_threshold: int) -> None:
     """Have glibc serve blocks below `mmap_threshold` bytes from its heap and keep up to
     `trim_threshold` bytes of freed heap (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD). A training

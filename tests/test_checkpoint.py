@@ -182,11 +182,11 @@ def test_checkpoint_of_another_thread_count_starts_over(runner, tmp_path, monkey
     on another CPU) is not continued, and the run starts over to the same result."""
     import torch
 
-    here = checkpoint._machine()
+    here = checkpoint.machine()
     assert here == {"cpu": here["cpu"], "threads": torch.get_num_threads()} and here["cpu"]
-    monkeypatch.setattr(checkpoint, "_machine", lambda: {**here, "threads": here["threads"] + 7})
+    monkeypatch.setattr(checkpoint, "machine", lambda: {**here, "threads": here["threads"] + 7})
     args, ckpt = _checkpointed(runner, tmp_path, monkeypatch)
-    monkeypatch.setattr(checkpoint, "_machine", lambda: here)
+    monkeypatch.setattr(checkpoint, "machine", lambda: here)
     resumed = _run(runner, tmp_path / "b", args, monkeypatch)
     assert resumed.exit_code == 0, resumed.output
     assert resumed.stderr.splitlines()[0] == (

@@ -16,7 +16,7 @@ from typing import Any
 
 from activation_bench import __version__
 from activation_bench.analysis.loading import Loaded
-from activation_bench.host import cpu_model
+from activation_bench.host import cpu_model, torch_threads
 
 
 def _run_dirs(loaded: Loaded) -> list[Path]:
@@ -104,7 +104,7 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
         "run_versions": versions,
         "architectures": _architectures(summaries, config[1] if config else None),
         "devices": sorted({str(s.get("device")) for s in summaries if s.get("device")}),
-        "machines": sorted({f"{s['cpu']}, {s['threads']} torch thread{'s' * (s['threads'] != 1)}"
+        "machines": sorted({f"{s['cpu']}, {torch_threads(s['threads'])}"
                             for s in summaries if s.get("cpu") and s.get("threads")}),
         "created": (created[0], created[-1]) if created else None,
         "n_summaries": len(summaries),

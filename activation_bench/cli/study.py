@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from activation_bench.errors import UsageError, reported
+from activation_bench.host import torch_threads
 
 if TYPE_CHECKING:
     from activation_bench.study.plan import PlannedSweep
@@ -168,6 +169,6 @@ def _print_plan(study: Study, sweeps: list[PlannedSweep]) -> None:
     terminal.print_table(table)
     total = sum(len(s.todo) for s in sweeps)
     n = study.spec.threads
-    at = f" at {n} torch thread{'s' * (n != 1)} (the file's threads)" if n else ""
+    at = f" at {torch_threads(n)} (the file's threads)" if n else ""
     typer.echo(f"{total} members to train{at}; then {len(study.files())} files in {study.output}: "
                f"{', '.join(study.files())}")

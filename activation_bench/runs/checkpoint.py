@@ -37,6 +37,7 @@ from typing import Any
 
 from activation_bench.engine.checkpoint import Preempted
 from activation_bench.errors import UsageError
+from activation_bench.host import cpu_model, torch_threads
 
 MAGIC = b"ACTBENCH-CHECKPOINT 1\n"
 FOLDER = ".checkpoints"
@@ -281,9 +282,9 @@ class StackCheckpoints:
                 self.notice(f"checkpoint {path} not used: written by other versions ({head.get('versions')}), "
                             "which need not continue bit for bit")
                 continue
-            if head.get("machine") != _machine():
+            if head.get("machine") != machine():
                 self.notice(f"checkpoint {path} not used: written {_machine_text(head.get('machine'))}, this "
-                            f"process runs {_machine_text(_machine())}; it need not continue bit for bit there")
+                            f"process runs {_machine_text(machine())}; it need not continue bit for bit there")
                 continue
             self.resumed = True
             self.notice(f"resuming {self.label} from checkpoint {path.name} at epoch {head.get('epoch')}"
@@ -312,7 +313,7 @@ class StackCheckpoints:
     def save(self, state: dict[str, Any]) -> None:
         start = time.perf_counter()
         header = {"members": self.hashes, "epoch": state["epoch"], "step": state["step"], "epochs": state["epochs"],
-                  "engine": state["engine"], "versions": _versions(), "machine": _machine()}
+                  "engine": state["engine"], "versions": _versions(), "machine": machine()}
         if self.damaged:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()  # the previous checkpoint, whole, stays the fallback
@@ -346,21 +347,18 @@ def _versions() -> dict[str, str]:
     return dict(versions())
 
 
-def _machine() -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     """The CPU model and torch's thread count: a CPU checkpoint continues bit for bit only under both
     (docs/reproducibility.md). `OMP_NUM_THREADS` sets the count."""
     import torch
 
-    from activation_bench.host import cpu_model
-
     return {"cpu": cpu_model(), "threads": torch.get_num_threads()}
 
 
-def _machine_text(machine: Any) -> str:
-    if not isinstance(machine, dict):
+def _machine_text(recorded: Any) -> str:
+    if not isinstance(recorded, dict):
         return "by an unrecorded machine"
-    threads = machine.get("threads")
-    return f"on {machine.get('cpu')} at {threads} torch thread{'s' * (threads != 1)}"
+    return f"on {recorded.get('cpu')} at {torch_threads(recorded.get('threads'))}"
 
 
 def _signal_at() -> tuple[int, int, int | None] | None:

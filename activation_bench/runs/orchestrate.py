@@ -80,20 +80,19 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
 def _other_machine_notice(saved_dir: Path) -> None:
     """A saved CPU run re-run on another CPU model or thread count: one line says its losses need not
     come back bit for bit (docs/reproducibility.md), and how to set the count."""
-    import torch
-
-    from activation_bench.host import cpu_model
+    from activation_bench.host import torch_threads
+    from activation_bench.runs.checkpoint import machine
 
     saved = store.read_summary(saved_dir) or {}
     if saved.get("device", "cpu") != "cpu":
         return
-    threads, here = saved.get("threads"), torch.get_num_threads()
+    here, threads = machine(), saved.get("threads")
     differ = []
-    if isinstance(threads, int) and threads != here:
-        differ.append(f"at {threads} torch thread{'s' * (threads != 1)} (this process: {here}; "
+    if isinstance(threads, int) and threads != here["threads"]:
+        differ.append(f"at {torch_threads(threads)} (this process: {here['threads']}; "
                       f"OMP_NUM_THREADS={threads} sets it)")
-    if saved.get("cpu") and saved["cpu"] != cpu_model():
-        differ.append(f"on {saved['cpu']} (this machine: {cpu_model()})")
+    if saved.get("cpu") and saved["cpu"] != here["cpu"]:
+        differ.append(f"on {saved['cpu']} (this machine: {here['cpu']})")
     if differ:
         stderr_line(f"note: {saved_dir} was trained {' and '.join(differ)}; its losses need not come back "
                     "bit for bit")
