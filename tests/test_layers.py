@@ -22,6 +22,8 @@ def _module(path: Path) -> str:
 
 def _layer(module: str) -> str:
     parts = module.split(".")
+    if parts[-1] == "__main__":  # `python -m activation_bench[.cli]`: the entry point, the top layer
+        return "cli"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in RANK) else "core"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -26,6 +27,34 @@ app = typer.Typer(
     "  actbench sweep 'activation=gelu,relu' 'data=normal,uniform' 'seed=range(10)'\n\n"
     "  actbench compare runs/<sweep> --metric epoch=10",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"actbench {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                           help="Print the version and exit.")] = False,
+) -> None:
+    pass
+
+
+def version() -> str:
+    """The installed package's version (its metadata; the package's own number where not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("activation-bench")
+    except PackageNotFoundError:
+        from activation_bench import __version__
+
+        return __version__
+
 
 app.command("run", help=run.RUN_HELP)(run.run)
 app.command("sweep", help=run.SWEEP_HELP)(run.sweep)

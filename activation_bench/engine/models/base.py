@@ -1,0 +1,161 @@
+"""What every stacked model family shares: weight initialisation drawn from a member's own
+generator, slices of members sharing an activation, per-member dropout, and `MemberLayers`,
+the hidden layers of a stack (activation per slice, normalization between a product and its
+activation). Weights are stored [members, in, out] so one batched product evaluates every member."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from activation_bench.engine.models.norm import MemberNorm
+
+
+def linear_init(
+    fan_in: int, fan_out: int, gen: torch.Generator, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.nn.Linear's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), from a generator.
+
+    Returns the weight as [fan_in, fan_out] (transposed from nn.Linear's [out, in]) and the bias.
+    """
+    bound = 1.0 / math.sqrt(fan_in)
+    w = torch.empty(fan_out, fan_in, dtype=dtype).uniform_(-bound, bound, generator=gen)
+    b = torch.empty(fan_out, dtype=dtype).uniform_(-bound, bound, generator=gen)
+    return w.t().contiguous(), b
+
+
+INITS = ("torch_default", "he", "lecun", "xavier")
+
+
+def init_layer(
+    scheme: str, fan_in: int, fan_out: int, gen: torch.Generator, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer's weight [fan_in, fan_out] and bias [fan_out] under an initialisation scheme.
+
+    - torch_default: nn.Linear's, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and bias;
+    - he: Kaiming normal, fan-in mode, gain sqrt(2): N(0, 2/fan_in); bias 0;
+    - lecun: N(0, 1/fan_in) (what SELU's self-normalisation assumes); bias 0;
+    - xavier: Glorot uniform, U(-sqrt(6/(fan_in+fan_out)), +sqrt(6/(fan_in+fan_out))); bias 0.
+    Weights are drawn as nn.Linear stores them ([out, in]) and transposed.
+    """
+    if scheme == "torch_default":
+        return linear_init(fan_in, fan_out, gen, dtype)
+    if scheme in ("he", "lecun"):
+        std = math.sqrt((2.0 if scheme == "he" else 1.0) / fan_in)
+        w = torch.randn(fan_out, fan_in, generator=gen, dtype=dtype) * std
+    elif scheme == "xavier":
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        w = torch.empty(fan_out, fan_in, dtype=dtype).uniform_(-bound, bound, generator=gen)
+    else:
+        raise ValueError(f"unknown init scheme '{scheme}'; valid: {', '.join(INITS)}")
+    return w.t().contiguous(), torch.zeros(fan_out, dtype=dtype)
+
+
+
+@dataclass
+class Slice:
+    """Members [start, stop) of the stack share these activation modules, one per hidden layer
+    (the same stateless module for every layer, or each layer its own where the activation has
+    parameters or randomness)."""
+
+    start: int
+    stop: int
+    modules: list[nn.Module]  # or one module: it serves every hidden layer
+    per_member: bool = False
+    key: str = ""  # the activation's config (plan's key): per-member slices with equal keys build equal modules
+
+    def __post_init__(self) -> None:
+        if isinstance(self.modules, nn.Module):
+            self.modules = [self.modules]
+
+    @property
+    def module(self) -> nn.Module:
+        """The first hidden layer's module (the only one at depth 1)."""
+        return self.modules[0]
+
+
+class MemberDropout:
+    """Dropout whose masks come from each member's own stream (purpose "dropout" of its seed): per
+    hidden layer and step, one draw of uniforms [rows, units] per distinct seed of the stack, in
+    float32 whatever the dtype; a unit is kept where the uniform is >= p and scaled by 1/(1-p), as
+    nn.Dropout does. Members sharing a seed share masks (so comparisons at one seed stay paired),
+    and a member draws the same masks in any stack as alone: stacked == alone holds with dropout."""
+
+    def __init__(self, p: float, seeds: list[int], gens: dict[int, torch.Generator], device: str) -> None:
+        self.p, self.seeds, self.gens, self.device = p, seeds, gens, device
+
+    def __call__(self, a: torch.Tensor) -> torch.Tensor:
+        return a * self.mask(*a.shape[1:], a.dtype)
+
+    def mask(self, rows: int, units: int, dtype: torch.dtype) -> torch.Tensor:
+        """The next mask [members, rows, units]: 1/(1-p) where a unit is kept, else 0 (one draw
+        per distinct seed, as each call does; the compiled step draws it here too)."""
+        draws = {s: torch.rand((rows, units), generator=g) for s, g in self.gens.items()}
+        keep = torch.stack([draws[s] for s in self.seeds]).to(self.device) >= self.p
+        return keep.to(dtype).div_(1.0 - self.p)
+
+
+class MemberLayers(nn.Module):
+    """What the stacked MLP and the stacked convnet (cnn.py) share: per hidden layer, each slice
+    of members' activation, and the normalization between the layer's product and its
+    activation."""
+
+    slices: list[Slice]
+    norms: nn.ModuleList | None
+    depth: int  # hidden layers (the convnet's blocks); each model also gives pre_activation and next_input
+
+    def _init_layers(self, slices: list[Slice], ws: list[torch.Tensor], norm: str) -> None:
+        """The slices (a slice given one module uses it in every layer), their modules registered
+        (PReLU weights etc.; a module shared by several layers once), and per layer each member's
+        normalization parameters (and batch norm's running statistics)."""
+        for s in slices:
+            if len(s.modules) == 1:
+                s.modules = s.modules * len(ws)
+        self.slices = slices
+        self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
+        self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
+                      if norm != "none" else None)
+
+    def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """Apply each slice's activation of this hidden layer to its members' rows of h."""
+        if len(self.slices) == 1:
+            return self.slices[0].modules[layer](h)
+        # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
+        parts = h.split([s.stop - s.start for s in self.slices], dim=0)
+        return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
+
+    def hidden(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
+               preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
+        """Every hidden layer on x: pre-activation, activation, then the model's `next_input`
+        (dropout in training, residual skips or pooling). With `record`, each layer's activation
+        output (before dropout) is appended to it (the gradient-norm log); with `preacts`, each
+        layer's activation input (after the norm)."""
+        a = x
+        for layer in range(self.depth):
+            h = self.pre_activation(layer, a, batch_stats)
+            if preacts is not None:
+                preacts.append(h)
+            out = self.activate(layer, h)
+            if record is not None:
+                record.append(out)
+            a = self.next_input(layer, a, out)
+        return a
+
+    def normalized(self, layer: int, a: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                   batch_stats: bool | None = None) -> torch.Tensor:
+        """a @ w + b, normalized where model.norm is set. b is None with batch norm (it subtracts
+        each unit's mean: see StackedMLP): the batch's statistics in training mode (updating the
+        running ones) and the running ones in evaluation mode, folded into w (one product);
+        batch_stats=True in evaluation mode uses the batch's without updating anything."""
+        if b is None:
+            norm = self.norms[layer]  # type: ignore[index]
+            if not (self.training if batch_stats is None else batch_stats):
+                scale, shift = norm.folded()
+                return torch.baddbmm(shift, a, w * scale)
+            return norm(torch.bmm(a, w))
+        h = torch.baddbmm(b, a, w)
+        return h if self.norms is None else self.norms[layer](h)
+
+

@@ -1,0 +1,34 @@
+"""Each member's loss and accuracy in a stack: every op is per row or per member, so a member's
+value is the same in any stack."""
+
+from __future__ import annotations
+
+import torch
+
+
+def member_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-member mean softmax cross-entropy (nats), [M]: logits [M, N, K], labels [M, N] (int64).
+    Every op is per row or per member, so a member's loss is the same in any stack."""
+    if logits.shape[:2] != labels.shape or labels.dtype != torch.int64:
+        raise ValueError(f"logits {tuple(logits.shape)} and labels {tuple(labels.shape)} ({labels.dtype}) do not "
+                         "match: want [M, N, K] and int64 [M, N]")
+    return logits.log_softmax(dim=-1).gather(-1, labels[..., None]).squeeze(-1).neg().mean(dim=1)
+
+
+def member_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-member share of rows whose largest logit is the label's (the first on ties), [M]."""
+    return (logits.argmax(dim=-1) == labels).to(logits.dtype).mean(dim=1)
+
+
+def member_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-member mean squared error, [M]. Refuses shape mismatches instead of broadcasting.
+
+    The seed notebook's second layer produced 64 outputs against a 1-column target and
+    nn.MSELoss broadcast silently; here that is an error.
+    """
+    if pred.shape != target.shape:
+        raise ValueError(
+            f"prediction shape {tuple(pred.shape)} does not match target shape "
+            f"{tuple(target.shape)}; refusing to broadcast in the loss"
+        )
+    return (pred - target).square().mean(dim=tuple(range(1, pred.dim())))
