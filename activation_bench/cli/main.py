@@ -99,7 +99,7 @@ def _import_torch_frozen() -> None:
     480-member sweep went to the collector, and the import itself ran 0.1 s slower with it on.
     Frozen objects (`gc.freeze`) are left out of later collections; what is frozen here is what
     the import left, which lives as long as the process. Measured in docs/performance.md
-    ("Seventh round").
+    ("Fixed costs of a process").
     """
     gc.disable()
     try:
