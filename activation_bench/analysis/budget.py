@@ -184,21 +184,28 @@ def _label(check: BudgetCheck, row: Any, owner: bool = False) -> str:
     return f"{name} ({tuned})" if tuned else name
 
 
-def _shares(frame: pd.DataFrame, keys: list[str], suffix: str = "") -> pd.DataFrame:
-    """runs, diverged, late, last per group of `frame` (per-run rows with the key columns)."""
-    ok = frame["status"] == "ok"
-    agg = frame.assign(_ok=ok, _div=frame["status"] == "diverged", _late=frame["late"] & ok,
-                       _last=frame["last"] & ok)
-    if keys:
-        g = agg.groupby(keys, sort=False, dropna=False)[["_ok", "_div", "_late", "_last"]].sum().reset_index()
+def _shares(keys: pd.DataFrame, per: pd.DataFrame, suffix: str = "") -> pd.DataFrame:
+    """runs, diverged, late, last per group: `keys` holds the group columns of each run (none: one
+    group), `per` the run's budget numbers (run_budget's frame), row for row. Kept apart so that no
+    group column (a swept `epochs`, say) can meet a budget column of the same name."""
+    status = per["status"].to_numpy()
+    ok = status == "ok"
+    counts = {"ok": ok, "div": status == "diverged", "late": per["late"].to_numpy(bool) & ok,
+              "last": per["last"].to_numpy(bool) & ok}
+    cols = list(keys.columns)
+    if cols and len(keys):
+        codes = keys.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
+        _, first = np.unique(codes, return_index=True)  # groups in order of first appearance
+        out = keys.iloc[first].reset_index(drop=True)
+        sums = {k: np.bincount(codes, weights=v, minlength=len(first)).astype(int) for k, v in counts.items()}
     else:
-        g = pd.DataFrame({c: [int(agg[c].sum())] for c in ("_ok", "_div", "_late", "_last")})
-    runs = g["_ok"].astype(int)
+        out = keys.iloc[:0].reset_index(drop=True) if cols else pd.DataFrame(index=range(1))
+        sums = {k: (np.zeros(0, int) if cols else np.array([int(v.sum())])) for k, v in counts.items()}
+    runs = sums["ok"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        late = np.where(runs > 0, g["_late"] / runs.clip(lower=1), np.nan)
-        last = np.where(runs > 0, g["_last"] / runs.clip(lower=1), np.nan)
-    out = g[keys].copy() if keys else pd.DataFrame(index=range(1))
-    out[f"runs{suffix}"], out[f"diverged{suffix}"] = runs.to_numpy(), g["_div"].astype(int).to_numpy()
+        late = np.where(runs > 0, sums["late"] / np.maximum(runs, 1), np.nan)
+        last = np.where(runs > 0, sums["last"] / np.maximum(runs, 1), np.nan)
+    out[f"runs{suffix}"], out[f"diverged{suffix}"] = runs, sums["div"]
     out[f"late{suffix}"], out[f"last{suffix}"] = late, last
     return out
 
@@ -215,28 +222,28 @@ def budget_check(loaded: Loaded, group_cols: Sequence[str], judged: Sequence[int
     follows (a compare table's order). `verdict`: what the warning says may change."""
     group_cols = list(group_cols)
     per, column, notes = run_budget(loaded, on, fallback)
-    keyed = pd.concat([filled(loaded.runs, group_cols).reset_index(drop=True), per], axis=1)
+    keys = filled(loaded.runs, group_cols).reset_index(drop=True)
     every = np.arange(len(per)) if judged is None else np.asarray(judged, dtype=np.int64)
-    table = _shares(keyed.iloc[every], group_cols)
-    keys: list[str] = []
+    table = _shares(keys.iloc[every], per.iloc[every])
+    tuned: list[str] = []
     if selection is not None:
-        keys = list(selection.keys)
-        chosen = selection.chosen[[*group_cols, *keys]]
+        tuned = list(selection.keys)
+        chosen = selection.chosen[[*group_cols, *tuned]]
         table = chosen.merge(table, on=group_cols, how="left") if group_cols else \
             pd.concat([chosen.reset_index(drop=True), table], axis=1)
-        table = table.merge(_shares(keyed, group_cols, "_all"), on=group_cols, how="left") if group_cols else \
-            pd.concat([table, _shares(keyed, group_cols, "_all")], axis=1)
+        table = table.merge(_shares(keys, per, "_all"), on=group_cols, how="left") if group_cols else \
+            pd.concat([table, _shares(keys, per, "_all")], axis=1)
         for c in ("runs", "diverged", "runs_all", "diverged_all"):
             table[c] = table[c].fillna(0).astype(int)
     if order is not None and group_cols and len(table):
         pos = order[group_cols].astype(object).reset_index(drop=True).reset_index()
         table = table.merge(pos, on=group_cols, how="left").sort_values("index", kind="stable") \
             .drop(columns="index")
-    total = _shares(keyed, [])
+    total = _shares(keys[[]], per)
     overall = {c: total[c].iloc[0] for c in STATS}
-    judged_what = ("the judged runs: each group's evaluation seeds at its chosen " + ", ".join(keys)) if keys \
+    judged_what = ("the judged runs: each group's evaluation seeds at its chosen " + ", ".join(tuned)) if tuned \
         else "every run of the group"
-    check = BudgetCheck(table.reset_index(drop=True), group_cols, keys, column, judged_what, overall, threshold,
+    check = BudgetCheck(table.reset_index(drop=True), group_cols, tuned, column, judged_what, overall, threshold,
                         None, notes)
     check.warning = _warning(check, verdict)
     return check
