@@ -64,31 +64,6 @@ def dump_yaml(doc: Any) -> str:
     return yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
-def model_name(cfg: dict[str, Any]) -> str:
-    """The config's model family: model.name, mlp where a config saved before model=cnn has none."""
-    return str(cfg["model"].get("name") or "mlp")
-
-
-def describe_model(model: dict[str, Any]) -> str:
-    """The architecture in one line: "MLP 1 x 64", "CNN 25-25-25 k5-3-3 s2-2-2 p1-1-1, max pool 2,
-    batch norm, flatten head" (what run summaries and reports print)."""
-    if (model.get("name") or "mlp") != "cnn":
-        extra = [f"{model['norm']} norm"] if model.get("norm", "none") != "none" else []
-        extra += ["residual"] if model.get("residual") else []
-        extra += [f"dropout {model['dropout']:g}"] if model.get("dropout") else []
-        return ", ".join([f"MLP {model['depth']} x {model['hidden_dim']}", *extra])
-
-    def seq(key: str) -> str:
-        return "-".join(str(v) for v in model[key])
-
-    parts = [f"CNN {seq('channels')} k{seq('kernel')} s{seq('stride')} p{seq('padding')}"]
-    parts += [f"{model['pool']} pool {model['pool_size']}"] if model["pool"] != "none" else []
-    parts += ["batch norm"] if model["norm"] == "batch" else []
-    parts += [f"dropout {model['dropout']:g}"] if model["dropout"] else []
-    parts.append("global-pool head" if model["global_pool"] else "flatten head")
-    return ", ".join(parts)
-
-
 def activation_label(node: dict[str, Any]) -> str:
     """How tables, plots and reports name an activation config node: its registry name; for a
     `_target_` module, the class path; for an expression (activation=expr, a node with `fn`),

@@ -42,7 +42,7 @@ def plain(seeds: int, epochs: int) -> int:
 
     from activation_bench.config.compose import compose
     from activation_bench.data import splits
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     steps = 0
     for seed in range(seeds):

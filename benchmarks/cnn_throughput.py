@@ -46,7 +46,7 @@ def plain(seeds: int, epochs: int) -> int:
 
     from activation_bench.config.compose import compose
     from activation_bench.data import splits
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     steps = 0
     for seed in range(seeds):
@@ -73,7 +73,7 @@ def roof() -> roofline.Roof:
     import roofline  # benchmarks/, beside this script
 
     from activation_bench.config.compose import compose
-    from activation_bench.engine.conv_shapes import PAD_OUT, blocks
+    from activation_bench.engine.models.conv_shapes import PAD_OUT, blocks
 
     cfg = compose(["model=cnn", "data=mnist1d"])
     products: list[tuple[int, int, int, str]] = []

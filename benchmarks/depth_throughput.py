@@ -44,7 +44,7 @@ def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str 
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     steps, start = 0, time.perf_counter()
     for a in acts:

@@ -53,7 +53,7 @@ def plain(shape: str, seeds: int, epochs: int) -> int:
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     steps = 0
     for seed in range(seeds):

@@ -54,7 +54,7 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
 
     from activation_bench.config.compose import compose
     from activation_bench.data import splits
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     start = CLOCK()
     cfg = compose(["data=diabetes", f"seed={seed}"])

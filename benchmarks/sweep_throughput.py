@@ -45,7 +45,7 @@ def naive(acts: list[str], data: list[str], epochs: int, device: str) -> tuple[i
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     steps, start = 0, time.perf_counter()
     for d in data:
@@ -74,7 +74,7 @@ def naive(acts: list[str], data: list[str], epochs: int, device: str) -> tuple[i
 def stacked_by_hand(acts: list[str], data: list[str], seeds: int, epochs: int, device: str) -> tuple[int, float]:
     import torch
 
-    from activation_bench.engine.activations import create
+    from activation_bench.engine.activations.registry import create
 
     start = time.perf_counter()
     m = len(acts) * len(data) * seeds

@@ -12,8 +12,8 @@ import yaml
 
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
-from activation_bench.engine import activations
-from activation_bench.engine.activations import REGISTRY, create, hidden_width
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.activations.registry import REGISTRY, create, hidden_width
 from activation_bench.errors import UsageError
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "activation"

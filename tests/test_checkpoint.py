@@ -328,7 +328,7 @@ def test_submitit_job_requeued_resumes_from_its_checkpoint(tmp_path):
     ["activation=custom", "activation._target_=act_helpers.LearnedSlope", "+activation.width=8"],
 ])
 def test_compiled_engine_resumes_from_its_checkpoint(tmp_path, activations):
-    from activation_bench.engine import compiled
+    from activation_bench.engine.compiled import choose as compiled
 
     if compiled.compiler_missing():
         pytest.skip(compiled.compiler_missing())

@@ -13,7 +13,7 @@ from engine_helpers import stacked_and_alone
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.engine import plan, train
-from activation_bench.engine.model import MemberDropout
+from activation_bench.engine.models.base import MemberDropout
 
 IRIS = ["data=iris", "epochs=12", "model.hidden_dim=16", "lr=0.01"]
 COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")
@@ -41,7 +41,7 @@ def test_classifier_matches_plain_torch_cross_entropy_and_adam():
     and the same (fixed-order) minibatches; rtol 1e-5 over the epochs, accuracies equal."""
     from activation_bench.data import splits
     from activation_bench.data.synthetic import generator
-    from activation_bench.engine.model import member_weights
+    from activation_bench.engine.models.stacked_mlp import member_weights
 
     cfg = compose([*IRIS, "activation=gelu", "model.depth=2", "batch_size=30"])
     ds = splits.make_dataset(cfg)
@@ -157,7 +157,9 @@ def test_every_member_of_a_wide_stack_computes_its_logits_as_alone():
     """Logit blocks [N, K] with N * K not a multiple of 16 floats (K = 10, N = 55: a last minibatch)
     sat at unaligned offsets for every other member, and MKL's batched product rounded those
     members differently; the output layer is padded to 16 columns so every member is as alone."""
-    from activation_bench.engine.model import Slice, StackedMLP, member_cross_entropy
+    from activation_bench.engine.models.base import Slice
+    from activation_bench.engine.models.losses import member_cross_entropy
+    from activation_bench.engine.models.stacked_mlp import StackedMLP
 
     gen = torch.Generator().manual_seed(0)
     m, n, h, k = 12, 55, 128, 10

@@ -16,9 +16,10 @@ from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.hashing import config_hash
 from activation_bench.data import splits
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations, plan, train
-from activation_bench.engine.cnn import conv_init, head_init
-from activation_bench.engine.conv_shapes import blocks
+from activation_bench.engine import plan, train
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models.conv_shapes import blocks
+from activation_bench.engine.models.stacked_cnn import conv_init, head_init
 from tests.conftest import assert_refused_by_run_and_sweep, files_under
 from tests.engine_helpers import stacked_and_alone
 
@@ -215,7 +216,7 @@ def test_a_cnn_run_reruns_bit_for_bit_from_its_config(runner, runs_dir):
     (["model=cnn", "data=mnist1d", "model.pool=mean"], "unknown model.pool 'mean'"),
     (["model=cnn", "data=mnist1d", "model.norm=layer"], "unknown model.norm 'layer' for model=cnn"),
     (["model=cnn", "data=mnist1d", "model.depth=2"], "Key 'depth' not in 'CNNConfig'"),
-    (["data=mnist1d", "model.channels=[4]"], "Key 'channels' not in 'ModelConfig'"),
+    (["data=mnist1d", "model.channels=[4]"], "Key 'channels' not in 'MLPConfig'"),
     (["model=resnet"], "unknown model 'resnet'; valid: cnn, mlp"),
 ])
 def test_bad_cnn_input_is_refused_in_one_line(runner, runs_dir, args, message):
@@ -276,7 +277,10 @@ def test_search_composes_and_probes_candidates_inside_a_cnn(runner, runs_dir):
 def test_evaluation_in_chunks_of_rows_changes_nothing_but_rounding(monkeypatch):
     cfg = compose([*SEQ, "activation=gelu", "model.norm=batch", "batch_size=200", "epochs=2"])
     whole = train.train([cfg])[0]
-    monkeypatch.setattr(train, "EVAL_ROWS", 150)  # the validation (800) and test (1,000) splits in chunks
+    from activation_bench.engine.models import registry
+
+    # the validation (800) and test (1,000) splits in chunks
+    monkeypatch.setattr(registry.family("cnn"), "eval_rows", 150)
     chunked = train.train([cfg])[0]
     assert chunked.train_loss == whole.train_loss
     assert chunked.val_loss == pytest.approx(whole.val_loss, rel=1e-6)

@@ -1,4 +1,4 @@
-"""engine=compiled's functions kept between processes (engine/compile_store.py): the digest that
+"""engine=compiled's functions kept between processes (engine/compiled/store.py): the digest that
 names a package, damaged files passed over, inductor's remembered CPU probes, and (slow: they
 compile) the same bits from a package just compiled, loaded by a later stack and compiled again
 over a damaged file, within rounding of torch.compile's, and a loading process that imports
@@ -17,7 +17,9 @@ import torch
 
 from activation_bench.config.compose import compose_many
 from activation_bench.config.grid import expand
-from activation_bench.engine import compile_store, compiled, train
+from activation_bench.engine import train
+from activation_bench.engine.compiled import choose as compiled
+from activation_bench.engine.compiled import store as compile_store
 
 needs_compiler = pytest.mark.skipif(compiled.compiler_missing() is not None, reason="no C++ compiler")
 

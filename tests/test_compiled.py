@@ -20,8 +20,12 @@ from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
-from activation_bench.engine import compiled, compiled_cnn, compiled_mlp, plan, train
-from activation_bench.engine.activations import create
+from activation_bench.engine import plan, train
+from activation_bench.engine.activations.registry import create
+from activation_bench.engine.compiled import choose as compiled
+from activation_bench.engine.compiled import cnn as compiled_cnn
+from activation_bench.engine.compiled import mlp as compiled_mlp
+from activation_bench.engine.models import registry
 from tests.conftest import TINY, assert_refused_by_run_and_sweep
 
 # the compiled engine against the eager one, every epoch's loss (docs/reproducibility.md)
@@ -57,20 +61,24 @@ def test_auto_compiles_where_eager_time_is_several_times_the_compile_cost():
     assert compiled.choose("auto", threshold * 0.9)[0] == "eager"
     assert compiled.choose("auto", threshold)[0] == "compiled"
     assert compiled.choose("compiled", 0.0) == ("compiled", "requested")
-    # 240 members of the reference model: eager at 100k model-steps/s, so compiled from 50k epochs
-    ref = compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1)
+    # 240 members of the reference model (64 inputs, 64 hidden, 1 output, 10 rows): eager at 100k
+    # model-steps/s, so compiled from 50k epochs
+    mlp = registry.family("mlp")
+    macs = mlp.macs(compose([]))
+    assert macs == (64 + 1) * 64 == compiled.REF_WORK // 10
+    ref = compiled.work_s(240, 1000, 10 * macs)
     assert ref == pytest.approx(240 * 1000 / compiled.REF_STEPS_PER_S)
-    assert compiled.estimated_eager_s(240, 1000, 20, 64, 64, 1) == pytest.approx(2 * ref)
+    assert compiled.work_s(240, 1000, 20 * macs) == pytest.approx(2 * ref)
     # deeper members: (depth - 1) more hidden x hidden layers of work (64 + 64 + 1 against 64 + 1)
-    assert compiled.estimated_eager_s(240, 1000, 10, 64, 64, 1, depth=2) == pytest.approx(ref * 129 / 65)
-    assert compiled.choose("auto", compiled.estimated_eager_s(240, 50_000, 10, 64, 64, 1))[0] == "compiled"
-    assert compiled.choose("auto", compiled.estimated_eager_s(240, 49_000, 10, 64, 64, 1))[0] == "eager"
+    assert mlp.macs(compose(["model.depth=2"])) == 129 * 64
+    assert compiled.choose("auto", compiled.work_s(240, 50_000, 10 * macs))[0] == "compiled"
+    assert compiled.choose("auto", compiled.work_s(240, 49_000, 10 * macs))[0] == "eager"
 
 
 def test_auto_counts_a_convnets_convolutions_as_their_im2col_products():
     cfg = compose(["model=cnn", "data=mnist1d", "engine=auto", "batch_size=100", "epochs=2"])
     # MNIST-1D's CNN: 19, 10 and 5 positions of 5, 75 and 75 inputs to 25 channels, then 125 -> 10
-    assert plan.cnn_macs(cfg) == 19 * 5 * 25 + 10 * 75 * 25 + 5 * 75 * 25 + 125 * 10
+    assert registry.of(cfg).macs(cfg) == 19 * 5 * 25 + 10 * 75 * 25 + 5 * 75 * 25 + 125 * 10
     assert train._plan_engine([cfg] * 80) == ("eager", "auto: estimated eager time 3.9 s < 120 s")
     long = compose(["model=cnn", "data=mnist1d", "engine=auto", "batch_size=100", "epochs=100"])
     assert train._plan_engine([long] * 80)[0] == ("compiled" if compiled.compiler_missing() is None else "eager")
@@ -148,7 +156,7 @@ def test_a_users_module_the_step_cannot_take_trains_eager(target, why, inductor_
 def test_a_users_module_source_names_its_compiled_code():
     import hashlib
 
-    from activation_bench.engine import compiled_acts
+    from activation_bench.engine.compiled import acts as compiled_acts
 
     cfgs = compose_many(expand(["engine=compiled", "activation=custom", "activation._target_=act_helpers.ScaledTanh",
                                 "seed=0,1", *TINY]).members)
@@ -393,8 +401,8 @@ def test_the_compiled_forms_match_the_modules_in_value_and_gradient(name, dtype)
 @pytest.mark.parametrize(("kernel", "stride", "padding", "pool", "size"),
                          [(3, 1, 1, "max", 2), (5, 2, 1, "avg", 3), (3, 2, 0, "max", 3)])
 def test_the_compiled_convnets_windows_and_pooling_are_the_eager_models(dims, kernel, stride, padding, pool, size):
-    from activation_bench.engine import cnn
-    from activation_bench.engine.conv_shapes import Block
+    from activation_bench.engine.models import stacked_cnn as cnn
+    from activation_bench.engine.models.conv_shapes import Block
 
     positions = (11,) * dims
     conv = tuple((n + 2 * padding - kernel) // stride + 1 for n in positions)

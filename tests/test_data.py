@@ -99,7 +99,7 @@ def test_teacher_targets_do_not_use_the_students_init_stream(cfgs) -> None:
 
 def test_teacher_is_a_two_layer_network(cfgs) -> None:
     """teacher(x) = act(x W1 + b1) W2 + b2 with torch.nn.Linear's init from the teacher stream."""
-    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.models.base import linear_init
 
     cfg = cfgs["t_tanh"]
     gen = synthetic.generator(cfg.seed, "teacher")
@@ -154,7 +154,7 @@ def test_stochastic_teacher_is_deterministic(cfgs) -> None:
 
 def test_gated_teacher_activation_gets_a_2h_wide_first_layer(cfgs) -> None:
     """glu teacher: Linear(3, 2 x 7) -> sigmoid(a) * b on the halves -> Linear(7, 1)."""
-    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.models.base import linear_init
 
     cfg = cfgs["f64_t_glu"]
     gen = synthetic.generator(cfg.seed, "teacher")

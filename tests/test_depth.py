@@ -15,9 +15,11 @@ from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations, plan, train
+from activation_bench.engine import plan, train
+from activation_bench.engine.activations import registry as activations
 from activation_bench.engine.diagnostics import unit_shares
-from activation_bench.engine.model import Slice, StackedMLP, init_layer, linear_init, member_weights
+from activation_bench.engine.models.base import Slice, init_layer, linear_init
+from activation_bench.engine.models.stacked_mlp import StackedMLP, member_weights
 from activation_bench.engine.teacher import make_dataset
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from activation_bench.engine import expr as E
+from activation_bench.engine.activations import expr as E
 from activation_bench.errors import UsageError
 
 # every refusal the feature promises, with the part the one-line message must name

@@ -11,8 +11,9 @@ import yaml
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose
-from activation_bench.engine import expr_summary, plan, train
-from activation_bench.engine.expr import parse
+from activation_bench.engine import plan, train
+from activation_bench.engine.activations import expr_summary
+from activation_bench.engine.activations.expr import parse
 from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
 

@@ -7,8 +7,12 @@ import torch
 from torch import nn
 
 from activation_bench.config.compose import compose_many
-from activation_bench.engine import activations, fused, plan, train
-from activation_bench.engine.model import Slice, StackedMLP, member_mse
+from activation_bench.engine import plan, train
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models import hand_gradient as fused
+from activation_bench.engine.models.base import Slice
+from activation_bench.engine.models.losses import member_mse
+from activation_bench.engine.models.stacked_mlp import StackedMLP
 
 CLOSED = [("gelu", {}), ("mish", {}), ("relu", {}), ("tanh", {}), ("silu", {}), ("leaky_relu", {}),
           ("leaky_relu", {"negative_slope": 0.2}), ("elu", {}), ("elu", {"alpha": 0.5}), ("softplus", {}),

@@ -1,4 +1,4 @@
-"""engine/grouped.py: many members' expressions evaluated grouped by operation equal each member's
+"""engine/activations/grouped.py: many members' expressions evaluated grouped by operation equal each member's
 expression evaluated alone, values and gradients, and the number of operation calls does not grow
 with the number of members."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from activation_bench.engine.grouped import GroupedExpr, Node
+from activation_bench.engine.activations.grouped import GroupedExpr, Node
 
 OPS = {
     "add": torch.add, "mul": torch.mul, "sub": torch.sub, "neg": torch.neg, "sin": torch.sin,

@@ -18,8 +18,9 @@ from activation_bench.config.compose import compose
 from activation_bench.config.hashing import config_hash
 from activation_bench.data import splits, tables
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations, plan, train
-from activation_bench.engine.model import member_weights
+from activation_bench.engine import plan, train
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models.stacked_mlp import member_weights
 from activation_bench.engine.preact import STATS, unit_stats
 from activation_bench.engine.teacher import make_dataset
 from tests.conftest import TINY, assert_refused_by_run_and_sweep, files_under
@@ -146,7 +147,7 @@ def test_classifier_with_batch_norm_matches_plain_torch():
 
 @pytest.mark.parametrize("dim", [1, -1])
 def test_the_written_out_normalization_gradient_is_exact(dim):
-    from activation_bench.engine.norm import _Normalize
+    from activation_bench.engine.models.norm import _Normalize
 
     g = torch.Generator().manual_seed(0)
     h, gamma, beta = (torch.randn(shape, generator=g, dtype=torch.float64, requires_grad=True)

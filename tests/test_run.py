@@ -16,7 +16,7 @@ from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.files import group_options
 from activation_bench.config.schema import NOT_GLOBBED
 from activation_bench.engine import train
-from activation_bench.engine.model import member_mse
+from activation_bench.engine.models.losses import member_mse
 from tests.conftest import TINY
 
 
@@ -80,7 +80,7 @@ def test_same_config_and_seed_is_bit_identical():
 def test_activations_share_data_and_initial_weights():
     """Paired comparisons: at the same seed, gelu and relu start from the same data and weights."""
     from activation_bench.data.synthetic import generator
-    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.models.base import linear_init
     from activation_bench.engine.teacher import make_dataset
 
     gelu, relu = compose_many([["activation=gelu", *TINY], ["activation=relu", *TINY]])
@@ -111,7 +111,8 @@ def test_shape_guard_refuses_broadcasting():
 
 def test_model_output_has_one_column():
     from activation_bench.data.synthetic import generator
-    from activation_bench.engine.model import Slice, StackedMLP, linear_init
+    from activation_bench.engine.models.base import Slice, linear_init
+    from activation_bench.engine.models.stacked_mlp import StackedMLP
     from activation_bench.engine.teacher import make_dataset
 
     cfg = compose(TINY)

@@ -52,7 +52,7 @@ def test_engine_matches_plain_torch_module_and_optimizer():
     the early epochs, before rounding differences compound near the float floor.
     """
     from activation_bench.data.synthetic import generator
-    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.models.base import linear_init
     from activation_bench.engine.teacher import make_dataset
 
     cfg = compose(["activation=gelu", "epochs=20", "lr=0.01"])

@@ -80,7 +80,8 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
-    from activation_bench.cfg import activation_label, describe_model, model_name
+    from activation_bench.cfg import activation_label
+    from activation_bench.engine.models import registry
     from activation_bench.runs.contents import held_out
 
     table = Table(title="run summary", show_header=False)
@@ -97,12 +98,9 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
-    if model_name(cfg) != "mlp":
-        rows.append(("model", f"{describe_model(cfg.model)}, init {cfg.model.init_resolved}"))
-    elif cfg.model.depth != 1 or cfg.model.init != "torch_default" or cfg.model.dropout:
-        init = cfg.model.init + (f" ({cfg.model.init_resolved})" if cfg.model.init == "auto" else "")
-        drop = f", dropout {cfg.model.dropout:g}" if cfg.model.dropout else ""
-        rows.append(("model", f"{cfg.model.depth} x {cfg.model.hidden_dim} hidden, init {init}{drop}"))
+    model = registry.of(cfg).run_row(cfg.model)
+    if model is not None:
+        rows.append(("model", model))
     held = held_out(result)
     if held:
         def g(v: float | None) -> str:
@@ -290,7 +288,7 @@ def activations(
 ) -> None:
     import csv
 
-    from activation_bench.engine import activations as registry
+    from activation_bench.engine.activations import registry
 
     with reported():
         if fmt not in ("table", "csv"):
@@ -322,12 +320,12 @@ def activations(
 
 
 def _expression_facts(text: str, fmt: str) -> None:
-    """`actbench activations --fn TEXT`: the probe's summary (engine/expr_summary.py), printed; the
+    """`actbench activations --fn TEXT`: the probe's summary (engine/activations/expr_summary.py), printed; the
     registered activations it equals are the ones the search would call its duplicates (one rule,
     expr_summary.same)."""
     import csv
 
-    from activation_bench.engine import expr, expr_summary
+    from activation_bench.engine.activations import expr, expr_summary
     from activation_bench.render.plots import parse_activation
 
     body, params = parse_activation(text)

@@ -148,7 +148,7 @@ def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
 
     key = ov.key_or_group
     if key.startswith("activation.") and key.count(".") == 1 and key.split(".")[1] not in scratch.activation.keys():
-        from activation_bench.engine import activations
+        from activation_bench.engine.activations import registry as activations
 
         act = scratch.activation
         name = act.get("name") if "_target_" not in act.keys() else None

@@ -11,10 +11,7 @@ DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
-INITS = ("torch_default", "he", "lecun", "xavier", "auto")
-NORMS = ("none", "batch", "layer")  # the engine's norm.NORMS (config/ does not import torch)
-CNN_NORMS = ("none", "batch")  # model=cnn: per-channel batch norm
-ENGINES = ("eager", "compiled", "auto")  # engine/compiled.py: eager, or its compiled step (auto: by size)
+ENGINES = ("eager", "compiled", "auto")  # engine/compiled/choose.py: eager, or its compiled step (auto: by size)
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 # options that need user input (activation=custom a _target_, activation=expr an fn, data=csv a file,
 # the image sources their files)
@@ -52,42 +49,6 @@ class DataConfig:
 
 
 @dataclass
-class ModelConfig:
-    """model=mlp (configs/model/mlp.yaml): Linear -> activation, depth times, then the output Linear."""
-
-    name: str = "mlp"
-    hidden_dim: int = 64
-    depth: int = 1  # hidden layers, each hidden_dim wide with the same activation
-    init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (the activation's recommendation)
-    init_resolved: str | None = None  # the scheme that ran (model.init with auto resolved); set by validate
-    dropout: float = 0.0  # dropout after every hidden activation (0 <= p < 1); off for validation and test
-    norm: str = "none"  # none | batch | layer: normalization between each hidden Linear and its activation
-    residual: bool = False  # each hidden layer after the first adds its input to its output
-
-
-@dataclass
-class CNNConfig:
-    """model=cnn (configs/model/cnn.yaml): convolution blocks, then a linear head (engine/cnn.py).
-    The list keys have one value per block; kernels, strides and paddings are square for images."""
-
-    name: str = "cnn"
-    channels: list[int] = field(default_factory=lambda: [25, 25, 25])  # each block's output channels
-    kernel: list[int] = field(default_factory=lambda: [5, 3, 3])
-    stride: list[int] = field(default_factory=lambda: [2, 2, 2])
-    padding: list[int] = field(default_factory=lambda: [1, 1, 1])  # zeros on every side
-    pool: str = "none"  # none | max | avg, after each block's activation
-    pool_size: int = 2  # the pooling window and its stride
-    global_pool: bool = False  # the head reads each channel's mean over positions instead of every value
-    norm: str = "none"  # none | batch: per-channel batch norm between each convolution and its activation
-    dropout: float = 0.0  # dropout after each block (after pooling); off for validation and test
-    init: str = "torch_default"  # torch_default | he | lecun | xavier | auto (as the MLP's)
-    init_resolved: str | None = None  # the scheme that ran; set by validate
-
-
-MODELS = {"mlp": ModelConfig, "cnn": CNNConfig}  # model=NAME: its schema (configs/model/NAME.yaml)
-
-
-@dataclass
 class LogConfig:
     grad_norms: bool = False  # write grads.csv: per layer, the weight-gradient and activation-output norms
     every: int = 10  # ... every this many epochs (and at epochs 1 and the last)
@@ -108,7 +69,7 @@ class CheckpointConfig:
 class Config:
     activation: dict[str, Any] = field(default_factory=lambda: {"name": "gelu"})
     data: DataConfig = field(default_factory=DataConfig)
-    # one of MODELS' schemas, chosen by the model group (model=mlp, the default, or model=cnn)
+    # a model family's schema (engine/models/registry.py), chosen by the model group (model=mlp, the default)
     model: Any = None
     log: LogConfig = field(default_factory=LogConfig)
     epochs: int = 1000
@@ -133,6 +94,24 @@ def _register_schema() -> None:
 
         store = ConfigStore.instance()
         store.store(name="base_schema", node=Config)
-        for name, schema in MODELS.items():  # configs/model/NAME.yaml extend these
-            store.store(group="model", name=f"{name}_schema", node=schema)
         _registered = True
+        from activation_bench.engine.models import registry
+
+        for name in registry.names():
+            register_model(name, registry.family(name).schema)
+
+
+def register_model(name: str, schema: type) -> None:
+    """A model family's schema in Hydra's `model` group: `NAME_schema`, which configs/model/NAME.yaml
+    extends, and `NAME` itself where no such file ships (a family registered by a user or a test).
+    Before the base schema is registered, nothing: `_register_schema` stores every family then."""
+    if not _registered:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    from activation_bench.config.files import config_dir
+
+    store = ConfigStore.instance()
+    store.store(group="model", name=f"{name}_schema", node=schema)
+    if not (config_dir() / "model" / f"{name}.yaml").exists():
+        store.store(group="model", name=name, node=schema)

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from activation_bench.engine.model import MemberLayers, StackedMLP
+from activation_bench.engine.models.base import MemberLayers
 
 SATURATED_SLOPE = 1e-3  # |f'(h)| below this on every sample: a saturated (or dead) unit
 SHARE_BYTES = 16 << 20  # a convnet's unit-share pass: its largest tensor per chunk of rows (see share_rows)
@@ -41,7 +41,7 @@ class GradLog:
         return epoch in self.row
 
     @torch.no_grad()
-    def add(self, epoch: int, model: StackedMLP, outputs: list[torch.Tensor]) -> None:
+    def add(self, epoch: int, model: MemberLayers, outputs: list[torch.Tensor]) -> None:
         i = self.row[epoch]
         for layer, (w, a) in enumerate(zip(model.ws, outputs)):
             self.weight_grad[i, layer] = member_norms(w.grad)

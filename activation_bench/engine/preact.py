@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from activation_bench.engine.model import StackedMLP
+from activation_bench.engine.models.base import MemberLayers
 
 PROBE_ROWS = 256
 STATS = ("mean", "std", "skewness", "excess_kurtosis", "ks_normal")
@@ -59,7 +59,7 @@ class PreactLog:
         return epoch in self.row
 
     @torch.no_grad()
-    def add(self, epoch: int, model: StackedMLP, x: torch.Tensor) -> None:
+    def add(self, epoch: int, model: MemberLayers, x: torch.Tensor) -> None:
         """Log the stack's pre-activations on x[:, :PROBE_ROWS] after `epoch` epochs."""
         preacts: list[torch.Tensor] = []
         was_training = model.training

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from activation_bench.data.synthetic import DTYPES, Dataset, draw, generator
-from activation_bench.engine import activations
-from activation_bench.engine.model import linear_init
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models.base import linear_init
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg

@@ -13,6 +13,7 @@ This module takes configs and returns numbers: it writes no files and prints not
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -22,23 +23,24 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from activation_bench.data import splits, tables
-from activation_bench.data.shapes import input_shape
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
-from activation_bench.engine import checkpoint, compiled, fused, grouped
-from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.diagnostics import GradLog, share_rows, unit_shares
+from activation_bench.engine import checkpoint
+from activation_bench.engine.activations import grouped
+from activation_bench.engine.compiled import choose as compiled
+from activation_bench.engine.diagnostics import GradLog, unit_shares
 from activation_bench.engine.divergence import CHECK_EVERY, Divergence
-from activation_bench.engine.members import build_model, param_counts
-from activation_bench.engine.model import MemberLayers, member_accuracy, member_cross_entropy, member_mse
+from activation_bench.engine.models import hand_gradient as fused
+from activation_bench.engine.models import registry
+from activation_bench.engine.models.base import MemberLayers
+from activation_bench.engine.models.losses import member_accuracy, member_cross_entropy, member_mse
+from activation_bench.engine.models.slices import param_counts
 from activation_bench.engine.optim import StackedOptimizer
 from activation_bench.engine.plan import (
-    EVAL_ROWS,
     _act_cfg,
     _act_key,
     _grad_every,
     _shuffles,
     data_shapes,
-    n_outputs,
     resolve_device,
     stack_key,
 )
@@ -125,10 +127,9 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
 def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
     """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
     first = cfgs[0]
-    n, _, _, inputs = data_shapes(first)
+    n = data_shapes(first)[0]
     rows = min(first.batch_size or n, n)
-    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, inputs,
-                         int(first.model.get("hidden_dim") or 0), n_outputs(first), int(first.model.get("depth") or 1))
+    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows)
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
@@ -195,8 +196,9 @@ class _Stack:
     shufflers: dict[int, torch.Generator]
     classify: bool = False  # y holds class labels [M, N] (int64): cross-entropy and accuracy
     train_eval: bool = False  # log.train_eval: the training split's loss after each epoch, dropout off
-    engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled.py) where it is used
+    engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled/choose.py) where it is used
     compiled_step: compiled.Compiled | None = None
+    family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y."""
@@ -216,13 +218,13 @@ class _Stack:
         return _split(self.x, self.y, self.batch_size)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
-        """The model's outputs on x [M, rows, features] in evaluation; a convnet's in chunks of
-        EVAL_ROWS rows (one pass over a whole split would hold every position's activations of
-        every row at once: gigabytes for CIFAR-10's 10,000 test images)."""
+        """The model's outputs on x [M, rows, features] in evaluation, in chunks of the family's
+        eval_rows where it sets them."""
         if self.hand:
             return self.hand.predict(x)
-        if isinstance(self.model, StackedCNN) and x.shape[1] > EVAL_ROWS:
-            return torch.cat([self.model(part) for part in x.split(EVAL_ROWS, dim=1)], dim=1)
+        chunk = self.family.eval_rows
+        if chunk is not None and x.shape[1] > chunk:
+            return torch.cat([self.model(part) for part in x.split(chunk, dim=1)], dim=1)
         return self.model(x)
 
 
@@ -251,13 +253,13 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     order = sorted(range(len(cfgs)), key=lambda i: (not grouped.is_groupable(_act_cfg(cfgs[i])), act_keys[i]))
     ordered = [cfgs[i] for i in order]
     data = [load_data(c) for c in ordered]
-    n, n_val, n_test, dim = data_shapes(first)
+    n, n_val, n_test, _ = data_shapes(first)
 
     def stacked(attr: str) -> torch.Tensor:
         return torch.stack([getattr(d, attr) for d in data]).to(device)
 
-    model = build_model(ordered, [act_keys[i] for i in order], dim, device, dtype, n_outputs(first),
-                        input_shape(first))
+    family = registry.of(first)
+    model = family.build(ordered, [act_keys[i] for i in order], device, dtype)
     model.train()
     seeds = [c.seed for c in ordered]
     return _Stack(
@@ -268,7 +270,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
         shufflers={s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {},
-        classify=tables.is_classification(first.data), train_eval=bool(first.log.get("train_eval")),
+        classify=tables.is_classification(first.data), train_eval=bool(first.log.train_eval), family=family,
     )
 
 
@@ -372,8 +374,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     if stack.compiled_step is not None and stack.compiled_step.shares is not None:
         shares = stack.compiled_step.shares(stack.x, stack.y)
     else:
-        rows = share_rows(stack.model, stack.x) if isinstance(stack.model, StackedCNN) else None
-        shares = unit_shares(stack.model, stack.x, rows)
+        shares = unit_shares(stack.model, stack.x, stack.family.share_rows(stack.model, stack.x))
     dead, saturated = (t.T.cpu().tolist() for t in shares)
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None

@@ -292,7 +292,7 @@ def activation_curves(names: Sequence[str], xmin: float, xmax: float, points: in
     """
     import torch
 
-    from activation_bench.engine.activations import check_config, create, create_from_config, get_spec
+    from activation_bench.engine.activations.registry import check_config, create, create_from_config, get_spec
 
     if not (math.isfinite(xmin) and math.isfinite(xmax) and xmin < xmax):
         raise UsageError(f"invalid range {xmin:g}..{xmax:g}: need finite xmin < xmax")

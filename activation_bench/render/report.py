@@ -184,7 +184,7 @@ def shapes(loaded: Loaded, group_cols: Sequence[str]) -> dict[str, Any] | None:
     no activation column. Imports torch (the only section that does)."""
     if "activation" not in loaded.runs.columns:
         return None
-    from activation_bench.engine.activations import get_spec
+    from activation_bench.engine.activations.registry import get_spec
     from activation_bench.render import plots
 
     params = [c for c in group_cols if c.startswith("activation.")]
@@ -220,7 +220,7 @@ def shapes(loaded: Loaded, group_cols: Sequence[str]) -> dict[str, Any] | None:
 def _expression(name: str, row: Any, params: Sequence[str], has_fn: bool) -> str:
     """An expression activation's name for plots.activations_figure ('fn:p=v,...'), or '!' and why
     it is not drawn (not an expression, or a parameter's value not in the runs' labels)."""
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
 
     text = str(row["activation.fn"]) if has_fn and row["activation.fn"] is not None else name
     try:

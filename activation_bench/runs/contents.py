@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 
 from activation_bench import __version__
-from activation_bench.cfg import describe_model, model_name
+from activation_bench.engine.models import registry
 from activation_bench.host import cpu_model
 
 if TYPE_CHECKING:
@@ -117,9 +117,8 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "diverged_epoch": result.diverged_epoch,
         "seed": int(cfg.seed),
         "n_params": result.n_params,
-        "depth": int(cfg.model.depth if model_name(cfg) == "mlp" else len(cfg.model.channels)),  # hidden layers, blocks
-        **({"model": describe_model(cfg.model)} if model_name(cfg) != "mlp" else {}),
-        "init": cfg.model.init_resolved,
+        **registry.of(cfg).summary(cfg.model),  # depth: hidden layers (blocks); model: the architecture
+        "init": cfg.model.get("init_resolved"),
         "dead_units": _shares(getattr(result, "dead_units", None)),  # per hidden layer, share of units
         "saturated_units": _shares(getattr(result, "saturated_units", None)),
         "wall_time_s": result.wall_time_s,

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from activation_bench.cfg import describe_model, model_name
+from activation_bench.engine.models import registry
 from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
@@ -63,8 +63,7 @@ def check_memory(cfgs: Sequence[Cfg], memory_mb: float | None, local: bool = Tru
         return
     cfg = cfgs[worst]
     n, _, _, dim = plan.data_shapes(cfg)
-    model = (f"model.depth={cfg.model.depth}, model.hidden_dim={cfg.model.hidden_dim}" if model_name(cfg) == "mlp"
-             else describe_model(cfg.model))
+    model = registry.of(cfg).sizes(cfg.model)
     shape = f"{model}, data.input_dim={dim}, data.n_samples={n}, epochs={cfg.epochs}"
     budget = "; ".join(
         ([f"--memory-mb {memory_mb:g}"] if memory_mb is not None else [])

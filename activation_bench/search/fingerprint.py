@@ -1,6 +1,6 @@
 """Behavioural deduplication: candidates whose outputs agree on the probe points are one function.
 
-Two functions are *the same* when, at every probe point of the expression probe (engine/expr.py:
+Two functions are *the same* when, at every probe point of the expression probe (engine/activations/expr.py:
 512 clipped N(0, 1) samples and the grid -10, -9.9, ..., 10), their float64 outputs a and b satisfy
 
     |a - b| <= ATOL + RTOL * max(|a|, |b|)        (RTOL = ATOL = 1e-6)
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # the duplicate rule lives beside `actbench activations --fn`'s summary, which uses it too
-from activation_bench.engine.expr_summary import ATOL, RTOL, builtins_equal_to, same  # noqa: F401
+from activation_bench.engine.activations.expr_summary import ATOL, RTOL, builtins_equal_to, same  # noqa: F401
 
 _CHUNK = 4096  # candidate pairs compared on every probe point at once (4096 x 713 float64: 23 MB)
 
@@ -120,11 +120,11 @@ def dedup(fns: Sequence[str], probe: Probe, rtol: float = RTOL, atol: float = AT
 
 
 def expr_probe(dtype: str = "float32") -> Probe:
-    """The expression probe (engine/expr.py) as `dedup` wants it: values in float64 for the
+    """The expression probe (engine/activations/expr.py) as `dedup` wants it: values in float64 for the
     comparison, and the refusal `actbench run` would give in the training dtype."""
     import torch
 
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
     from activation_bench.errors import UsageError
 
     train_dtype = {"float32": torch.float32, "float64": torch.float64}[dtype]

@@ -86,7 +86,7 @@ def compose(binary: str, u1: str, u2: str) -> str:
     """b(u1(x), u2(x)) as text: x1 and x2 of the binary template replaced by the unary templates,
     printed back in the expression grammar's canonical form (one spacing, minimal parentheses)
     where it parses; as substituted where it does not (the probe then rejects it, with the reason)."""
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
 
     repl = {"x1": _wrap(u1), "x2": _wrap(u2)}
     text = re.sub(r"\b(x1|x2)\b", lambda m: repl[m.group(1)], binary)
@@ -134,7 +134,7 @@ def load(spec: str) -> Space:
 
 def template_names(text: str, where: str) -> set[str]:
     """The names an expression template uses: its parameters, and x where it uses the input."""
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
 
     try:
         parsed = expr.parse(text)

@@ -57,7 +57,7 @@ def actbench_member(act: str, data: str, seed: int, epochs: int) -> tuple[dict[s
     from activation_bench.config.compose import compose
     from activation_bench.data.synthetic import generator
     from activation_bench.engine import train
-    from activation_bench.engine.model import linear_init
+    from activation_bench.engine.models.base import linear_init
     from activation_bench.engine.teacher import make_dataset
 
     cfg = compose([f"activation={act}", f"data={data}", f"seed={seed}", f"epochs={epochs}"])

@@ -118,13 +118,13 @@ class Expr:
 
     def evaluate(self, x: torch.Tensor, params: Mapping[str, Any] | None = None) -> torch.Tensor:
         """The function at every element of x (params: name -> float or 0-d tensor)."""
-        from activation_bench.engine import expr_torch
+        from activation_bench.engine.activations import expr_torch
 
         return expr_torch.evaluate(self.tree, x, params or {})
 
     def module(self, params: Mapping[str, float] | None = None, learnable: bool = False) -> Any:
         """A torch module computing this expression (an ExprActivation)."""
-        from activation_bench.engine import expr_torch
+        from activation_bench.engine.activations import expr_torch
 
         return expr_torch.ExprActivation(self, dict(params or {}), learnable)
 

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from activation_bench.engine import activations
-from activation_bench.engine.expr import Expr, probe, probe_points
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.activations.expr import Expr, probe, probe_points
 
 
 def summarize(expr: Expr, params: Mapping[str, float]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The torch side of expression activations (activation_bench.engine.expr): a checked tree
+"""The torch side of expression activations (activation_bench.engine.activations.expr): a checked tree
 becomes a function of a tensor, built from torch ops node by node (never eval). Trees (expr.Node)
 and expressions (expr.Expr) come in as arguments; this module imports nothing from expr.
 

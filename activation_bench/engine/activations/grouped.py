@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from activation_bench.engine.expr import Expr
-    from activation_bench.engine.expr import Node as ExprNode
+    from activation_bench.engine.activations.expr import Expr
+    from activation_bench.engine.activations.expr import Node as ExprNode
 
 
 @dataclass(frozen=True)
@@ -227,15 +227,15 @@ class _Grouped(torch.autograd.Function):
 
 
 # ---------------------------------------------------------------------------------------------
-# expression activations (engine/expr.py) as programs
+# expression activations (engine/activations/expr.py) as programs
 
 
 def expr_ops() -> dict[str, Callable[..., torch.Tensor]]:
-    """The operations of expression trees, as engine/expr_torch.py evaluates them."""
+    """The operations of expression trees, as engine/activations/expr_torch.py evaluates them."""
     import functools
     import operator
 
-    from activation_bench.engine import expr_torch
+    from activation_bench.engine.activations import expr_torch
 
     binary = {k: functools.partial(expr_torch._binary, k) for k in ("add", "sub", "mul", "div", "pow", "max", "min")}
     return {"neg": operator.neg, **expr_torch.UNARY_OPS, **binary}
@@ -243,10 +243,10 @@ def expr_ops() -> dict[str, Callable[..., torch.Tensor]]:
 
 def lower(expr: Expr, params: Mapping[str, float]) -> list[Node]:
     """The program of an expression with these (fixed) parameter values. Subtrees without x are
-    numbers, computed as engine/expr_torch.py computes them (float64), so every operation gets the
+    numbers, computed as engine/activations/expr_torch.py computes them (float64), so every operation gets the
     operands the expression alone would give it. A constant expression is a ValueError (the probe
     refuses those before training)."""
-    from activation_bench.engine import expr_torch
+    from activation_bench.engine.activations import expr_torch
 
     nodes: list[Node] = []
 
@@ -271,7 +271,7 @@ def is_groupable(cfg: Mapping) -> bool:
         return False
     if not cfg.get("learnable", False):
         return True
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
 
     return not expr.parse(cfg["fn"]).params
 
@@ -279,7 +279,7 @@ def is_groupable(cfg: Mapping) -> bool:
 def from_configs(cfgs: Sequence[Mapping]) -> GroupedExpr:
     """One module for members with expression activations (activation configs with fn and their
     parameters' values; not learnable)."""
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
 
     programs = []
     cache: dict[tuple, list[Node]] = {}

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from activation_bench.engine import expr
+from activation_bench.engine.activations import expr
 from activation_bench.errors import UsageError
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from activation_bench.engine import expr_torch
-from activation_bench.engine.activations import RReLU, StochasticGELU, normal_cdf
-from activation_bench.engine.cnn import StackedCNN
+from activation_bench.engine.activations import expr_torch
+from activation_bench.engine.activations.registry import RReLU, StochasticGELU, normal_cdf
 
 ParamAct = Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]  # (h, the run's parameters) -> output
 
@@ -207,10 +205,7 @@ def draws(r: Runs, model: Any, xb: torch.Tensor, draw: bool = True) -> list[torc
     member's generator as its eager module draws them; draw=False: zeros of their shapes, nothing
     drawn (the compile-time check must not advance the members' streams)."""
     rows, dtype, device = xb.shape[1], xb.dtype, xb.device
-    if isinstance(model, StackedCNN):
-        shapes = [(rows * math.prod(b.conv_positions), b.c_out) for b in model.geometry]
-    else:
-        shapes = [(rows, w.shape[-1]) for w in model.ws]
+    shapes = model.activation_shapes(rows)
     if not draw:
         return [torch.zeros((len(gens), *shapes[k]), dtype=dtype, device=device) for k, gens in r.draws]
     return [torch.cat([torch.rand((1, *shapes[k]), generator=g, dtype=dtype, device=device) for g in gens])

@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from activation_bench.cfg import model_name
-from activation_bench.engine import compile_store, compiled_acts, compiled_cnn, compiled_mlp, fused, grouped
-from activation_bench.engine.cnn import StackedCNN
-from activation_bench.engine.plan import cnn_macs
+from activation_bench.engine.activations import grouped
+from activation_bench.engine.compiled import acts as compiled_acts
+from activation_bench.engine.compiled import mlp as compiled_mlp
+from activation_bench.engine.compiled import store as compile_store
+from activation_bench.engine.models import hand_gradient as fused
+from activation_bench.engine.models import registry
 from activation_bench.host import keep_freed_memory
 
 if TYPE_CHECKING:
@@ -69,8 +71,8 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # charges a cold compile with margin, so it stays as it was. It does not look for saved functions on
 # purpose: which engine a member trains with (and so its last bits) follows from its config and
 # whether the machine can compile at all, the same on a machine whose store is warm or empty.
-# A convnet's work is its forward's multiply-adds per sample (plan.cnn_macs: each convolution as
-# its im2col product) in the same units: for MNIST-1D's CNN about a third optimistic on eager's
+# A model's work is its forward's multiply-adds per sample (its family's `macs`; a convnet's
+# convolutions as their im2col products) in the same units: for MNIST-1D's CNN about a third optimistic on eager's
 # speed, and its cold stack costs 35-42 s (2026-11-26, commit 960c1d2), so at the threshold a cold
 # compile about breaks even and a warm one wins.
 COMPILE_COST_S = 30.0  # a cold compile, with margin for a busy machine
@@ -103,14 +105,6 @@ def _inductor_default() -> str:
         getuid = getattr(os, "getuid", None)
         user = f"uid_{getuid()}" if callable(getuid) else "unknown_user"
     return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
-
-
-def estimated_eager_s(members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
-                      depth: int = 1) -> float:
-    """The eager engine's estimated training time of a stack: members x optimiser steps, each at the
-    reference rate scaled by its size (rows per batch x (inputs + (depth - 1) x hidden + outputs) x
-    hidden: a member's weights, times the rows)."""
-    return work_s(members, steps, max(rows, 1) * (inputs + (depth - 1) * hidden + outputs) * hidden)
 
 
 def work_s(members: int, steps: int, macs: int) -> float:
@@ -236,13 +230,16 @@ def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
     return {"activations": [c.activation for c in stack.ordered], "sizes": sizes, "n_out": model.n_out,
             "model": {k: v for k, v in first.model.items() if not k.startswith("init")},
             "optimizer": [opt.kind, opt.beta1, opt.beta2, opt.eps], "classify": stack.classify,
-            "plain": _plain(model), "grad_norms": bool(first.log.grad_norms), "code": compiled_acts.code(model)}
+            "plain": impl_of(stack).plain(model), "grad_norms": bool(first.log.grad_norms),
+            "code": compiled_acts.code(model)}
 
 
-def _plain(model: Any) -> bool:
-    """The depth-1 MLP without dropout or normalization: the hand-written step here; every other
-    MLP takes compiled_mlp's step (the model's forward differentiated by torch.func)."""
-    return not isinstance(model, StackedCNN) and model.depth == 1 and model.dropout is None and model.norms is None
+def impl_of(stack: Any) -> Any:
+    """The module of the stack's family's compiled step (compiled/mlp.py, compiled/cnn.py)."""
+    impl = stack.family.compiled()
+    if impl is None:
+        raise ValueError(f"model={stack.family.name} has no compiled step")
+    return impl
 
 
 @dataclass
@@ -264,8 +261,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     for every distinct batch and split shape (raises on any failure, before the stack trains)."""
     model, opt = stack.model, stack.opt
     sizes, acts = [s.stop - s.start for s in model.slices], compiled_mlp.acts_of(model)
-    cnn = isinstance(model, StackedCNN)
-    impl: Any = compiled_cnn if cnn else compiled_mlp
+    impl = impl_of(stack)
     adam = opt.kind == "adam"
     own = any(s.per_member for s in model.slices)  # modules of each member's own (compiled_acts)
     runs = None
@@ -295,7 +291,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
 
     config = _identity(stack, sizes)
     norms = bool(stack.ordered[0].log.grad_norms)
-    plain, betas = _plain(model) and not norms and not own, (opt.beta1, opt.beta2)
+    plain, betas = impl.plain(model) and not norms and not own, (opt.beta1, opt.beta2)
     if plain:
         step_fn = _step_function([_rule(s.module) for s in model.slices], sizes, model.n_out, opt.kind, betas, opt.eps)
     else:  # the hand-written step takes neither gradient norms nor per-member activations
@@ -304,9 +300,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(compiled_cnn.eval_function(eval_acts, sizes, eval_lay, model) if cnn else
-                        compiled_mlp.eval_function(eval_acts, sizes, eval_lay, model, stack.classify), "evaluate",
-                        config)
+    evaluate = _compile(impl.eval_function(eval_acts, sizes, eval_lay, model, stack.classify), "evaluate", config)
     running = compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
@@ -320,7 +314,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         fn.check(*copies[:3], *(() if plain else (copies[3], ones)), _scale(opt, 1, scale.clone()), xb, yb)
     splits = [s for s in (stack.val, stack.test, (stack.x, stack.y) if stack.train_eval else None) if s is not None]
     with torch.no_grad():  # as train._evaluate calls it (grad mode is one of the graph's guards)
-        parts = [p for split in splits for p in (compiled_cnn.parts(model, *split) if cnn else [split])]
+        parts = [p for split in splits for p in impl.parts(model, *split)]
         for xp, yp in {(xp.shape, yp.shape): (xp, yp) for xp, yp in parts}.values():  # each shape once
             evaluate.check(params, running, xp, yp)
 
@@ -336,14 +330,14 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
         last[:] = out[1:]
         return out[0]
 
-    if not cnn:
-        return Compiled(step, lambda x, y: evaluate(params, running, x, y), grad_norms=last)
+    run_eval = impl.evaluation(evaluate, params, running, model, stack.classify)
+    if impl.shares_function is None:
+        return Compiled(step, run_eval, grad_norms=last)
     # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
-    shares = _compile(compiled_cnn.shares_function(eval_acts, sizes, eval_lay, model), "shares", config)
+    shares = _compile(impl.shares_function(eval_acts, sizes, eval_lay, model), "shares", config)
     with torch.no_grad():  # its parts share one shape
-        shares.check(params, running, *compiled_cnn.parts(model, stack.x, stack.y)[0])
-    return Compiled(step, compiled_cnn.evaluation(evaluate, params, running, model, stack.classify),
-                    compiled_cnn.unit_shares(shares, params, running, model), last)
+        shares.check(params, running, *impl.parts(model, stack.x, stack.y)[0])
+    return Compiled(step, run_eval, impl.unit_shares(shares, params, running, model), last)
 
 
 def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
@@ -357,18 +351,16 @@ def _scale(opt: Any, t: int, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def plan(first: Cfg, members: int, steps: int, rows: int, inputs: int, hidden: int, outputs: int,
-         depth: int = 1) -> tuple[str, str]:
+def plan(first: Cfg, members: int, steps: int, rows: int) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
     resolved by the estimate, and eager where no C++ compiler is found."""
     requested = first.get("engine") or "eager"
     if requested == "eager":
         return "eager", "requested"
-    if model_name(first) == "cnn":  # each convolution as its im2col product
-        eager_s = work_s(members, steps, rows * cnn_macs(first))
-    else:
-        eager_s = estimated_eager_s(members, steps, rows, inputs, hidden, outputs, depth)
-    engine, why = choose(requested, eager_s)
+    family = registry.of(first)
+    if family.compiled() is None:
+        return "eager", _fallback(f"model={family.name} has no compiled step")
+    engine, why = choose(requested, work_s(members, steps, max(rows, 1) * family.macs(first)))
     if engine == "compiled" and (why_not := compiler_missing()) is not None:
         return "eager", _fallback(why_not)
     return engine, why

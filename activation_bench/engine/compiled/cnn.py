@@ -23,8 +23,7 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from activation_bench.engine import norm
-from activation_bench.engine.compiled_mlp import (
+from activation_bench.engine.compiled.mlp import (
     Act,
     Aux,
     Layout,
@@ -35,9 +34,10 @@ from activation_bench.engine.compiled_mlp import (
     layout_of,
     train_step,
 )
-from activation_bench.engine.conv_shapes import Block
 from activation_bench.engine.diagnostics import SATURATED_SLOPE, member_norms, share_rows
-from activation_bench.engine.model import member_accuracy, member_cross_entropy, member_mse
+from activation_bench.engine.models import norm
+from activation_bench.engine.models.conv_shapes import Block
+from activation_bench.engine.models.losses import member_accuracy, member_cross_entropy, member_mse
 
 SplitFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # a split's (x, y) -> two tensors
 
@@ -136,10 +136,17 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     return train_step(forward, shape.rows, shape.norm == "batch", kind, betas, eps, lay.w if grad_norms else None)
 
 
-def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> Callable[..., torch.Tensor]:
+def plain(model: Any) -> bool:
+    """Whether the hand-written step of compiled/choose.py takes this model: never a convnet."""
+    return False
+
+
+def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
+                  classify: bool) -> Callable[..., torch.Tensor]:
     """The pure evaluation forward: (params, running, x, y) -> the outputs [M, N, n_out] (y unused:
     compile_store keys a function's shapes by its last two arguments), no dropout, batch norm from
-    its running statistics folded into the weight (as StackedCNN.normalized)."""
+    its running statistics folded into the weight (as StackedCNN.normalized). The loss and accuracy
+    of the outputs are `evaluation`'s (eager), so `classify` is not needed here."""
     shape, blocks = _Shape(model), _eval_blocks(acts, sizes, lay, model)
 
     def outputs(params: list[torch.Tensor], running: list[torch.Tensor], x: torch.Tensor,

@@ -20,8 +20,10 @@ from typing import Any
 
 import torch
 
-from activation_bench.engine import fused, grouped, norm
+from activation_bench.engine.activations import grouped
 from activation_bench.engine.diagnostics import member_norms
+from activation_bench.engine.models import hand_gradient as fused
+from activation_bench.engine.models import norm
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 
@@ -156,6 +158,26 @@ def adam(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[t
         m.lerp_(g, 1.0 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
         p.sub_(m / (v.sqrt() * inv_bias2_sqrt + eps) * step_size)
+
+
+def plain(model: Any) -> bool:
+    """The depth-1 MLP without dropout or normalization: compiled/choose.py's hand-written step;
+    every other MLP takes this module's (the model's forward differentiated by torch.func)."""
+    return model.depth == 1 and model.dropout is None and model.norms is None
+
+
+shares_function = None  # an MLP's unit shares are the eager pass (diagnostics.unit_shares)
+
+
+def parts(model: Any, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A split as the compiled evaluation takes it: whole."""
+    return [(x, y)]
+
+
+def evaluation(evaluate: Callable[..., tuple[torch.Tensor, torch.Tensor]], params: list[torch.Tensor],
+               running: list[torch.Tensor], model: Any, classify: bool) -> Callable[..., Any]:
+    """Compiled.evaluate: the compiled loss and accuracy of a split."""
+    return lambda x, y: evaluate(params, running, x, y)
 
 
 def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,

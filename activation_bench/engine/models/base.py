@@ -6,6 +6,7 @@ activation). Weights are stored [members, in, out] so one batched product evalua
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from activation_bench.engine.model import StackedMLP
+from activation_bench.engine.models.stacked_mlp import StackedMLP
 
 # h -> (activation(h), backward), backward: dL/d activation -> dL/dh
 Rule = Callable[[torch.Tensor], tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]]

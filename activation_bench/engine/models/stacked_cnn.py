@@ -37,9 +37,9 @@ from torch.nn import functional as F
 
 from activation_bench.cfg import Cfg
 from activation_bench.data.synthetic import generator
-from activation_bench.engine import activations
-from activation_bench.engine.conv_shapes import PAD_OUT, Block, blocks
-from activation_bench.engine.model import MemberDropout, MemberLayers, Slice, init_layer
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models.base import MemberDropout, MemberLayers, Slice, init_layer
+from activation_bench.engine.models.conv_shapes import PAD_OUT, Block, blocks
 
 
 def conv_init(scheme: str, block: Block, h1: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,6 +135,11 @@ class StackedCNN(MemberLayers):
     @property
     def depth(self) -> int:
         return len(self.geometry)
+
+    def activation_shapes(self, rows: int) -> list[tuple[int, int]]:
+        """Each block's activation input per member on a batch of `rows` samples: (rows x positions,
+        channels)."""
+        return [(rows * math.prod(b.conv_positions), b.c_out) for b in self.geometry]
 
     def per_member_params(self) -> int:
         """One member's parameters, the output padding left out (activation parameters: members.py)."""

@@ -15,10 +15,19 @@ Initial weights come from one of the schemes in INITS, drawn per member from its
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
+from activation_bench.data.synthetic import generator
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models import slices
 from activation_bench.engine.models.base import MemberDropout, MemberLayers, Slice, init_layer
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
 
 
 def member_weights(
@@ -93,6 +102,10 @@ class StackedMLP(MemberLayers):
     def depth(self) -> int:
         return 1 + len(self.w_deep)
 
+    def activation_shapes(self, rows: int) -> list[tuple[int, int]]:
+        """Each hidden layer's activation input per member on a batch of `rows` samples: (rows, units)."""
+        return [(rows, w.shape[-1]) for w in self.ws]
+
     def per_member_params(self) -> int:
         """One member's parameters, the output padding left out (activation parameters: members.py)."""
         h2 = self.w2.shape[-1] if self.n_out == 1 else self.w2.shape[1]
@@ -127,3 +140,24 @@ class StackedMLP(MemberLayers):
         return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2_padded[..., :1]
 
 
+def build(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,
+              n_out: int = 1) -> StackedMLP:
+    """The stacked model of these members (sharing one stack key), each initialised from its own
+    seed's "init" stream under its model.init_resolved scheme, with n_out outputs (K classes),
+    dropout drawn from each member's "dropout" stream where model.dropout > 0, and model.norm's
+    normalization (scale 1, shift 0: no draws) and model.residual's skips."""
+    first = ordered[0]
+    h1, h2 = activations.hidden_width(dict(first.activation), first.model.hidden_dim)
+    depth = first.model.depth
+    layers = [member_weights(c.model.init_resolved or "torch_default", dim, h1, h2, depth,
+                             generator(c.seed, "init"), dtype, n_out) for c in ordered]
+    ws = [torch.stack([mem[k][0] for mem in layers]).to(device) for k in range(depth)]
+    bs = [torch.stack([mem[k][1][None] for mem in layers]).to(device) for k in range(depth)]
+    # one output: the single row [1, h2]; K outputs: [h2, K] for a batched matrix product
+    w2 = torch.stack([mem[depth][0].T if n_out == 1 else mem[depth][0] for mem in layers]).to(device)
+    b2 = torch.stack([mem[depth][1][None] for mem in layers]).to(device)
+    p = float(first.model.dropout)
+    seeds = [c.seed for c in ordered]
+    dropout = MemberDropout(p, seeds, {s: generator(s, "dropout") for s in dict.fromkeys(seeds)}, device) if p else None
+    return StackedMLP(ws, bs, w2, b2, slices.slices_for(ordered, keys, depth, device, dtype), dropout,
+                      norm=first.model.norm, residual=bool(first.model.residual))

@@ -140,7 +140,7 @@ def plot(task: str, fns: list[str]) -> None:
     import matplotlib.pyplot as plt
     import torch
 
-    from activation_bench.engine import expr
+    from activation_bench.engine.activations import expr
 
     x = torch.linspace(-4, 4, 401, dtype=torch.float64)
     fig, ax = plt.subplots(figsize=(6, 3.5))

@@ -1,0 +1,1 @@
+"""Activations: the registry, closed forms, expressions and grouped evaluation."""

@@ -1,0 +1,1 @@
+"""Model families: each family one module, asked through the registry."""

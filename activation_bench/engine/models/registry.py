@@ -1,0 +1,134 @@
+"""Model families (model=NAME): each family is one registered `Family` object that every other
+layer asks, never the family's name or type. Importing this module imports no torch: a family's
+configuration side (schema, validation, description, stack key, memory estimate) is plain
+arithmetic, and its torch side (building the stacked model, its compiled step) is imported when
+asked for.
+
+Adding a family: one module that defines a `Family` subclass and calls `register` with it, one
+config file `configs/model/NAME.yaml` (or none: the schema's defaults are the config), and its
+import in `_builtin` below (or, for a family of a user's or a test's, `register` before composing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One member's size for the memory estimate (runs/memory.py, engine/plan.py `member_bytes`):
+    its parameters, the most activation values training and evaluation hold at once, and each
+    hidden layer's pre-activation width (the gradient-norm and pre-activation logs)."""
+
+    params: int
+    activations: int
+    widths: list[int]
+
+
+class Family:
+    """What the rest of the code asks of a model family. Subclasses set `name` and `schema` and
+    override what differs; the defaults suit a family with no hidden-layer diagnostics."""
+
+    name: str = ""
+    schema: type = object  # the dataclass Hydra checks model.* against (configs/model/NAME.yaml extends it)
+    eval_rows: int | None = None  # evaluation passes take this many rows at a time (None: a split at once)
+
+    # -- configuration side (no torch) --
+    def validate(self, cfg: Cfg, where: str) -> None:
+        """The family's own keys, and the data they are asked to model; UsageError with one line."""
+
+    def describe(self, model: dict[str, Any]) -> str:
+        """The architecture in one line (run summaries, reports, the memory check)."""
+        return str(model.get("name"))
+
+    def sizes(self, model: dict[str, Any]) -> str:
+        """The keys that set a member's size, for the memory check's refusal (default: `describe`)."""
+        return self.describe(model)
+
+    def layers(self, model: dict[str, Any]) -> int:
+        """Hidden layers (blocks) whose units the diagnostics log: summary.json's `depth`."""
+        return 1
+
+    def summary(self, model: dict[str, Any]) -> dict[str, Any]:
+        """summary.json's model fields: its depth and, where a line says more, the description."""
+        return {"depth": self.layers(model), "model": self.describe(model)}
+
+    def run_row(self, model: dict[str, Any]) -> str | None:
+        """The run summary's `model` row (None: no row)."""
+        init = f", init {model['init_resolved']}" if model.get("init_resolved") else ""
+        return self.describe(model) + init
+
+    def stack_key(self, cfg: Cfg) -> tuple:
+        """The model's shapes and settings: members with equal keys (and equal data and optimiser
+        settings) train in one stack."""
+        raise NotImplementedError
+
+    def memory(self, cfg: Cfg) -> Memory:
+        raise NotImplementedError
+
+    def macs(self, cfg: Cfg) -> int:
+        """Forward multiply-adds per sample (engine=auto's estimate of eager training time)."""
+        raise NotImplementedError
+
+    # -- torch side (imports torch when called) --
+    def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
+        """The stacked model of these members (a `base.MemberLayers`), each drawn from its seed."""
+        raise NotImplementedError
+
+    def compiled(self) -> Any | None:
+        """The module of this family's compiled step (engine/compiled/), or None: eager only."""
+        return None
+
+    def share_rows(self, model: Any, x: Any) -> int | None:
+        """Rows per chunk of the unit-share pass over x (None: all at once)."""
+        return None
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    """Make model=NAME this family: the registry and Hydra's `model` group (its schema as the
+    option `NAME_schema` that a configs/model/NAME.yaml extends, and as the option NAME itself
+    where no such file exists)."""
+    FAMILIES[family.name] = family
+    from activation_bench.config import schema
+
+    schema.register_model(family.name, family.schema)
+    return family
+
+
+def _builtin() -> None:
+    from activation_bench.engine.models import cnn, mlp  # noqa: F401 - each registers itself
+
+    try:
+        from activation_bench.engine.models import transformer  # noqa: F401
+    except ImportError:  # pragma: no cover - present once the transformer family lands
+        pass
+
+
+def names() -> list[str]:
+    if not FAMILIES:
+        _builtin()
+    return list(FAMILIES)
+
+
+def family(name: str) -> Family:
+    """The family model=NAME; UsageError naming the valid ones."""
+    if not FAMILIES:
+        _builtin()
+    if name not in FAMILIES:
+        raise UsageError(f"unknown model '{name}'; valid: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def of(cfg: dict[str, Any]) -> Family:
+    """The family of a composed config (model.name; mlp for a config saved before model=cnn)."""
+    return family(str(cfg["model"].get("name") or "mlp"))
