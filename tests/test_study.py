@@ -223,6 +223,15 @@ BAD = [
     (STUDY.replace("sweeps: [iris, wine], metric", "sweeps: [iris], metric"), "rankings.tasks: only one task"),
     (STUDY.replace("  iris:\n", "  ../iris:\n").replace("[iris", "[../iris"), "is not a usable name"),
     (STUDY.replace("output: out", "output: out\nthreads: 0"), "threads: 0: a count of torch threads, 1 or more"),
+    ("a: &a [*a, *a]\n", "a YAML alias refers to the value that holds it"),
+    (STUDY + "x: &x {y: *x}\n", "found unconstructable recursive node"),  # PyYAML refuses mappings itself
+    ("l0: &l0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+     + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 7)), "more than 100,000 values"),
+    ("title: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+    ("title: " + "[" * 60 + "]" * 60 + "\n", "nested more than 50 levels deep"),
+    (STUDY.replace("runs_dir: runs", "runs_dir: /etc"), "runs_dir: '/etc' must be a folder under the working"),
+    (STUDY.replace("runs_dir: runs", "runs_dir: ../runs"), "runs_dir: '../runs' must be a folder under the"),
+    (STUDY.replace("runs_dir: runs", "runs_dir: ~/runs"), "runs_dir: '~/runs' must be a folder under the"),
 ]
 
 

@@ -36,6 +36,8 @@ FIGURE_KINDS = ("curves", "sensitivity")
 IMAGE_FORMATS = ("png", "svg", "pdf")
 TABLE_FORMATS = ("md", "csv", "json")  # every comparison, combined table and ranking is written in each
 Fail = Callable[[str, str], NoReturn]  # raises the study's one-line UsageError
+MAX_NODES = 100_000  # values in a study file with its aliases expanded (the largest shipped: a few hundred)
+MAX_DEPTH = 50  # nesting levels (a study file uses 4)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]*\Z")
 
 
@@ -149,7 +151,7 @@ def load(path: Path, runs_dir: Path | None = None, output: Path | None = None) -
     spec = _validated(path, _parse(path, text))
     check(spec, path)
     out = output if output is not None else _output_dir(path, spec.output)
-    return Study(spec, path, text, runs_dir if runs_dir is not None else Path(spec.runs_dir), out)
+    return Study(spec, path, text, runs_dir if runs_dir is not None else _runs_dir(path, spec.runs_dir), out)
 
 
 def _parse(path: Path, text: str) -> dict:
@@ -175,10 +177,43 @@ def _parse(path: Path, text: str) -> dict:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UsageError(f"{path}: not a YAML study file: {where}{problem}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a YAML study file: nested too deeply") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a study file is a YAML mapping (title, sweeps, comparisons, ...), "
                          f"not {type(doc).__name__}")
+    _check_size(path, doc)
     return doc
+
+
+def _check_size(path: Path, doc: Any) -> None:
+    """Refuse a document whose aliases refer to themselves (`a: &a [*a]`) or expand past
+    MAX_NODES values (aliases of aliases: each expansion multiplies the size): checking either
+    against the schema would recurse without end or exhaust memory. Sizes are counted once per
+    object, so the count itself is linear in the file."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: Any, depth: int) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in open_:
+            raise UsageError(f"{path}: a YAML alias refers to the value that holds it (an endless value)")
+        if key in sizes:
+            return sizes[key]
+        if depth > MAX_DEPTH:
+            raise UsageError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+        open_.add(key)
+        items = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1 + sum(size(x, depth + 1) for x in items)
+        open_.discard(key)
+        if total > MAX_NODES:
+            raise UsageError(f"{path}: more than {MAX_NODES:,} values once its aliases are expanded")
+        sizes[key] = total
+        return total
+
+    size(doc, 0)
 
 
 def _validated(path: Path, doc: dict) -> StudySpec:
@@ -208,6 +243,17 @@ def _valid_keys(full_key: str) -> str:
              "figures": FigureSpec}
     cls = kinds.get(parts[0]) if len(parts) == 3 else StudySpec
     return ", ".join(f.name for f in fields(cls or StudySpec))
+
+
+def _runs_dir(path: Path, runs_dir: str) -> Path:
+    """The file's runs_dir, relative to the working directory and under it: a study file (perhaps
+    someone else's) writes its runs where a user runs it, as its outputs stay in its own folder;
+    --runs-dir trains anywhere."""
+    rel = Path(runs_dir)
+    if not runs_dir or rel.is_absolute() or ".." in rel.parts or runs_dir.startswith("~"):
+        raise UsageError(f"{path}: runs_dir: '{runs_dir}' must be a folder under the working directory "
+                         "(relative, no '..'); give --runs-dir DIR to train elsewhere")
+    return rel
 
 
 def _output_dir(path: Path, output: str) -> Path:
