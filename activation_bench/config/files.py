@@ -37,4 +37,9 @@ def groups() -> list[str]:
 
 
 def group_options(group: str) -> list[str]:
-    return list(listing(str(config_dir()), group))
+    options = list(listing(str(config_dir()), group))
+    if group == "model":  # a family registered in code (engine/models/registry.py) may have no file
+        from activation_bench.engine.models import registry
+
+        options += [name for name in registry.names() if name not in options]
+    return options
