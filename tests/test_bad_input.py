@@ -21,6 +21,8 @@ RUN_CASES = [
     (["lr=nan"], "lr must be a positive number"),
     (["batch_size=11"], "batch_size must be between 1 and data.n_samples=10"),
     (["seed=-1"], "seed must be >= 0"),
+    (["seed=99999999999999999999"], "seed must be at most 2**63-1 = 9223372036854775807"),
+    (["seed=9223372036854775808"], "got 9223372036854775808"),
     (["optimizer=lbfgs"], "unknown optimizer"),
     (["data.std=0"], "data.std must be > 0"),
     (["data=uniform", "data.low=2", "data.high=1"], "data.low must be < data.high"),
@@ -70,6 +72,7 @@ SWEEP_CASES = [
     (["lr=interval(0,1)"], "interval() is continuous"),
     (["seed=range(3"], "cannot parse override"),
     (["lr=0.1,-1"], "lr=-1"),
+    (["seed=0,99999999999999999999"], "seed must be at most 2**63-1"),
 ]
 
 

@@ -10,6 +10,8 @@ from activation_bench.cfg import Cfg
 from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, ENGINES, OPTIMIZERS, TARGETS
 from activation_bench.errors import UsageError
 
+MAX_SEED = 2**63 - 1  # every table (pandas, results.csv read back) holds a seed as a 64-bit integer
+
 
 def check(ok: bool, message: str, where: str) -> None:
     """UsageError(message, and where it comes from) unless ok."""
@@ -27,6 +29,8 @@ def validate(cfg: Cfg, where: str = "") -> None:
     check(cfg.epochs >= 1, f"epochs must be a positive integer, got {cfg.epochs}", where)
     check(_finite(cfg.lr) and cfg.lr > 0, f"lr must be a positive number, got {cfg.lr}", where)
     check(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}", where)
+    check(cfg.seed <= MAX_SEED, f"seed must be at most 2**63-1 = {MAX_SEED} (a 64-bit integer, as tables store "
+          f"it), got {cfg.seed}", where)
     check(cfg.optimizer in OPTIMIZERS, f"unknown optimizer '{cfg.optimizer}'; valid: {', '.join(OPTIMIZERS)}", where)
     check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
     check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
