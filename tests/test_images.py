@@ -222,7 +222,7 @@ def test_missing_files_name_the_files_the_folder_and_torchvision(runner, runs_di
     assert result.exit_code == 2, result.output
     err = result.stderr.strip()
     assert err.startswith("error: ") and "\n" not in err, err
-    assert expected in err and "pip install torchvision" in err and "download=True" in err
+    assert expected in err and "pip install 'activation-bench[images]'" in err and "download=True" in err
     assert ("data_batch_1" if name == "cifar10" else "train-images-idx3-ubyte") in err
     assert str(tmp_path / "nothing") in err and files_under(runs_dir) == []
 

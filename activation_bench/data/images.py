@@ -104,8 +104,8 @@ def files(name: str, root: str | None) -> list[Path]:
         raise UsageError(
             f"data={name}: missing {src.title} file{'s' if len(missing) > 1 else ''} {', '.join(missing)}{gz} in "
             f"{folder}; put them there (data.root=DIR sets the folder above {src.folder}), or fetch them with "
-            f"torchvision's checksums: pip install torchvision, then python -c \"from torchvision.datasets import "
-            f"{src.torchvision}; {src.torchvision}({str(top)!r}, download=True)\"")
+            f"torchvision's checksums: pip install 'activation-bench[images]' (torchvision), then python -c "
+            f"\"from torchvision.datasets import {src.torchvision}; {src.torchvision}({str(top)!r}, download=True)\"")
     return found
 
 

@@ -32,9 +32,8 @@ def check_launcher(launcher: str) -> None:
         raise UsageError(f"unknown launcher '{launcher}'; valid: {', '.join(LAUNCHERS)}")
     module = LAUNCHERS[launcher]
     if module and importlib.util.find_spec(module) is None:
-        raise UsageError(
-            f"launcher '{launcher}' needs its Hydra plugin: pip install -e '.[cluster]'"
-        )
+        raise UsageError(f"launcher '{launcher}' needs its Hydra plugin, in the [cluster] extra: "
+                         "pip install 'activation-bench[cluster]'")
 
 
 def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra_overrides: Sequence[str],
