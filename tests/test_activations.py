@@ -110,6 +110,7 @@ GATE_FORMS = {
     "reglu": lambda x: (x.clamp(min=0), _ind(x > 0)),
     "geglu": lambda x: (x * Phi(x), Phi(x) + x * phi(x)),
     "swiglu": lambda x: (x * sig(x), sig(x) * (1 + x * (1 - sig(x)))),
+    "bilinear": lambda x: (x, torch.ones_like(x)),
 }
 
 

@@ -167,6 +167,9 @@ _SPECS = [
          {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
     Spec("swiglu", _gated(nn.SiLU), "silu(a) * b (gated, 2h-wide first layer)",
          {"param_matched": False}, gated=True, effect=_GATED_EFFECT),
+    # Shazeer 2020's Bilinear: the gate without a nonlinearity
+    Spec("bilinear", _gated(nn.Identity), "a * b (gated, 2h-wide first layer, no nonlinearity)",
+         {"param_matched": False}, gated=True, effect=_GATED_EFFECT, init="xavier"),
 ]
 
 REGISTRY: dict[str, Spec] = {s.name: s for s in _SPECS}

@@ -106,12 +106,7 @@ def register(family: Family) -> Family:
 
 
 def _builtin() -> None:
-    from activation_bench.engine.models import cnn, mlp  # noqa: F401 - each registers itself
-
-    try:
-        from activation_bench.engine.models import transformer  # noqa: F401
-    except ImportError:  # pragma: no cover - present once the transformer family lands
-        pass
+    from activation_bench.engine.models import cnn, mlp, transformer  # noqa: F401 - each registers itself
 
 
 def names() -> list[str]:
