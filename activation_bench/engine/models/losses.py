@@ -15,6 +15,16 @@ def member_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Te
     return logits.log_softmax(dim=-1).gather(-1, labels[..., None]).squeeze(-1).neg().mean(dim=1)
 
 
+def member_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-member mean cross-entropy (nats) over each member's B*T tokens, [M]: logits [M, B, T, V],
+    targets [M, B, T] (int64): member_cross_entropy on the tokens laid out as rows."""
+    m, b, t, v = logits.shape
+    if targets.shape != (m, b, t):
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} do not match: want "
+                         "[M, B, T, V] and [M, B, T]")
+    return member_cross_entropy(logits.reshape(m, b * t, v), targets.reshape(m, b * t))
+
+
 def member_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Per-member share of rows whose largest logit is the label's (the first on ties), [M]."""
     return (logits.argmax(dim=-1) == labels).to(logits.dtype).mean(dim=1)
