@@ -11,7 +11,8 @@ from tests.conftest import TINY, files_under
 RUN_CASES = [
     (["activation=nosuch"], "unknown activation 'nosuch'; valid: "),
     (["data=nosuch"], "unknown data 'nosuch'; valid: breast_cancer, cifar10, csv, diabetes, digits, fashion_mnist, "
-                      "function, iris, mnist, mnist1d, normal, randhie, star98, uniform, wine"),
+                      "function, iris, mnist, mnist1d, normal, python_docs, randhie, shakespeare, star98, text, "
+                      "uniform, wine"),
     (["nosuch=1"], "unknown config key"),
     (["epochs=abc"], "epochs"),
     (["epochs=0"], "epochs must be a positive integer"),

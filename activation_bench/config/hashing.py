@@ -29,6 +29,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"data.root": None},  # image files' folder (#37)
     {"data.n_train": None},  # a subsample of the training rows (#37)
     {"model.name": "mlp"},  # the model family, model=mlp|cnn (#37)
+    *({f"data.{k}": None} for k in ("steps", "eval_windows")),  # text data: steps per epoch, fixed eval windows
 )
 
 # Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever

@@ -14,8 +14,9 @@ TARGETS = ("random", "teacher")
 ENGINES = ("eager", "compiled", "auto")  # engine/compiled/choose.py: eager, or its compiled step (auto: by size)
 SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
 # options that need user input (activation=custom a _target_, activation=expr an fn, data=csv a file,
-# the image sources their files)
-NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10"}
+# the image sources their files, data=text a file, data=shakespeare its file; the text sources also need a
+# model with a window, model=transformer, so a glob over data with the default model leaves them out)
+NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10", "text", "python_docs", "shakespeare"}
 
 
 @dataclass
@@ -46,6 +47,10 @@ class DataConfig:
     # user cache directory), and a stratified subsample of the training images per seed (null: all)
     root: str | None = None
     n_train: int | None = None
+    # text (data=text, python_docs, shakespeare; data/text.py): optimiser steps per epoch, and the fixed
+    # windows of the validation and test splits evaluated after each epoch; null for every other source
+    steps: int | None = None
+    eval_windows: int | None = None
 
 
 @dataclass

@@ -1,0 +1,356 @@
+"""Text, character by character, for next-character prediction (data.task=language_model), as nanoGPT's
+data/shakespeare_char/prepare.py and train.py's get_batch make it.
+
+Sources (`TEXT`):
+
+- `text`: the user's UTF-8 file (`data.path`: resolved against the directory the command started in
+  and saved with `data.sha256`, the SHA-256 of its bytes, as data=csv's file is);
+- `python_docs`: Python's own documentation, which ships with the interpreter: the values of
+  `pydoc_data.topics.topics` (a dict of topic -> text) joined in sorted key order with "\\n",
+  ``"\\n".join(topics[k] for k in sorted(topics))`` (about 465K characters on Python 3.11; it changes
+  with the interpreter's version, which the source line names). Nothing to download;
+- `shakespeare`: tiny shakespeare, `<data.root>/shakespeare_char/input.txt` (nanoGPT's data/ layout:
+  data.root=~/nanoGPT/data reads a nanoGPT clone's copy; null: the user cache directory,
+  generated.cache_dir()), 1,115,394 characters, its SHA-256 checked against the configured data.sha256.
+
+The vocabulary is the sorted set of the whole file's characters (prepare.py's), the tokens int64
+indices into it. The first 90% of the characters train (prepare.py's `int(n * 0.9)`); the rest is cut
+in two halves, validation then test (the test half gets the odd character). nanoGPT validates on the
+whole last 10% and has no test split.
+
+The window length is `model.block_size`; `batch_size` is the number of windows per member and step,
+`data.steps` the steps per epoch. Training windows are drawn at random (`sample`, nanoGPT's
+get_batch); the validation and test splits are evaluated on `data.eval_windows` fixed windows at
+evenly spaced offsets, the same for every seed and member (nanoGPT's estimate_loss draws random
+batches: noise a paired comparison does not need).
+
+The corpus is read, checked and encoded once per process per file (path, size, mtime). Everything
+but `make_dataset` and `sample` is torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from activation_bench.cfg import Cfg
+    from activation_bench.data.synthetic import Dataset
+
+TEXT = ("text", "python_docs", "shakespeare")
+TASK = "language_model"  # data.task of every text source: next-character prediction
+TRAIN_FRACTION = 0.9  # nanoGPT's
+SHAKESPEARE_FILE = Path("shakespeare_char") / "input.txt"  # under data.root, as in nanoGPT's data/
+SHAKESPEARE_CHARACTERS = 1_115_394
+# the keys of other sources, which text leaves null
+OTHER_KEYS = ("n_samples", "input_dim", "mean", "std", "low", "high", "target", "features", "fn", "val_fraction",
+              "test_fraction", "standardize", "dropna", "n_train")
+TEXT_KEYS = ("steps", "eval_windows")  # text only; null for every other source
+
+
+def is_text(data: Cfg) -> bool:
+    """Whether the data config is a text source (`TEXT`)."""
+    return data.name in TEXT
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A text encoded character by character."""
+
+    tokens: np.ndarray  # [characters] int64 indices into vocab
+    vocab: str  # the sorted distinct characters
+    source: str  # one line: where the text comes from
+    sha256: str | None  # of the file's bytes (None: python_docs)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _encode(text: str, source: str, sha256: str | None) -> Corpus:
+    """The sorted set of characters as the vocabulary and each character's index in it (sorting code
+    points is sorting Python's strings: prepare.py's `sorted(list(set(data)))`)."""
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    vocab = np.unique(codes)
+    tokens = np.searchsorted(vocab, codes).astype(np.int64)
+    return Corpus(tokens, "".join(map(chr, vocab.tolist())), source, sha256)
+
+
+@functools.lru_cache(maxsize=8)
+def _read(name: str, path: str | None, size: int, mtime_ns: int) -> Corpus:
+    """Read, check and encode once per process per file (size and mtime: a changed file is read again)."""
+    if name == "python_docs":
+        from pydoc_data.topics import topics
+
+        text = "\n".join(topics[k] for k in sorted(topics))
+        version = sys.version.split()[0]
+        return _encode(text, f"Python {version} documentation: pydoc_data.topics.topics, {len(topics)} topics "
+                             "joined in sorted key order with newlines", None)
+    from activation_bench.data.sources import file_sha256
+
+    where = _where(name, path)
+    raw = Path(path or "").read_bytes()
+    if not raw:
+        raise UsageError(f"{where}: empty file, no text")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise UsageError(f"{where}: not UTF-8 text: byte {exc.start} (0x{raw[exc.start]:02x}, line {line}) "
+                         f"{exc.reason}") from None
+    what = "tiny shakespeare" if name == "shakespeare" else "file"
+    return _encode(text, f"{what} {path}", file_sha256(Path(path or "")))
+
+
+def _where(name: str, path: str | None) -> str:
+    return f"data.path {path}" if name == "text" else f"data={name} {path}"
+
+
+def _file(d: Cfg) -> Path | None:
+    """The file a text source reads (None: python_docs), absolute."""
+    if d.name == "python_docs":
+        return None
+    if d.name == "text":
+        if not d.get("path"):
+            raise UsageError("data=text needs data.path=FILE (a UTF-8 text file)")
+        return Path(os.path.abspath(os.path.expanduser(str(d.path))))
+    from activation_bench.data.images import root_dir
+
+    return Path(os.path.abspath(root_dir(d.get("root")) / SHAKESPEARE_FILE))
+
+
+def corpus(d: Cfg) -> Corpus:
+    """The encoded text of a data config (read once per process per file); UsageError for a missing,
+    empty or non-UTF-8 file."""
+    path = _file(d)
+    if path is None:
+        return _read(d.name, None, 0, 0)
+    try:
+        st = path.stat()
+        if not path.is_file():
+            raise UsageError(f"{_where(d.name, str(path))}: not a file")
+    except FileNotFoundError:
+        if d.name == "shakespeare":
+            raise UsageError(
+                f"data=shakespeare: no tiny shakespeare file {path}; put input.txt there (data.root=DIR sets the "
+                "folder above shakespeare_char/): it is nanoGPT's data/shakespeare_char/input.txt, or "
+                "data/tinyshakespeare/input.txt of the karpathy/char-rnn repository") from None
+        raise UsageError(f"data.path {path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{_where(d.name, str(path))}: cannot read: {exc.strerror or exc}") from None
+    return _read(d.name, str(path), st.st_size, st.st_mtime_ns)
+
+
+# ---------------------------------------------------------------------------------------------
+# sizes, for planning (torch-free)
+
+
+def _split_sizes(n: int) -> tuple[int, int, int]:
+    n_train = int(n * TRAIN_FRACTION)
+    n_val = (n - n_train) // 2
+    return n_train, n_val, n - n_train - n_val
+
+
+def split_sizes(cfg: Cfg) -> tuple[int, int, int]:
+    """(train, validation, test) characters: the first 90%, then the rest's two halves."""
+    return _split_sizes(len(corpus(cfg.data).tokens))
+
+
+def vocab_size(cfg: Cfg) -> int:
+    """The number of distinct characters in the whole text (the model's vocabulary)."""
+    return len(corpus(cfg.data).vocab)
+
+
+def window_offsets(n: int, block: int, count: int) -> np.ndarray:
+    """`count` offsets evenly spaced from 0 to n - block - 1 (the last window's target ends the split),
+    rounded down; they repeat where count exceeds the n - block distinct windows."""
+    last = n - block - 1
+    return (np.arange(count, dtype=np.int64) * last) // max(count - 1, 1)
+
+
+def windows(tokens: np.ndarray, block: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """A split's fixed windows [count, block] and their next-character targets [count, block]."""
+    idx = window_offsets(len(tokens), block, count)[:, None] + np.arange(block, dtype=np.int64)
+    return tokens[idx], tokens[idx + 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# tensors
+
+
+def make_dataset(cfg: Cfg) -> Dataset:
+    """The text as a data.Dataset, the same for every seed and member (cached per process): x = the
+    training split's tokens [train_characters] int64 (`sample` draws the batches), y = an empty int64
+    tensor, x_val / y_val = the validation split's `data.eval_windows` fixed windows of
+    `model.block_size` characters and their next characters [eval_windows, block_size], x_test / y_test
+    the test split's likewise; info: source, sizes, vocabulary (and sha256 for a file)."""
+    c = corpus(cfg.data)
+    block, count = int(cfg.model.block_size), int(cfg.data.eval_windows)
+    key = (id(c), block, count)
+    if key not in _DATASETS or _DATASETS[key][0] is not c:
+        _DATASETS[key] = (c, _dataset(c, block, count))
+        if len(_DATASETS) > 32:
+            _DATASETS.pop(next(iter(_DATASETS)))
+    return _DATASETS[key][1]
+
+
+_DATASETS: dict[tuple[int, int, int], tuple[Corpus, Any]] = {}
+
+
+def _dataset(c: Corpus, block: int, count: int) -> Dataset:
+    import torch
+
+    from activation_bench.data.synthetic import Dataset
+
+    n_train, n_val, n_test = _split_sizes(len(c.tokens))
+    train, val, test = np.split(c.tokens, [n_train, n_train + n_val])
+    (xv, yv), (xt, yt) = windows(val, block, count), windows(test, block, count)
+    info: dict[str, Any] = {"source": c.source, "characters": len(c.tokens), "vocab_size": len(c.vocab),
+                            "train_characters": n_train, "val_characters": n_val, "test_characters": n_test,
+                            "eval_windows": count, "block_size": block, "vocab": c.vocab}
+    if c.sha256 is not None:
+        info["sha256"] = c.sha256
+
+    def t(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    return Dataset(t(train), torch.empty(0, dtype=torch.int64), t(xv), t(yv), t(xt), t(yt), info)
+
+
+def sample(tokens: torch.Tensor | list[torch.Tensor], gens: list[torch.Generator], block: int,
+           batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each member's random training windows, nanoGPT's get_batch for M members at once.
+
+    tokens: [M, L] (a shared split as `train.expand(M, -1)` costs no copy) or a list of M 1-D tensors;
+    gens: one CPU generator per member, `synthetic.generator(seed, "batches")` made by the caller once
+    per run and reused step after step. Member m's offsets are `torch.randint(L_m - block, (batch,),
+    generator=gens[m])`, exactly get_batch's draw; x[m, b] = tokens[m][i:i+block] and y[m, b] =
+    tokens[m][i+1:i+1+block] for its b-th offset i. Returns (x, y), each [M, batch, block] int64 on
+    the tokens' device; one gather (or one index) for the whole batch."""
+    import torch
+
+    if isinstance(tokens, torch.Tensor):
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must be [M, L] or a list of M 1-D tensors, got shape {tuple(tokens.shape)}")
+        lengths = [tokens.shape[1]] * tokens.shape[0]
+    else:
+        lengths = [len(t) for t in tokens]
+    if len(gens) != len(lengths):
+        raise ValueError(f"{len(lengths)} members' tokens but {len(gens)} generators")
+    offsets = torch.stack([torch.randint(n - block, (batch,), generator=g) for n, g in zip(lengths, gens)])
+    idx = offsets[:, :, None] + torch.arange(block + 1)  # [M, B, T + 1]
+    m = len(lengths)
+    if isinstance(tokens, torch.Tensor):
+        idx = idx.to(tokens.device)
+        w = tokens.gather(1, idx.view(m, -1)).view(m, batch, block + 1)
+    elif all(t is tokens[0] for t in tokens):  # one shared split
+        w = tokens[0][idx.to(tokens[0].device)]
+    else:
+        starts = torch.tensor([0, *lengths[:-1]]).cumsum(0)
+        flat = torch.cat(list(tokens))
+        w = flat[(idx + starts[:, None, None]).to(flat.device)]
+    return w[..., :-1].contiguous(), w[..., 1:].contiguous()
+
+
+# ---------------------------------------------------------------------------------------------
+# checks of a composed config (config/validate.py; one line each)
+
+
+def _at(where: str) -> str:
+    return f" (in: {where})" if where else ""
+
+
+def check_task(data: Cfg, where: str = "") -> None:
+    """data.task=language_model is the text sources' task and theirs only; data.root applies to
+    data=shakespeare only (tables.check_task's part for text, called for every source)."""
+    task = data.get("task", "regression")
+    if data.name in TEXT and task != TASK:
+        raise UsageError(f"data={data.name} is text (next-character prediction): data.task must be {TASK}, got "
+                         f"{task}" + _at(where))
+    if data.name not in TEXT:
+        raise UsageError(f"data.task={TASK} applies to the text sources ({', '.join(TEXT)}), not data={data.name}"
+                         + _at(where))
+    if data.get("root") is not None and data.name != "shakespeare":
+        raise UsageError(f"data.root (the folder holding shakespeare_char/input.txt) applies to data=shakespeare, "
+                         f"not data={data.name}" + _at(where))
+
+
+def check_not_text(data: Cfg, where: str = "") -> None:
+    """data.steps and data.eval_windows apply to text sources only."""
+    for key in TEXT_KEYS:
+        if data.get(key) is not None:
+            raise UsageError(f"data.{key} applies to the text sources ({', '.join(TEXT)}), not data={data.name}"
+                             + _at(where))
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def validate(cfg: Cfg, where: str = "") -> None:
+    """A text source's keys, the window length (model.block_size) against each split's size, and the
+    file: present, not empty, UTF-8 (read once per process). data=text's data.path is resolved and,
+    for a file, data.sha256 recorded in cfg (checked instead when the config carries one)."""
+    d = cfg.data
+    for key in OTHER_KEYS:
+        if d.get(key) is not None:
+            raise UsageError(f"data.{key} does not apply to data={d.name} (text: the characters are the data)"
+                             + _at(where))
+    if d.get("noise"):
+        raise UsageError(f"data.noise applies to function and teacher data, not data={d.name}" + _at(where))
+    if d.get("n_val"):
+        raise UsageError(f"data.n_val does not apply to data={d.name} (the last 10% of the text: validation, "
+                         "then test)" + _at(where))
+    if d.name != "text" and d.get("path") is not None:
+        raise UsageError(f"data.path applies to data=text, not data={d.name}"
+                         + (" (data.root sets its folder)" if d.name == "shakespeare" else "") + _at(where))
+    if d.name == "python_docs" and d.get("sha256") is not None:
+        raise UsageError("data.sha256 does not apply to data=python_docs (no file: the interpreter's own text)"
+                         + _at(where))
+    for key, what in (("steps", "optimiser steps per epoch"), ("eval_windows", "fixed windows of the validation "
+                                                                               "and test splits")):
+        if not _positive(d.get(key)):
+            raise UsageError(f"data.{key} ({what}) must be a positive integer, got {d.get(key)}" + _at(where))
+    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    block = model.get("block_size")
+    if block is None:
+        raise UsageError(f"data={d.name} is text: it needs a model with model.block_size, the window length "
+                         f"(model=transformer); model={model.get('name') or 'mlp'} has none" + _at(where))
+    if not _positive(block):
+        raise UsageError(f"model.block_size (the window length) must be a positive integer, got {block}"
+                         + _at(where))
+    bs = cfg.get("batch_size")
+    if bs is not None and not _positive(bs):
+        raise UsageError(f"batch_size (windows per member and step) must be a positive integer, got {bs}"
+                         + _at(where))
+    if d.name == "shakespeare" and d.get("root") is not None:
+        d["root"] = os.path.abspath(os.path.expanduser(str(d.root)))
+    c = corpus(d)
+    if c.sha256 is not None:
+        path = str(_file(d))
+        if d.get("sha256") and d.sha256 != c.sha256:
+            raise UsageError(f"{_where(d.name, path)}: its SHA-256 is {c.sha256}, not the configured data.sha256="
+                             f"{d.sha256} ("
+                             + ("not the tiny shakespeare this config expects; data.sha256=null takes this copy"
+                                if d.name == "shakespeare" else "the file changed since that config was saved")
+                             + ")" + _at(where))
+        if d.name == "text":
+            d["path"] = path
+        d["sha256"] = c.sha256
+    sizes = _split_sizes(len(c.tokens))
+    for split, n in zip(("training", "validation", "test"), sizes):
+        if n <= block + 1:
+            raise UsageError(f"data={d.name}: the text is too short for model.block_size={block}: its {split} split "
+                             f"has {n} characters, and each split needs more than block_size + 1 = {block + 1} "
+                             f"({len(c.tokens)} characters: {sizes[0]} training, {sizes[1]} validation, "
+                             f"{sizes[2]} test)" + _at(where))
