@@ -59,6 +59,14 @@ CASES = {
                             "log.preact_stats=3"], "INT@7"),
     # a random activation (its own generator), SGD
     "rrelu-sgd": ([*MINI, "activation=rrelu", "optimizer=sgd", "lr=0.05"], "USR2@3.1"),
+    # SGD with Nesterov momentum (its buffers), the cosine schedule (the step count) and per-member clipping
+    # (a PReLU's own parameters), stopped mid-epoch
+    "sgd-momentum-cosine-clip": ([*MINI, "activation=prelu", "optimizer=sgd", "lr=0.05", "momentum=0.9",
+                                  "nesterov=true", "schedule=cosine", "warmup_steps=5", "min_lr=0.001",
+                                  "grad_clip=0.5"], "TERM@5.2"),
+    # AdamW (weight decay, beta2) with the cosine schedule and clipping, stopped at an epoch's end
+    "adamw-cosine-clip": ([*MINI, "weight_decay=0.1", "beta2=0.99", "schedule=cosine", "warmup_steps=4",
+                           "decay_steps=30", "grad_clip=0.1", "lr=0.01"], "INT@7"),
     # a classifier with validation and test splits
     "classifier": (["data=iris", "batch_size=32", "model.hidden_dim=8", "epochs=8", "lr=0.01", "model.dropout=0.1",
                     "log.train_eval=true"], "TERM@4.1"),

@@ -30,6 +30,11 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"data.n_train": None},  # a subsample of the training rows (#37)
     {"model.name": "mlp"},  # the model family, model=mlp|cnn (#37)
     *({f"data.{k}": None} for k in ("steps", "eval_windows")),  # text data: steps per epoch, fixed eval windows
+    {"weight_decay": 0.0},  # AdamW's decoupled weight decay
+    {"beta2": 0.999},  # Adam's second-moment decay
+    {"momentum": 0.0, "nesterov": False},  # SGD momentum
+    {"grad_clip": 0.0},  # per-member gradient clipping
+    {"schedule": "constant", "warmup_steps": 0, "decay_steps": None, "min_lr": 0.0},  # the learning-rate schedule
 )
 
 # Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("constant", "cosine")  # the learning rate per step (engine/optim.py `Schedule`)
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
@@ -83,6 +84,15 @@ class Config:
     batch_size: int | None = None
     shuffle: bool = False
     optimizer: str = "adam"
+    weight_decay: float = 0.0  # adam: AdamW's decoupled weight decay of the matrices (0: plain Adam)
+    beta2: float = 0.999  # adam: the second moment's decay
+    momentum: float = 0.0  # sgd: heavy-ball momentum (0: plain SGD)
+    nesterov: bool = False  # sgd: Nesterov momentum (needs momentum > 0)
+    grad_clip: float = 0.0  # clip each member's own global gradient norm to this (0: off)
+    schedule: str = "constant"  # constant | cosine (nanoGPT's: linear warmup, cosine decay to min_lr)
+    warmup_steps: int = 0  # cosine: optimiser steps of linear warmup
+    decay_steps: int | None = None  # cosine: the step the decay reaches min_lr (null: the run's total steps)
+    min_lr: float = 0.0  # cosine: the learning rate after the decay
     device: str = "cpu"
     dtype: str = "float32"
     engine: str = "eager"  # eager | compiled (torch.compile of the whole step) | auto (compiled for long stacks)

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from activation_bench.cfg import Cfg
-from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, ENGINES, OPTIMIZERS, TARGETS
+from activation_bench.config.schema import DEVICES, DISTRIBUTIONS, DTYPES, ENGINES, OPTIMIZERS, SCHEDULES, TARGETS
 from activation_bench.errors import UsageError
 
 MAX_SEED = 2**63 - 1  # every table (pandas, results.csv read back) holds a seed as a 64-bit integer
@@ -32,6 +32,7 @@ def validate(cfg: Cfg, where: str = "") -> None:
     check(cfg.seed <= MAX_SEED, f"seed must be at most 2**63-1 = {MAX_SEED} (a 64-bit integer, as tables store "
           f"it), got {cfg.seed}", where)
     check(cfg.optimizer in OPTIMIZERS, f"unknown optimizer '{cfg.optimizer}'; valid: {', '.join(OPTIMIZERS)}", where)
+    _validate_optimizer(cfg, where)
     check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
     check(cfg.device in DEVICES, f"unknown device '{cfg.device}'; valid: {', '.join(DEVICES)}", where)
     engine = cfg.get("engine", "eager")
@@ -69,6 +70,30 @@ def validate(cfg: Cfg, where: str = "") -> None:
     family.validate(cfg, where)
     if d.name in DISTRIBUTIONS and d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
+
+
+def _validate_optimizer(cfg: Cfg, where: str) -> None:
+    """The optimiser's settings (engine/optim.py): AdamW's weight decay and beta2, SGD's momentum,
+    gradient clipping, the learning-rate schedule."""
+    get, adam = cfg.get, cfg.optimizer == "adam"
+    wd, beta2, mom, clip = get("weight_decay", 0.0), get("beta2", 0.999), get("momentum", 0.0), get("grad_clip", 0.0)
+    check(_finite(wd) and wd >= 0, f"weight_decay must be >= 0, got {wd}", where)
+    check(adam or wd == 0, "weight_decay applies to optimizer=adam (AdamW's decoupled decay), not sgd", where)
+    check(_finite(beta2) and 0 < beta2 < 1, f"beta2 must be in (0, 1), got {beta2}", where)
+    check(adam or beta2 == 0.999, "beta2 applies to optimizer=adam, not sgd", where)
+    check(_finite(mom) and 0 <= mom < 1, f"momentum must be in [0, 1), got {mom}", where)
+    check(not adam or mom == 0, "momentum applies to optimizer=sgd (Adam's is fixed at 0.9)", where)
+    check(not get("nesterov", False) or (not adam and mom > 0), "nesterov=true needs optimizer=sgd and momentum > 0",
+          where)
+    check(_finite(clip) and clip >= 0, f"grad_clip must be >= 0 (0: off), got {clip}", where)
+    schedule, warmup, steps, min_lr = (get("schedule", "constant"), get("warmup_steps", 0), get("decay_steps"),
+                                       get("min_lr", 0.0))
+    check(schedule in SCHEDULES, f"unknown schedule '{schedule}'; valid: {', '.join(SCHEDULES)}", where)
+    check(warmup >= 0, f"warmup_steps must be >= 0, got {warmup}", where)
+    check(steps is None or steps >= 1, f"decay_steps must be >= 1 (null: the run's total steps), got {steps}", where)
+    check(_finite(min_lr) and 0 <= min_lr <= cfg.lr, f"min_lr must be in [0, lr={cfg.lr}], got {min_lr}", where)
+    check(schedule == "cosine" or (warmup == 0 and steps is None and min_lr == 0),
+          "warmup_steps, decay_steps and min_lr apply to schedule=cosine", where)
 
 
 def _validate_synthetic(cfg: Cfg, where: str) -> None:

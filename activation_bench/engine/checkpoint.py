@@ -143,6 +143,7 @@ def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None)
             "exp_avgs": [_cpu(t) for t in opt.exp_avgs] if adam else [],
             "exp_avg_sqs": [_cpu(t) for t in opt.exp_avg_sqs] if adam else [],
             "step_tensor": _cpu(opt.step_tensor) if adam else None,
+            "momentum_buffers": [_cpu(t) for t in getattr(opt, "momentum_buffers", [])],  # sgd with momentum
         },
         "generators": {k: g.get_state() for k, g in generators(stack).items()},
         "epoch_shufflers": dict(attempt.epoch_shufflers) if step else {},
@@ -170,6 +171,8 @@ def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
     saved = state.get("model", {})
     if set(saved) != set(own) or any(saved[k].shape != v.shape or saved[k].dtype != v.dtype for k, v in own.items()):
         return "its parameters do not match this stack's shapes"
+    if len(state.get("opt", {}).get("momentum_buffers", [])) != len(getattr(stack.opt, "momentum_buffers", [])):
+        return "its optimiser state does not match this stack's (momentum)"
     return None
 
 
@@ -189,6 +192,8 @@ def restore(attempt: Attempt, state: dict[str, Any]) -> bool:
         for mine, saved in zip([*opt.exp_avgs, *opt.exp_avg_sqs, opt.step_tensor],
                                [*state["opt"]["exp_avgs"], *state["opt"]["exp_avg_sqs"], state["opt"]["step_tensor"]]):
             mine.copy_(saved)
+    for mine, saved in zip(getattr(opt, "momentum_buffers", []), state["opt"].get("momentum_buffers", [])):
+        mine.copy_(saved)
     for name, g in generators(stack).items():
         g.set_state(state["generators"][name])
     for s, rng in state["epoch_shufflers"].items():  # mid-epoch: the permutation is drawn again

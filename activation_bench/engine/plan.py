@@ -52,7 +52,13 @@ def stack_key(cfg: Cfg) -> tuple:
     return (n, n_val, n_test, dim, *registry.of(cfg).stack_key(cfg), cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
             _grad_every(cfg), n_outputs(cfg), bool(cfg.log.get("train_eval")),
-            int(cfg.log.preact_stats), _engine_key(cfg))
+            int(cfg.log.preact_stats), _engine_key(cfg), _optimizer_key(cfg))
+
+
+def _optimizer_key(cfg: Cfg) -> tuple:
+    """The optimiser settings beyond optimizer and lr (engine/optim.py): one optimiser serves a stack."""
+    return tuple(cfg.get(k) for k in ("weight_decay", "beta2", "momentum", "nesterov", "grad_clip", "schedule",
+                                      "warmup_steps", "decay_steps", "min_lr"))
 
 
 def _engine_key(cfg: Cfg) -> tuple[str, str]:

@@ -34,7 +34,7 @@ from activation_bench.engine.models import registry
 from activation_bench.engine.models.base import MemberLayers
 from activation_bench.engine.models.losses import member_accuracy, member_cross_entropy, member_mse
 from activation_bench.engine.models.slices import param_counts
-from activation_bench.engine.optim import StackedOptimizer
+from activation_bench.engine.optim import StackedOptimizer, decay_flags, member_owners
 from activation_bench.engine.plan import (
     _act_cfg,
     _act_key,
@@ -266,7 +266,8 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         ordered=ordered, order=order, data=data, x=stacked("x"), y=stacked("y"),
         val=(stacked("x_val"), stacked("y_val")) if n_val else None,
         test=(stacked("x_test"), stacked("y_test")) if n_test else None,
-        model=model, opt=StackedOptimizer(list(model.parameters()), first.optimizer, float(first.lr)),
+        model=model, opt=StackedOptimizer.from_config(list(model.parameters()), first, first.epochs * -(-n // min(
+            first.batch_size or n, n)), decay_flags(model), member_owners(model)),
         hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
         shufflers={s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {},

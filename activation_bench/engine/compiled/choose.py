@@ -360,10 +360,22 @@ def plan(first: Cfg, members: int, steps: int, rows: int) -> tuple[str, str]:
     family = registry.of(first)
     if family.compiled() is None:
         return "eager", _fallback(f"model={family.name} has no compiled step")
+    if (optimizer := optimizer_settings(first)):
+        return "eager", _fallback(f"its step has plain Adam and SGD only, not {optimizer}")
     engine, why = choose(requested, work_s(members, steps, max(rows, 1) * family.macs(first)))
     if engine == "compiled" and (why_not := compiler_missing()) is not None:
         return "eager", _fallback(why_not)
     return engine, why
+
+
+# the optimiser settings the compiled step does not implement, at the values it does (eager: engine/optim.py)
+EAGER_ONLY = {"weight_decay": 0.0, "beta2": 0.999, "momentum": 0.0, "nesterov": False, "grad_clip": 0.0,
+              "schedule": "constant", "warmup_steps": 0, "decay_steps": None, "min_lr": 0.0}
+
+
+def optimizer_settings(cfg: Cfg) -> str:
+    """The config's optimiser settings the compiled step lacks, as `key=value, ...` ("" where none)."""
+    return ", ".join(f"{k}={cfg.get(k, v)}" for k, v in EAGER_ONLY.items() if cfg.get(k, v) != v)
 
 
 def padded_size(n: int) -> int:
