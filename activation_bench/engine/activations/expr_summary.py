@@ -33,9 +33,8 @@ def summarize(expr: Expr, params: Mapping[str, float]) -> dict[str, Any]:
     grid = torch.arange(-10_000, 10_001, dtype=torch.float64) / 1000.0
     with torch.no_grad():
         steps = f(grid).diff()
-    zero = torch.zeros(1, dtype=torch.float64, requires_grad=True)
-    value = f(zero)
-    (slope,) = torch.autograd.grad(value.sum(), zero)
+    zero = torch.zeros(1, dtype=torch.float64)
+    value, slope = f(zero).detach(), _slopes(f, zero)
     smooth, kink = _smoothness(f)
     return {
         "fn": expr.canonical,
@@ -52,9 +51,13 @@ def summarize(expr: Expr, params: Mapping[str, float]) -> dict[str, Any]:
 
 
 def _slopes(f: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """f's derivative at each x (autograd); zero where f does not depend on x (`1`, `beta`)."""
     x = x.clone().requires_grad_()
-    (g,) = torch.autograd.grad(f(x).sum(), x)
-    return g
+    y = f(x)
+    if not y.requires_grad:  # no graph from x to the output: a constant function
+        return torch.zeros_like(x)
+    (g,) = torch.autograd.grad(y.sum(), x, allow_unused=True)
+    return torch.zeros_like(x) if g is None else g
 
 
 def _smoothness(f: nn.Module) -> tuple[bool, float | None]:
