@@ -40,7 +40,7 @@ def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
     for member in ([], ["data=uniform", "seed=3", "activation=relu"]):
         cfg = compose(member)
         old = cfg.plain()
-        for key in (*tables.REAL_KEYS, "task", "root", "n_train"):
+        for key in (*tables.REAL_KEYS, "task", "root", "n_train", "steps", "eval_windows"):
             del old["data"][key]
         old["model"] = {"hidden_dim": old["model"]["hidden_dim"]}
         del old["log"]

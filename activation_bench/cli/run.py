@@ -90,9 +90,12 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     act = activation_label(cfg.activation)
     tl = result.train_loss
     best = min((v for v in tl if v == v), default=float("nan"))
+    info = result.data_info or {}
+    data = (f"function {cfg.data.fn}" if cfg.data.name == "function" else
+            f"{cfg.data.name} ({info['characters']:,} characters, {info['vocab_size']} distinct)"
+            if "vocab_size" in info else f"{cfg.data.name} (target {cfg.data.target})")
     rows = [
-        ("activation", str(act)), ("data", f"function {cfg.data.fn}" if cfg.data.name == "function"
-                  else f"{cfg.data.name} (target {cfg.data.target})"),
+        ("activation", str(act)), ("data", data),
         ("seed", str(cfg.seed)), ("epochs", f"{len(tl)}/{cfg.epochs}"), ("lr", f"{cfg.lr:g}"),
         ("final train_loss", f"{tl[-1]:.6g}"), ("best train_loss", f"{best:.6g}"),
     ]
@@ -110,8 +113,9 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
             def pct(v: float | None) -> str:
                 return "n/a" if v is None else f"{100 * v:.2f}%"
 
+            classes = held["data"].get("n_classes") or held["data"].get("vocab_size")
             rows.append(("final test_loss", f"{g(held['final_test_loss'])} (accuracy {pct(held['final_test_acc'])}, "
-                         f"{held['data'].get('n_classes')} classes)"))
+                         f"{classes} classes)"))
             if held["early_stop_epoch"]:
                 rows.append(("early stop", f"epoch {held['early_stop_epoch']}: test_loss "
                              f"{g(held['early_stop_test_loss'])} (accuracy {pct(held['early_stop_test_acc'])})"))

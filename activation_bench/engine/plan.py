@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.data import tables
+from activation_bench.data import tables, text
 from activation_bench.engine.models import registry
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ def _act_key(cfg: Cfg) -> str:
 def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
     """(training rows, validation rows, test rows, input features) of a member's data."""
     d = cfg.data
+    if text.is_text(d):  # "rows": the windows a member trains on per epoch, and the fixed ones it is judged on
+        return d.steps * cfg.batch_size, d.eval_windows, d.eval_windows, cfg.model.block_size
     if tables.is_real(d):
         return tables.shapes(cfg)
     return d.n_samples, d.n_val, 0, d.input_dim

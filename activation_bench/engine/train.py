@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from activation_bench.data import splits, tables
+from activation_bench.data import splits, tables, text
 from activation_bench.data.synthetic import DTYPES, Dataset, generator
 from activation_bench.engine import checkpoint
 from activation_bench.engine.activations import grouped
 from activation_bench.engine.compiled import choose as compiled
-from activation_bench.engine.diagnostics import GradLog, unit_shares
+from activation_bench.engine.diagnostics import GradLog
 from activation_bench.engine.divergence import CHECK_EVERY, Divergence
 from activation_bench.engine.models import hand_gradient as fused
 from activation_bench.engine.models import registry
@@ -88,7 +88,9 @@ class RunResult:
 
 
 def load_data(cfg: Cfg) -> Dataset:
-    """The member's data: real and function tasks from the per-process cache, else generated."""
+    """The member's data: text and real and function tasks from the per-process cache, else generated."""
+    if text.is_text(cfg.data):
+        return text.make_dataset(cfg)
     return splits.make_dataset(cfg) if tables.is_real(cfg.data) else make_dataset(cfg)
 
 
@@ -144,7 +146,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     epochs, m = first.epochs, len(cfgs)
     losses = _Losses.empty(epochs, m, stack)
     every = _grad_every(first)
-    grad_log = GradLog(every, epochs, stack.model.depth, m, stack.x.dtype, stack.device) if every else None
+    grad_log = GradLog(every, epochs, stack.model.depth, m, stack.dtype, stack.device) if every else None
     probe = int(first.log.get("preact_stats") or 0)
     preact = PreactLog(probe, epochs, stack.model.depth, m) if probe else None
     if preact is not None:
@@ -199,19 +201,42 @@ class _Stack:
     engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled/choose.py) where it is used
     compiled_step: compiled.Compiled | None = None
     family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
+    windows: tuple[int, int] | None = None  # text: (data.steps, model.block_size) (`text_batches`)
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Per-member loss [M] of the model's output against y."""
-        return member_cross_entropy(out, y) if self.classify else member_mse(out, y)
+        """Per-member loss [M] of the model's output against y (a language model's logits [M, B, T, V]
+        against y [M, B, T]: the mean over its B x T characters)."""
+        return member_cross_entropy(out.flatten(1, -2), y.flatten(1)) if self.classify else member_mse(out, y)
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """This epoch's minibatches (a fresh permutation per member with shuffling)."""
+        """This epoch's minibatches (a fresh permutation per member with shuffling; text: data.steps
+        batches of random windows)."""
+        if self.windows is not None:
+            return self.text_batches(*self.windows)
         if not self.shufflers:
             return self.fixed_batches
         n = self.x.shape[1]
         perms = {s: torch.randperm(n, generator=g) for s, g in self.shufflers.items()}
         idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)
         return _split(_take_rows(self.x, idx), _take_rows(self.y, idx), self.batch_size)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The losses' dtype: the inputs' (a text's are characters: the model's)."""
+        return self.x.dtype if self.x.is_floating_point() else next(self.model.parameters()).dtype
+
+    def text_batches(self, steps: int, block: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`steps` batches of `batch_size` random windows per member, nanoGPT's get_batch drawn from
+        each seed's "batches" stream (members sharing a seed see the same windows: paired)."""
+        distinct = list(self.shufflers)
+        which = torch.tensor([distinct.index(s) for s in self.seeds], device=self.device)
+        gens = [self.shufflers[s] for s in distinct]
+        tokens = self.x[:1].expand(len(distinct), -1)
+        out = []
+        for _ in range(steps):
+            xs, ys = text.sample(tokens, gens, block, self.batch_size)
+            out.append((xs.index_select(0, which), ys.index_select(0, which)))
+        return out
 
     @functools.cached_property
     def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -256,7 +281,11 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     n, n_val, n_test, _ = data_shapes(first)
 
     def stacked(attr: str) -> torch.Tensor:
+        if attr == "x" and is_text:  # one copy of the training characters serves every member
+            return data[0].x.to(device)[None].expand(len(data), -1)
         return torch.stack([getattr(d, attr) for d in data]).to(device)
+
+    is_text = text.is_text(first.data)
 
     family = registry.of(first)
     model = family.build(ordered, [act_keys[i] for i in order], device, dtype)
@@ -270,8 +299,10 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
             first.batch_size or n, n)), decay_flags(model), member_owners(model)),
         hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
-        shufflers={s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {},
-        classify=tables.is_classification(first.data), train_eval=bool(first.log.train_eval), family=family,
+        shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
+                   {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
+        windows=(first.data.steps, first.model.block_size) if is_text else None,
+        classify=tables.is_classification(first.data) or is_text, train_eval=bool(first.log.train_eval), family=family,
     )
 
 
@@ -292,7 +323,7 @@ class _Losses:
     @classmethod
     def empty(cls, epochs: int, m: int, stack: _Stack) -> _Losses:
         def nan(want: bool = True) -> torch.Tensor | None:
-            return torch.full((epochs, m), float("nan"), dtype=stack.x.dtype, device=stack.device) if want else None
+            return torch.full((epochs, m), float("nan"), dtype=stack.dtype, device=stack.device) if want else None
 
         val, test = stack.val is not None, stack.test is not None
         return cls(nan(), nan(val), nan(test), nan(val and stack.classify), nan(test and stack.classify),
@@ -321,7 +352,7 @@ def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.
             _log_grads(stack, grad_log, epoch + 1, outputs)  # type: ignore[arg-type]
         return loss
     first, saved = run.start_step(epoch) if run is not None else (0, None)
-    total = saved if saved is not None else torch.zeros(stack.x.shape[0], dtype=stack.x.dtype, device=stack.device)
+    total = saved if saved is not None else torch.zeros(stack.x.shape[0], dtype=stack.dtype, device=stack.device)
     for b in range(first, len(batches)):
         xb, yb = batches[b]
         record = outputs if b == len(batches) - 1 else None
@@ -361,7 +392,7 @@ def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
                 pred = stack.predict(split[0])
                 out[epoch] = stack.loss(pred, split[1])
                 if acc is not None:
-                    acc[epoch] = member_accuracy(pred, split[1])
+                    acc[epoch] = member_accuracy(pred.flatten(1, -2), split[1].flatten(1))
     stack.model.train()
 
 
@@ -375,7 +406,7 @@ def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done
     if stack.compiled_step is not None and stack.compiled_step.shares is not None:
         shares = stack.compiled_step.shares(stack.x, stack.y)
     else:
-        shares = unit_shares(stack.model, stack.x, stack.family.share_rows(stack.model, stack.x))
+        shares = stack.family.unit_shares(stack.model, stack.x)
     dead, saturated = (t.T.cpu().tolist() for t in shares)
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
@@ -423,7 +454,7 @@ def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.
     if stack.hand is not None:
         loss = stack.hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)
     else:
-        loss = stack.loss(stack.model(xb, record), yb)
+        loss = stack.loss(stack.model(xb) if record is None else stack.model(xb, record), yb)
         loss.sum().backward()
     stack.opt.step()
     return loss.detach()

@@ -159,25 +159,14 @@ def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: 
     nor is recomputed inside every iteration of the update loops (inductor inlines scalar
     arithmetic such as beta^t into each consumer's loop, which made the update 3x slower)."""
 
-    def hidden(h: torch.Tensor) -> tuple[torch.Tensor, list[fused.Backward]]:
-        if len(rules) == 1:
-            a, back = rules[0](h)
-            return a, [back]
-        outs = [rule(part) for rule, part in zip(rules, h.split(sizes))]
-        return torch.cat([a for a, _ in outs]), [back for _, back in outs]
-
     def step(params: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
              scale: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         w1, b1, w2, b2 = params
-        a, backs = hidden(torch.baddbmm(b1, x, w1))
+        a, backs = fused.rules_forward(rules, torch.baddbmm(b1, x, w1), sizes)
         rows = x.shape[1]
         if n_out == 1:
-            r = (a * w2).sum(dim=-1, keepdim=True) + b2[..., :1] - y
-            loss = r.square().mean(dim=(1, 2))
-            g_out = r * (2.0 / rows)
-            g_w2 = (g_out * a).sum(dim=1, keepdim=True)
-            g_b2 = torch.nn.functional.pad(g_out.sum(dim=1, keepdim=True), (0, b2.shape[-1] - 1))
-            g_a = g_out * w2
+            loss, g_w2, g_b2, g_a = fused.mse_head(a, w2, b2, y)
+            g_b2 = torch.nn.functional.pad(g_b2, (0, b2.shape[-1] - 1))
         else:
             logp = torch.baddbmm(b2, a, w2)[..., :n_out].log_softmax(dim=-1)
             loss = logp.gather(-1, y[..., None]).squeeze(-1).neg().mean(dim=1)
@@ -186,10 +175,7 @@ def _step_function(rules: list[fused.Rule], sizes: list[int], n_out: int, kind: 
             g_w2 = torch.bmm(a.transpose(1, 2), g_logits)
             g_b2 = g_logits.sum(dim=1, keepdim=True)
             g_a = torch.bmm(g_logits, w2.transpose(1, 2))
-        if len(backs) == 1:
-            g_h = backs[0](g_a)
-        else:
-            g_h = torch.cat([back(part) for back, part in zip(backs, g_a.split(sizes))])
+        g_h = fused.rules_backward(backs, g_a, sizes)
         grads = [torch.bmm(x.transpose(1, 2), g_h), g_h.sum(dim=1, keepdim=True), g_w2, g_b2]
         if kind == "sgd":
             for p, g in zip(params, grads):

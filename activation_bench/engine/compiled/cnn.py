@@ -202,18 +202,6 @@ def _eval_blocks(acts: list[Act], sizes: list[int], lay: Layout, model: Any) -> 
     return block
 
 
-def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
-    """This step's dropout masks for batch xb, one per block [M, N x positions after pooling,
-    channels], drawn from the members' streams in eager's order (none without dropout); draw=False:
-    uninitialised tensors of their shapes, nothing drawn."""
-    if model.dropout is None:
-        return []
-    shapes = [(xb.shape[1] * math.prod(b.positions_out), b.c_out) for b in model.geometry]
-    if not draw:
-        return [xb.new_empty(xb.shape[0], rows, units) for rows, units in shapes]
-    return [model.dropout.mask(rows, units, xb.dtype) for rows, units in shapes]
-
-
 def parts(model: Any, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """A split as the compiled evaluation and unit-share passes take it: in equal parts of at most
     diagnostics.share_rows rows, the last filled up with the split's first rows, so that every

@@ -24,6 +24,8 @@ from activation_bench.engine.activations import grouped
 from activation_bench.engine.diagnostics import member_norms
 from activation_bench.engine.models import hand_gradient as fused
 from activation_bench.engine.models import norm
+from activation_bench.engine.models.base import per_slice
+from activation_bench.engine.models.stacked_mlp import one_output
 
 Act = Callable[[torch.Tensor], torch.Tensor]
 
@@ -99,7 +101,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
             a = a + out if residual and k > 0 else out
         w2, b2 = params[lay.w2], params[lay.b2]
         if n_out == 1:
-            loss = ((a * w2).sum(dim=-1, keepdim=True) + b2[..., :1] - y).square().mean(dim=(1, 2))
+            loss = (one_output(a, w2, b2) - y).square().mean(dim=(1, 2))
         else:
             logits = affine(a, w2, b2)[..., :n_out]
             loss = cross_entropy(logits, y)
@@ -205,7 +207,7 @@ def eval_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any,
             a = a + out if residual and k > 0 else out
         w2, b2 = params[lay.w2], params[lay.b2]
         if not classify:
-            pred = (a * w2).sum(dim=-1, keepdim=True) + b2[..., :1]
+            pred = one_output(a, w2, b2)
             return (pred - y).square().mean(dim=tuple(range(1, pred.dim()))), torch.zeros_like(pred[:, 0, 0])
         logits = affine(a, w2, b2)[..., :n_out]
         loss = cross_entropy(logits, y)
@@ -226,7 +228,7 @@ def activation(acts: list[Act], sizes: list[int]) -> Act:
     """The stack's activation: each slice's function on its members' rows of h [M, ...]."""
     if len(acts) == 1:
         return acts[0]
-    return lambda h: torch.cat([act(part) for act, part in zip(acts, h.split(sizes))])
+    return lambda h: per_slice(acts, h, sizes)
 
 
 def layer_activation(acts: list[Any], sizes: list[int], lay: Layout) -> Callable[..., torch.Tensor]:
@@ -303,12 +305,13 @@ def running_of(model: Any) -> list[torch.Tensor]:
 
 
 def masks(model: Any, xb: torch.Tensor, draw: bool = True) -> list[torch.Tensor]:
-    """This step's dropout masks for batch xb, one per hidden layer [M, rows, units], drawn from the
-    members' streams in eager's order (none without dropout); draw=False: uninitialised tensors of
-    their shapes, nothing drawn."""
+    """This step's dropout masks for batch xb, one per hidden layer (a convnet's block) [M, rows,
+    units] (the model's `dropout_shapes`), drawn from the members' streams in eager's order (none
+    without dropout); draw=False: uninitialised tensors of their shapes, nothing drawn. The MLP's
+    and the convnet's steps share it."""
     if model.dropout is None:
         return []
-    units = model.w2.shape[-1] if model.n_out == 1 else model.w2.shape[1]
+    shapes = model.dropout_shapes(xb.shape[1])
     if not draw:
-        return [xb.new_empty(xb.shape[0], xb.shape[1], units) for _ in range(model.depth)]
-    return [model.dropout.mask(xb.shape[1], units, xb.dtype) for _ in range(model.depth)]
+        return [xb.new_empty(xb.shape[0], rows, units) for rows, units in shapes]
+    return [model.dropout.mask(rows, units, xb.dtype) for rows, units in shapes]

@@ -6,6 +6,7 @@ activation). Weights are stored [members, in, out] so one batched product evalua
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +54,16 @@ def init_layer(
         raise ValueError(f"unknown init scheme '{scheme}'; valid: {', '.join(INITS)}")
     return w.t().contiguous(), torch.zeros(fan_out, dtype=dtype)
 
+
+
+def per_slice(fns: Sequence[Callable[[torch.Tensor], torch.Tensor]], h: torch.Tensor,
+              sizes: Sequence[int]) -> torch.Tensor:
+    """Each function on its slice of members' rows of h [M, ...] (sizes: members per slice), joined.
+    Split, not indexing, so that backward is one cat, not a zero-filled copy per slice. The one
+    place the eager models, the hand-written gradient and the compiled steps apply activations."""
+    if len(fns) == 1:
+        return fns[0](h)
+    return torch.cat([fn(part) for fn, part in zip(fns, h.split(list(sizes)))])
 
 
 @dataclass
@@ -121,11 +132,7 @@ class MemberLayers(nn.Module):
 
     def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """Apply each slice's activation of this hidden layer to its members' rows of h."""
-        if len(self.slices) == 1:
-            return self.slices[0].modules[layer](h)
-        # split (not indexing) so that backward is one cat, not a zero-filled copy per slice
-        parts = h.split([s.stop - s.start for s in self.slices], dim=0)
-        return torch.cat([s.modules[layer](part) for s, part in zip(self.slices, parts)], dim=0)
+        return per_slice([s.modules[layer] for s in self.slices], h, [s.stop - s.start for s in self.slices])
 
     def hidden(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
                preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:

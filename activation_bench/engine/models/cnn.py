@@ -148,10 +148,12 @@ class CNN(Family):
 
         return cnn
 
-    def share_rows(self, model: Any, x: Any) -> int | None:
-        from activation_bench.engine.diagnostics import share_rows
+    def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
+        """In chunks of rows (diagnostics.share_rows: a block's im2col copy over every row at once
+        would take gigabytes)."""
+        from activation_bench.engine.diagnostics import share_rows, unit_shares
 
-        return share_rows(model, x)
+        return unit_shares(model, x, share_rows(model, x))
 
 
 register(CNN())

@@ -18,7 +18,7 @@ from typing import Any
 
 POOLS = ("none", "max", "avg")
 LIST_KEYS = ("channels", "kernel", "stride", "padding")
-PAD_OUT = 16  # the head's logits are padded to a multiple of 16 columns (see StackedMLP's output padding)
+PAD_OUT = 16  # an output layer's columns are padded to a multiple of 16 (one AVX-512 vector): see StackedMLP
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from activation_bench.engine.models.stacked_mlp import StackedMLP
+from activation_bench.engine.models.base import per_slice
+from activation_bench.engine.models.stacked_mlp import StackedMLP, one_output
 
 # h -> (activation(h), backward), backward: dL/d activation -> dL/dh
 Rule = Callable[[torch.Tensor], tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]]
@@ -130,6 +131,31 @@ def _closed_form(module: nn.Module) -> Rule | None:
     return None
 
 
+def rules_forward(rules: list[Rule], h: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, list[Backward]]:
+    """Each slice's rule on its members' rows of h: the activation and its backward per slice."""
+    if len(rules) == 1:
+        a, back = rules[0](h)
+        return a, [back]
+    outs = [rule(part) for rule, part in zip(rules, h.split(sizes))]
+    return torch.cat([a for a, _ in outs]), [back for _, back in outs]
+
+
+def rules_backward(backs: list[Backward], g_a: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """The activation's input gradient from its output's g_a, slice by slice."""
+    return per_slice(backs, g_a, sizes)
+
+
+def mse_head(a: torch.Tensor, w2: torch.Tensor, b2_padded: torch.Tensor,
+             y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The one-output layer's loss and backward: (per-member MSE [M], the output row's gradient
+    [M, 1, h2], the output bias's [M, 1, 1], the last hidden layer's [M, N, h2]). The hand-written
+    gradient and the compiled engine's plain step both take it."""
+    r = one_output(a, w2, b2_padded) - y  # [M, N, 1]
+    loss = r.square().mean(dim=(1, 2))
+    g_out = r * (2.0 / r.shape[1])  # d(mean of squares)/d prediction
+    return loss, (g_out * a).sum(dim=1, keepdim=True), g_out.sum(dim=1, keepdim=True), g_out * w2
+
+
 class HandGradient:
     """loss(x, y) -> per-member MSE [M], with every parameter's .grad set (replacing autograd)."""
 
@@ -143,12 +169,7 @@ class HandGradient:
 
     def hidden(self, x: torch.Tensor) -> tuple[torch.Tensor, list[Backward]]:
         m = self.model
-        h = torch.baddbmm(m.b1, x, m.w1)
-        if len(self.rules) == 1:
-            a, back = self.rules[0](h)
-            return a, [back]
-        outs = [rule(part) for rule, part in zip(self.rules, h.split(self.sizes))]
-        return torch.cat([a for a, _ in outs]), [back for _, back in outs]
+        return rules_forward(self.rules, torch.baddbmm(m.b1, x, m.w1), self.sizes)
 
     @torch.no_grad()
     def predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -156,10 +177,9 @@ class HandGradient:
         mode: call model.eval() first)."""
         m = self.model
         h = torch.baddbmm(m.b1, x, m.w1)
-        parts = h.split(self.sizes)
-        a = torch.cat([rule.value(part) if closed else s.module(part)  # type: ignore[attr-defined]
-                       for rule, closed, s, part in zip(self.rules, self.closed, m.slices, parts)])
-        return (a * m.w2).sum(dim=-1, keepdim=True) + m.b2_padded[..., :1]
+        values = [rule.value if closed else s.module  # type: ignore[attr-defined]
+                  for rule, closed, s in zip(self.rules, self.closed, m.slices)]
+        return one_output(per_slice(values, h, self.sizes), m.w2, m.b2_padded)
 
     @torch.no_grad()
     def loss(self, x: torch.Tensor, y: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
@@ -168,17 +188,9 @@ class HandGradient:
         a, backs = self.hidden(x)
         if record is not None:
             record.append(a)
-        r = (a * m.w2).sum(dim=-1, keepdim=True).add_(m.b2_padded[..., :1]).sub_(y)  # [M, N, 1]
-        loss = r.square().mean(dim=(1, 2))
-        g_out = r.mul_(2.0 / r.shape[1])  # d(mean of squares)/d prediction
-        m.w2.grad = (g_out * a).sum(dim=1, keepdim=True)
-        self.grad_b2[..., :1] = g_out.sum(dim=1, keepdim=True)
+        loss, m.w2.grad, self.grad_b2[..., :1], g_a = mse_head(a, m.w2, m.b2_padded, y)
         m.b2_padded.grad = self.grad_b2
-        g_a = g_out * m.w2  # [M, N, H]
-        if len(backs) == 1:
-            g_h = backs[0](g_a)
-        else:
-            g_h = torch.cat([back(part) for back, part in zip(backs, g_a.split(self.sizes))])
+        g_h = rules_backward(backs, g_a, self.sizes)
         m.w1.grad = torch.bmm(x.transpose(1, 2), g_h)
         m.b1.grad = g_h.sum(dim=1, keepdim=True)
         return loss

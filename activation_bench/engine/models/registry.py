@@ -86,9 +86,13 @@ class Family:
         """The module of this family's compiled step (engine/compiled/), or None: eager only."""
         return None
 
-    def share_rows(self, model: Any, x: Any) -> int | None:
-        """Rows per chunk of the unit-share pass over x (None: all at once)."""
-        return None
+    def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
+        """Per hidden layer and member, the share of dead and of saturated units on the training
+        inputs x, each [depth, M] (diagnostics.unit_shares: summary.json's dead_units and
+        saturated_units)."""
+        from activation_bench.engine.diagnostics import unit_shares
+
+        return unit_shares(model, x)
 
 
 FAMILIES: dict[str, Family] = {}

@@ -136,6 +136,11 @@ class StackedCNN(MemberLayers):
     def depth(self) -> int:
         return len(self.geometry)
 
+    def dropout_shapes(self, rows: int) -> list[tuple[int, int]]:
+        """Each block's dropout mask per member on a batch of `rows` samples: (rows x positions after
+        pooling, channels)."""
+        return [(rows * math.prod(b.positions_out), b.c_out) for b in self.geometry]
+
     def activation_shapes(self, rows: int) -> list[tuple[int, int]]:
         """Each block's activation input per member on a batch of `rows` samples: (rows x positions,
         channels)."""

@@ -25,6 +25,7 @@ from activation_bench.data.synthetic import generator
 from activation_bench.engine.activations import registry as activations
 from activation_bench.engine.models import slices
 from activation_bench.engine.models.base import MemberDropout, MemberLayers, Slice, init_layer
+from activation_bench.engine.models.conv_shapes import PAD_OUT
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -83,7 +84,7 @@ class StackedMLP(MemberLayers):
         # boundary whatever its place in the stack (with K = 10 and N = 55, every other member's
         # block did not, and MKL's batched product rounded those members differently). The
         # padding columns get zero gradients, so they stay zero; `n_out` logits are used.
-        pad = -self.n_out % 16
+        pad = -self.n_out % PAD_OUT
         self.w2 = nn.Parameter(w2 if self.n_out == 1 else torch.nn.functional.pad(w2, (0, pad)))
         self.b2_padded = nn.Parameter(torch.nn.functional.pad(b2, (0, pad)))
         self._init_layers(slices, ws, norm)
@@ -101,6 +102,11 @@ class StackedMLP(MemberLayers):
     @property
     def depth(self) -> int:
         return 1 + len(self.w_deep)
+
+    def dropout_shapes(self, rows: int) -> list[tuple[int, int]]:
+        """Each hidden layer's dropout mask per member on a batch of `rows` samples: (rows, units)."""
+        units = self.w2.shape[-1] if self.n_out == 1 else self.w2.shape[1]
+        return [(rows, units)] * self.depth
 
     def activation_shapes(self, rows: int) -> list[tuple[int, int]]:
         """Each hidden layer's activation input per member on a batch of `rows` samples: (rows, units)."""
@@ -135,9 +141,15 @@ class StackedMLP(MemberLayers):
         a = self.hidden(x, record, preacts, batch_stats)
         if self.n_out > 1:
             return torch.baddbmm(self.b2_padded, a, self.w2)[..., : self.n_out]
-        # one output unit: a broadcast multiply and a sum beat three tiny batched GEMMs
-        # (forward and two in backward) by about 1 ms a step for 480 members
-        return (a * self.w2).sum(dim=-1, keepdim=True) + self.b2_padded[..., :1]
+        return one_output(a, self.w2, self.b2_padded)
+
+
+def one_output(a: torch.Tensor, w2: torch.Tensor, b2_padded: torch.Tensor) -> torch.Tensor:
+    """A regressor's output [M, N, 1] from the last hidden layer a [M, N, h2] and the output row w2
+    [M, 1, h2]: a broadcast multiply and a sum, which beat three tiny batched GEMMs (forward and two
+    in backward) by about 1 ms a step for 480 members. The one definition the eager model, the
+    hand-written gradient and the compiled steps use."""
+    return (a * w2).sum(dim=-1, keepdim=True) + b2_padded[..., :1]
 
 
 def build(ordered: Sequence[Cfg], keys: list[str], dim: int, device: str, dtype: torch.dtype,

@@ -83,8 +83,9 @@ class Transformer(Family):
                 "model=transformer a gated unit's width is model.ffn_match's (params by default)", where)
         v.check(cfg.batch_size is not None, "model=transformer trains on random windows of the text: set "
                 "batch_size (windows per step), e.g. batch_size=12", where)
-        v.check(not cfg.log.grad_norms and not cfg.log.preact_stats, "log.grad_norms and log.preact_stats log "
-                "an MLP's or convnet's hidden layers; model=transformer does not write them", where)
+        v.check(not cfg.log.grad_norms and not cfg.log.preact_stats and not cfg.log.train_eval, "log.grad_norms, "
+                "log.preact_stats and log.train_eval apply to an MLP or a convnet; model=transformer does not write "
+                "them (its training loss is on random windows, its validation and test losses on fixed ones)", where)
 
     def describe(self, model: dict[str, Any]) -> str:
         parts = [f"GPT {model['n_layer']} x {model['n_embd']}, {model['n_head']} heads, block {model['block_size']}",
@@ -112,22 +113,31 @@ class Transformer(Family):
         return v * d + m.block_size * d + m.n_layer * (attn + ffn + 2 * norm) + norm
 
     def memory(self, cfg: Cfg) -> Memory:
-        """Parameters; a step's saved values (per token and block: the norms, q, k, v, attention's
-        output and its T x T weights per head, the feed-forward block's widths; the logits) over a
-        batch, and an evaluation pass's over the fixed windows."""
+        """Parameters; a training step's saved values (per token and block: the norms, q, k, v,
+        attention's output and its T x T weights per head, the feed-forward block's widths; the
+        logits) over a batch; an evaluation pass's largest block of values over the fixed windows
+        (nothing kept for backward); the characters."""
         from activation_bench.data import text
 
         m = cfg.model
         d, (h1, h2), t, v = m.n_embd, ffn_widths(cfg), m.block_size, _vocab(cfg)
-        per_token = m.n_layer * (12 * d + 2 * h1 + h2 + 3 * m.n_head * t) + 3 * v
-        windows = cfg.batch_size + int(cfg.data.eval_windows or 0)
-        corpus = sum(text.split_sizes(cfg))
-        return Memory(self.params(cfg), windows * t * per_token + corpus, [h1] * m.n_layer)
+        train = m.n_layer * (12 * d + 2 * h1 + h2 + 3 * m.n_head * t) + 3 * v
+        evaluate = 4 * d + h1 + h2 + m.n_head * t + 2 * v
+        values = cfg.batch_size * t * train + int(cfg.data.eval_windows or 0) * t * evaluate
+        return Memory(self.params(cfg), values + sum(text.split_sizes(cfg)), [h1] * m.n_layer)
 
     def macs(self, cfg: Cfg) -> int:
         m = cfg.model
         d, (h1, h2), t = m.n_embd, ffn_widths(cfg), m.block_size
         return t * (m.n_layer * (4 * d * d + d * h1 + h2 * d + t * d) + d * _vocab(cfg))
+
+    def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
+        """Not measured (NaN): a unit's share would be over the feed-forward block's inputs, which
+        the training characters x do not give without a forward pass over windows."""
+        import torch
+
+        nan = torch.full((model.depth, x.shape[0]), float("nan"), dtype=model.wte.dtype, device=x.device)
+        return nan, nan.clone()
 
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
         from activation_bench.engine.models import slices, stacked_gpt

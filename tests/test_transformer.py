@@ -1,0 +1,107 @@
+"""model=transformer through the commands: a run and a sweep on text, a member of a stack equal to
+the same run alone bit for bit, gated units at matched parameters, resume after a signal, and bad
+input refused in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from activation_bench.cli.main import app
+from tests.conftest import assert_refused_by_run_and_sweep, files_under
+from tests.test_checkpoint import _run, assert_same_outputs
+
+TINY_GPT = ["model=transformer", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "model.block_size=8",
+            "batch_size=4", "epochs=2", "data.steps=3", "data.eval_windows=4"]
+
+
+@pytest.fixture
+def text_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.txt"
+    path.write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
+    return path
+
+
+def _summary(root: Path) -> dict:
+    (path,) = root.rglob("summary.json")
+    return json.loads(path.read_text())
+
+
+def test_a_transformer_run_on_a_text_file(runner, runs_dir, text_file):
+    out = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), *TINY_GPT, "data=text", f"data.path={text_file}"])
+    assert out.exit_code == 0, out.output
+    s = _summary(runs_dir)
+    assert s["status"] == "complete" and s["model"].startswith("GPT 1 x 16, 2 heads, block 8")
+    assert s["data"]["vocab_size"] == len(set(text_file.read_text())) and s["depth"] == 1
+    assert 0 < s["final_test_loss"] < 10 and 0 <= s["final_test_acc"] <= 1
+    header = next(runs_dir.rglob("losses.csv")).read_text().splitlines()[0]
+    assert header == "epoch,train_loss,val_loss,test_loss,val_acc,test_acc"
+
+
+def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path):
+    sweep = ["sweep", "--runs-dir", str(tmp_path), "-q", *TINY_GPT, "data=python_docs", "--name", "s",
+             "activation=gelu,relu,relu2,swiglu,bilinear", "seed=range(2)", "model.dropout=0.1"]
+    out = runner.invoke(app, sweep)
+    assert out.exit_code == 0, out.output
+    for act in ("relu2", "swiglu"):
+        alone = tmp_path / f"alone-{act}"
+        out = runner.invoke(app, ["run", "--runs-dir", str(alone), "-q", *TINY_GPT, "data=python_docs",
+                                  f"activation={act}", "seed=1", "model.dropout=0.1"])
+        assert out.exit_code == 0, out.output
+        (member,) = (tmp_path / "s").glob(f"*activation={act}_seed=1*/losses.csv")
+        assert next(alone.rglob("losses.csv")).read_bytes() == member.read_bytes()
+
+
+def test_gated_units_match_the_ungated_parameter_count(runner, runs_dir):
+    counts = {}
+    for act, match in (("gelu", "params"), ("swiglu", "params"), ("swiglu", "width")):
+        root = runs_dir / f"{act}-{match}"
+        out = runner.invoke(app, ["run", "--runs-dir", str(root), "-q", *TINY_GPT, "data=python_docs",
+                                  f"activation={act}", f"model.ffn_match={match}", "epochs=1"])
+        assert out.exit_code == 0, out.output
+        counts[act, match] = _summary(root)["n_params"]
+    ffn = 2 * 16 * 64  # the ungated block's two matrices (d = 16, 4d hidden)
+    # 2/3 of 64 rounds to 43: 3 x 16 x 43 = 2,064 weights against 2,048
+    assert counts["swiglu", "params"] - counts["gelu", "params"] == 3 * 16 * 43 - ffn
+    assert counts["swiglu", "width"] - counts["gelu", "params"] == 3 * 16 * 64 - ffn
+
+
+def test_a_stopped_transformer_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
+    args = [*TINY_GPT, "data=python_docs", "epochs=4", "model.dropout=0.1"]
+    assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
+    assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@2.1").exit_code == 143
+    assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0
+    assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["model.n_embd=15"], "model.n_embd (15) must be a multiple of model.n_head (2)"),
+    (["model.ffn_match=half"], "unknown model.ffn_match 'half'"),
+    (["model.norm=batch"], "unknown model.norm 'batch' for model=transformer"),
+    (["batch_size=null"], "set batch_size (windows per step)"),
+])
+def test_bad_transformer_input_is_refused_in_one_line(runner, runs_dir, args, message):
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*TINY_GPT, "data=python_docs", *args], message)
+
+
+def test_a_transformer_on_a_table_is_refused(runner, runs_dir):
+    assert_refused_by_run_and_sweep(runner, runs_dir, ["model=transformer", "batch_size=4", "data=diabetes"],
+                                    "model=transformer models text")
+
+
+def test_another_family_on_text_is_refused(runner, runs_dir):
+    assert_refused_by_run_and_sweep(runner, runs_dir, ["data=python_docs", "data.steps=2"], "model.block_size")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"", "empty"),
+    (b"abc\xff\xfe def" * 20, "UTF-8"),
+    (b"too short", "block_size"),
+])
+def test_a_bad_text_file_is_refused_in_one_line(runner, runs_dir, tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*TINY_GPT, "data=text", f"data.path={path}"], message)
+    assert files_under(runs_dir) == []
