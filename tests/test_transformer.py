@@ -52,6 +52,11 @@ def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, t
         assert out.exit_code == 0, out.output
         (member,) = (tmp_path / "s").glob(f"*activation={act}_seed=1*/losses.csv")
         assert next(alone.rglob("losses.csv")).read_bytes() == member.read_bytes()
+    # compare names each group's parameter count where they differ (here: the gated units' 2/3 width)
+    out = runner.invoke(app, ["compare", str(tmp_path / "s"), "--loss", "val_loss", "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    params = {line.split(",")[0]: line.split(",")[1] for line in out.stdout.splitlines()[1:]}
+    assert params["gelu"] == params["relu"] == params["relu2"] != params["swiglu"] == params["bilinear"]
 
 
 def test_gated_units_match_the_ungated_parameter_count(runner, runs_dir):

@@ -216,7 +216,20 @@ def output_columns(res: CompareResult) -> list[str]:
     tuning, comparison and --power columns it has."""
     how = res.scale
     extra = [*TUNE_COLS, *compare_cols(how), *extra_cols(how), "is_baseline"]
-    return [*res.group_cols, *res.tuned_keys, *stat_cols(how)] + [c for c in extra if c in res.table.columns]
+    params = ["params"] if "params" in res.table.columns else []
+    return [*res.group_cols, *params, *res.tuned_keys, *stat_cols(how)] + [c for c in extra if c in res.table.columns]
+
+
+def _with_params(table: pd.DataFrame, loaded: Loaded, group_cols: list[str]) -> pd.DataFrame:
+    """Each group's parameter count per member (`params`; "min-max" where its runs differ), where the
+    groups' counts differ (gated units, widths, depths): a reader sees whether the compared models
+    match. Left out where every run has the same count, so such tables read as before."""
+    runs = loaded.runs
+    if "n_params" not in runs.columns or runs["n_params"].nunique(dropna=True) <= 1 or not group_cols:
+        return table
+    spans = runs.groupby(group_cols, dropna=False)["n_params"].agg(["min", "max"]).reset_index()
+    spans["params"] = [int(lo) if lo == hi else f"{int(lo)}-{int(hi)}" for lo, hi in zip(spans["min"], spans["max"])]
+    return table.merge(spans[[*group_cols, "params"]], on=group_cols, how="left")
 
 
 def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
@@ -258,7 +271,7 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
             comp = add_power(comp, power)
         table = table.merge(comp, on=list(group_cols), how="left") if group_cols else table
         table["is_baseline"] = table[base[0]] == base[1]
-    table = _order(_tidy(table), group_cols, base, how)
+    table = _order(_tidy(_with_params(table, loaded, group_cols)), group_cols, base, how)
     res = CompareResult(table, list(group_cols), metric, loss, base, pair_cols, notes, floor, power, selection)
     res.table = table[output_columns(res)].reset_index(drop=True)
     res.budget = budget_check(loaded, group_cols, judged if selection is not None else None, selection,

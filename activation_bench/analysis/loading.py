@@ -28,7 +28,7 @@ LOSSES = tuple(c for c in COLUMNS if c not in ACCURACIES)  # train_loss, train_e
 # facts about a run, not config: never group or pair by them (results.csv carries n_params)
 INFO_COLS = ("n_params", "status", "wall_time_s", "diverged_epoch", "epochs_run", "stack_size", "config_hash")
 RESERVED = ("run", "epoch", *COLUMNS, *INFO_COLS)
-RUN_COLS = ("source", "run", "status")  # per-run columns of Loaded.runs that are not config
+RUN_COLS = ("source", "run", "status", "n_params")  # per-run columns of Loaded.runs that are not config
 
 
 def is_accuracy(column: str) -> bool:
@@ -224,6 +224,7 @@ def _run_dir_part(path: Path, loss: str, summary: dict, full_config: bool = Fals
     for key, value in config.items():
         part.runs[key] = canon(value)
     part.runs["status"] = summary.get("status")
+    part.runs["n_params"] = summary.get("n_params")
     return part
 
 
@@ -281,6 +282,8 @@ def _csv_part(path: Path, loss: str, source: str, seed: str | None = None, run_n
         runs["seed"] = seed
     runs["source"] = source
     runs["status"] = df["status"].iloc[starts].to_numpy(object) if "status" in df.columns else None
+    if "n_params" in df.columns:  # a fact about each run (compare's `params` column), never a group
+        runs["n_params"] = pd.to_numeric(df["n_params"].iloc[starts], errors="coerce").to_numpy()
     if "run" in df.columns:
         runs["run"] = df["run"].iloc[starts].to_numpy(object).astype(str)
     elif run_name is not None and len(starts) == 1:

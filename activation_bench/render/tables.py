@@ -115,6 +115,9 @@ def _paired_tail(res: CompareResult, compact: bool, power: list[tuple[str, Any, 
 def _head_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
     """The group, tuned-key and count columns every table starts with."""
     cols: list[tuple[str, Any, bool]] = [(c, (lambda r, c=c: str(r[c])), False) for c in res.group_cols]
+    if "params" in res.table.columns:  # where the groups' parameter counts differ (analysis/compare.py)
+        cols.append(("params", lambda r: f"{r['params']:,}" if isinstance(r["params"], int) else str(r["params"]),
+                     True))
     cols += [(f"{k} (tuned)", (lambda r, k=k: _tuned_cell(res, r, k)), True) for k in res.tuned_keys]
     cols.append(("n", lambda r: fmt_int(r["n"]), True))
     if res.tuning is not None and not compact:
