@@ -62,7 +62,7 @@ def run_doc_block(runner: CliRunner, tmp_path: Path, doc: Path, section: str, sh
             continue
         argv = shlex.split(line)
         assert argv[0] == "actbench"
-        args = [shorten.get(a, a) for a in argv[1:]]
+        args = [w for a in argv[1:] for w in shorten.get(a, a).split()]  # a shortening may add words
         if args[0] == "sweep":
             args[1:1] = ["--runs-dir", str(tmp_path / "runs"), "-q"]
         else:

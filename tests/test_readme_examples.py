@@ -31,3 +31,11 @@ def test_readme_classification_example_runs_as_written(runner, tmp_path, monkeyp
     for line in shown.split("```", 1)[0].strip().splitlines()[1:]:
         name, lr, n, mean = line.split()[:4]
         assert re.search(rf"{name}\s+{lr}\s+{n}\s+{re.escape(mean)}", out), line
+
+
+def test_readme_transformer_example_runs_shortened(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    short = {"seed=range(4)": "seed=range(2)", "epochs=5": "epochs=2 data.steps=3 data.eval_windows=4",
+             "model.n_embd=64": "model.n_embd=16", "block_size=32": "block_size=8", "warmup_steps=50": "warmup_steps=2"}
+    out = run_doc_block(runner, tmp_path, README, "## Transformers", short)
+    assert "params" in out and "baseline" in out and "swiglu" in out
