@@ -20,9 +20,7 @@ SWEPT = {
     "model.hidden_dim": "3,4",
     "model.depth": "1,2",
     "data.n_samples": "8,10",
-    "data.input_dim": "2,3",
     "data.n_val": "4,5",
-    "optimizer": "adam,sgd",
 }
 
 
