@@ -130,8 +130,9 @@ def venv(tmp_path_factory, wheel) -> Path:
 
 def test_wheel_holds_every_module_config_and_template(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "activation_bench").rglob("*.py")
-               if "__pycache__" not in p.parts}
+    # every module, and any other file in the package's folders (templates, data a module reads)
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "activation_bench").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
     configs = {"activation_bench/configs/" + p.relative_to(ROOT / "configs").as_posix()
                for p in (ROOT / "configs").rglob("*.yaml")}
     templates = {p.relative_to(ROOT).as_posix()
