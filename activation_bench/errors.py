@@ -8,6 +8,12 @@ class UsageError(Exception):
     """Bad input from the user (config, override, path, file). Message is one readable line."""
 
 
+def check(ok: bool, message: str, where: str = "") -> None:
+    """UsageError(message, and where it comes from) unless ok."""
+    if not ok:
+        raise UsageError(f"{message}" + (f" (in: {where})" if where else ""))
+
+
 # what str.splitlines breaks a line at; a message quoting the user's text shows them escaped
 _BREAKS = {ch: ch.encode("unicode_escape").decode("ascii") for ch in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
 

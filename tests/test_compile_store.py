@@ -18,6 +18,7 @@ import torch
 from activation_bench.config.compose import compose_many
 from activation_bench.config.grid import expand
 from activation_bench.engine import train
+from activation_bench.engine.compiled import build as compiled_build
 from activation_bench.engine.compiled import choose as compiled
 from activation_bench.engine.compiled import store as compile_store
 
@@ -59,14 +60,14 @@ def test_inductors_own_default_cache_folder_is_not_taken_for_the_users_choice(tm
 
     monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path / "ours"))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    assert compiled.cache_dir() == str(tmp_path / "ours" / "inductor")
+    assert compiled_build.cache_dir() == str(tmp_path / "ours" / "inductor")
     inductor_dirs.cache_dir()  # what importing inductor does: sets the variable to its default
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == inductor_dirs.default_cache_dir()
-    assert compiled.cache_dir() == str(tmp_path / "ours" / "inductor")
-    compiled._configure()  # and the process's inductor follows it, so children inherit ours
+    assert compiled_build.cache_dir() == str(tmp_path / "ours" / "inductor")
+    compiled_build._configure()  # and the process's inductor follows it, so children inherit ours
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "ours" / "inductor")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "theirs"))  # a user's own choice
-    assert compiled.cache_dir() == str(tmp_path / "theirs")
+    assert compiled_build.cache_dir() == str(tmp_path / "theirs")
 
 
 def test_a_missing_truncated_or_corrupt_package_is_not_loaded(tmp_path):
@@ -104,11 +105,11 @@ def test_a_successful_cpu_probe_is_remembered_and_a_failed_one_is_not(tmp_path, 
 
 def _train_stack(overrides: list[str], epochs: int) -> tuple[list[str], list[str], list[torch.Tensor]]:
     """(every step's losses, each epoch's validation loss, as hex; the final parameters and the
-    optimiser's state) of one stack trained through compiled.build."""
+    optimiser's state) of one stack trained through build.build."""
     cfgs = compose_many(expand(["engine=compiled", *overrides]).members)
     stack = train._build(cfgs)
     start = [p.detach().clone() for p in stack.opt.params]
-    fns = compiled.build(stack, stack.fixed_batches)
+    fns = compiled_build.build(stack, stack.fixed_batches)
     losses, val = [], []
     for _ in range(epochs):
         for xb, yb in stack.fixed_batches:

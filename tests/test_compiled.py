@@ -22,6 +22,7 @@ from activation_bench.config.grid import expand
 from activation_bench.config.hashing import config_hash
 from activation_bench.engine import plan, train
 from activation_bench.engine.activations.registry import create
+from activation_bench.engine.compiled import build as compiled_build
 from activation_bench.engine.compiled import choose as compiled
 from activation_bench.engine.compiled import cnn as compiled_cnn
 from activation_bench.engine.compiled import mlp as compiled_mlp
@@ -107,7 +108,7 @@ def test_a_failed_compilation_falls_back_to_eager_with_one_line_and_a_whole_run(
     def fail(*args):
         raise RuntimeError("simulated failure\nsecond line")
 
-    monkeypatch.setattr(compiled, "_compile", fail)
+    monkeypatch.setattr(compiled_build, "_compile", fail)
     result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "-q", "--name", "s", "engine=compiled",
                                  "activation=gelu,relu", "seed=0,1", *TINY])
     assert result.exit_code == 0, result.output

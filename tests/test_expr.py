@@ -77,7 +77,7 @@ def test_parsing_never_evaluates(tmp_path):
 
 
 def test_parsing_needs_no_torch():
-    code = ("import sys; from activation_bench.engine import expr; "
+    code = ("import sys; from activation_bench.engine.activations import expr; "
             "e = expr.parse('x*sigmoid(beta*x)'); assert e.params == ('beta',); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

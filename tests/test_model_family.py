@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from activation_bench.cli.main import app
-from activation_bench.config import validate as v
 from activation_bench.data.synthetic import generator
 from activation_bench.engine.models import registry, slices
 from activation_bench.engine.models.base import MemberLayers, init_layer
+from activation_bench.errors import check
 from tests.conftest import assert_refused_by_run_and_sweep, files_under
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ class Toy(registry.Family):
     schema = ToyConfig
 
     def validate(self, cfg: Any, where: str) -> None:
-        v.check(cfg.model.width >= 1, f"model.width must be >= 1, got {cfg.model.width}", where)
+        check(cfg.model.width >= 1, f"model.width must be >= 1, got {cfg.model.width}", where)
 
     def describe(self, model: dict[str, Any]) -> str:
         return f"toy {model['width']}"

@@ -110,3 +110,12 @@ def test_a_bad_text_file_is_refused_in_one_line(runner, runs_dir, tmp_path, cont
     path.write_bytes(content)
     assert_refused_by_run_and_sweep(runner, runs_dir, [*TINY_GPT, "data=text", f"data.path={path}"], message)
     assert files_under(runs_dir) == []
+
+
+@pytest.mark.parametrize("act", [["activation=prelu"], ["activation=expr", "activation.fn=\"x*sigmoid(1.702*x)\""],
+                                 ["activation=expr", "activation.fn=\"max(x, 0)**2\""],
+                                 ["activation=expr", "activation.fn=\"a*x + b*x*x\"", "activation.learnable=true"]])
+def test_the_feed_forward_block_takes_learned_and_expression_activations(runner, runs_dir, act):
+    out = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY_GPT, "data=python_docs", *act])
+    assert out.exit_code == 0, out.output
+    assert _summary(runs_dir)["status"] == "complete"

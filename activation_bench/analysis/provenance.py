@@ -62,14 +62,14 @@ def _architectures(summaries: list[dict[str, Any]], config: Path | None) -> list
     is read from the one config.yaml the report shows (MLP runs' summaries predate the key)."""
     import yaml
 
-    from activation_bench.engine.models import registry
     from activation_bench.errors import UsageError
+    from activation_bench.runs.contents import describe_model
 
     names = {str(s["model"]) for s in summaries if s.get("model")}
     if config is not None and any(not s.get("model") for s in summaries):
         try:
             model = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("model") or {}
-            names.add(registry.family(str(model.get("name") or "mlp")).describe(model))
+            names.add(describe_model(model))
         except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, UsageError):
             pass
     return sorted(names)

@@ -136,7 +136,8 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
         table.add_row(k, v)
     terminal.print_table(table)
     if result.status == "diverged":
-        typer.echo(f"diverged: loss not finite at epoch {result.diverged_epoch}; stopped early", err=True)
+        typer.echo(f"diverged at epoch {result.diverged_epoch} (loss NaN, infinite or 1e8 x epoch 1's); stopped early",
+                   err=True)
     typer.echo(str(path))
 
 

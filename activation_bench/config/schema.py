@@ -95,7 +95,7 @@ class Config:
     min_lr: float = 0.0  # cosine: the learning rate after the decay
     device: str = "cpu"
     dtype: str = "float32"
-    engine: str = "eager"  # eager | compiled (torch.compile of the whole step) | auto (compiled for long stacks)
+    engine: str = "eager"  # eager | compiled (the whole step compiled ahead of time: engine/compiled/) | auto (by size)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
@@ -112,21 +112,4 @@ def _register_schema() -> None:
         _registered = True
         from activation_bench.engine.models import registry
 
-        for name in registry.names():
-            register_model(name, registry.family(name).schema)
-
-
-def register_model(name: str, schema: type) -> None:
-    """A model family's schema in Hydra's `model` group: `NAME_schema`, which configs/model/NAME.yaml
-    extends, and `NAME` itself where no such file ships (a family registered by a user or a test).
-    Before the base schema is registered, nothing: `_register_schema` stores every family then."""
-    if not _registered:
-        return
-    from hydra.core.config_store import ConfigStore
-
-    from activation_bench.config.files import config_dir
-
-    store = ConfigStore.instance()
-    store.store(group="model", name=f"{name}_schema", node=schema)
-    if not (config_dir() / "model" / f"{name}.yaml").exists():
-        store.store(group="model", name=name, node=schema)
+        registry.store_schemas()

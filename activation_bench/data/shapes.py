@@ -1,4 +1,6 @@
-"""Each data source's input shape for a convolutional network: (channels, length) for sequences,
+"""A member's data shapes in arithmetic on its config (no data read beyond the per-process caches):
+its rows per split and features (`data_shapes`), its outputs (`n_outputs`), and each source's
+input shape for a convolutional network: (channels, length) for sequences,
 (channels, height, width) for images, None for tables, CSV files and synthetic data (whose
 features have no order a convolution could use). A member's features are stored flat, in the
 order channels, then positions (row-major), so a convnet reshapes them to this shape."""
@@ -22,3 +24,22 @@ SHAPES: dict[str, tuple[int, ...]] = {
 def input_shape(cfg: Cfg) -> tuple[int, ...] | None:
     """The data's input shape for a convnet, or None where its features have no spatial order."""
     return SHAPES.get(cfg.data.name)
+
+
+def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
+    """(training rows, validation rows, test rows, input features) of a member's data."""
+    from activation_bench.data import tables, text
+
+    d = cfg.data
+    if text.is_text(d):  # "rows": the windows a member trains on per epoch, and the fixed ones it is judged on
+        return d.steps * cfg.batch_size, d.eval_windows, d.eval_windows, cfg.model.block_size
+    if tables.is_real(d):
+        return tables.shapes(cfg)
+    return d.n_samples, d.n_val, 0, d.input_dim
+
+
+def n_outputs(cfg: Cfg) -> int:
+    """The model's outputs: 1 for a regressor, K for a classifier of K classes."""
+    from activation_bench.data import tables
+
+    return tables.n_classes(cfg) if tables.is_classification(cfg.data) else 1

@@ -53,7 +53,8 @@ class Hooks(Protocol):
 class Attempt:
     """One attempt at training a stack (one process): resume from its saved state, and save when due."""
 
-    # stack, losses, divergence: train.py's _Stack and _Losses, divergence.Divergence (train.py imports this module)
+    # stack, losses, divergence: train.py's _Stack, losses_log.Losses, divergence.Divergence
+    # (train.py imports this module)
     def __init__(self, hooks: Hooks, stack: Any, losses: Any, divergence: Any,
                  logs: dict[str, Any], epochs: int, started: float | None = None) -> None:
         self.hooks, self.stack, self.losses, self.divergence = hooks, stack, losses, divergence

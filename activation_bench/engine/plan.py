@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from activation_bench.data import tables, text
+from activation_bench.data.shapes import data_shapes, n_outputs
 from activation_bench.engine.models import registry
 
 if TYPE_CHECKING:
@@ -33,19 +34,25 @@ def _act_key(cfg: Cfg) -> str:
     return json.dumps(_act_cfg(cfg), sort_keys=True)
 
 
-def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
-    """(training rows, validation rows, test rows, input features) of a member's data."""
-    d = cfg.data
-    if text.is_text(d):  # "rows": the windows a member trains on per epoch, and the fixed ones it is judged on
-        return d.steps * cfg.batch_size, d.eval_windows, d.eval_windows, cfg.model.block_size
-    if tables.is_real(d):
-        return tables.shapes(cfg)
-    return d.n_samples, d.n_val, 0, d.input_dim
+def classifies(cfg: Cfg) -> bool:
+    """Whether the model's outputs are class logits (cross-entropy, accuracy): a classifier's, or a
+    language model's over the characters."""
+    return tables.is_classification(cfg.data) or text.is_text(cfg.data)
 
 
-def n_outputs(cfg: Cfg) -> int:
-    """The model's outputs: 1 for a regressor, K for a classifier of K classes."""
-    return tables.n_classes(cfg) if tables.is_classification(cfg.data) else 1
+def logged_columns(cfg: Cfg) -> set[str]:
+    """The per-epoch columns a run of this config writes to losses.csv (the training loop's and the
+    study plan's one definition)."""
+    _, n_val, n_test, _ = data_shapes(cfg)
+    classify = classifies(cfg)
+    cols = {"train_loss"}
+    if n_val:
+        cols |= {"val_loss", "val_acc"} if classify else {"val_loss"}
+    if n_test:
+        cols |= {"test_loss", "test_acc"} if classify else {"test_loss"}
+    if cfg.log.train_eval:
+        cols.add("train_eval_loss")
+    return cols
 
 
 def stack_key(cfg: Cfg) -> tuple:

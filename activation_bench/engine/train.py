@@ -29,6 +29,7 @@ from activation_bench.engine.activations import grouped
 from activation_bench.engine.compiled import choose as compiled
 from activation_bench.engine.diagnostics import GradLog
 from activation_bench.engine.divergence import CHECK_EVERY, Divergence
+from activation_bench.engine.losses_log import Losses
 from activation_bench.engine.models import hand_gradient as fused
 from activation_bench.engine.models import registry
 from activation_bench.engine.models.base import MemberLayers
@@ -40,7 +41,9 @@ from activation_bench.engine.plan import (
     _act_key,
     _grad_every,
     _shuffles,
+    classifies,
     data_shapes,
+    logged_columns,
     resolve_device,
     stack_key,
 )
@@ -144,7 +147,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     first = stack.ordered[0]
     stack.engine, stack.compiled_step = compiled.prepare(stack, *engine, n_real, notice)
     epochs, m = first.epochs, len(cfgs)
-    losses = _Losses.empty(epochs, m, stack)
+    losses = Losses.empty(epochs, m, logged_columns(first), stack.dtype, stack.device)
     every = _grad_every(first)
     grad_log = GradLog(every, epochs, stack.model.depth, m, stack.dtype, stack.device) if every else None
     probe = int(first.log.get("preact_stats") or 0)
@@ -302,39 +305,8 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
                    {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
         windows=(first.data.steps, first.model.block_size) if is_text else None,
-        classify=tables.is_classification(first.data) or is_text, train_eval=bool(first.log.train_eval), family=family,
+        classify=classifies(first), train_eval=bool(first.log.train_eval), family=family,
     )
-
-
-@dataclass
-class _Losses:
-    """Per epoch and member [epochs, M]: the training loss (mean over the epoch's minibatches) and,
-    where the data has those splits, the validation and test losses after the epoch (NaN: not run);
-    for a classifier also the validation and test accuracies; with log.train_eval the training
-    split's loss after the epoch in evaluation mode (dropout off)."""
-
-    train: torch.Tensor
-    val: torch.Tensor | None
-    test: torch.Tensor | None
-    val_acc: torch.Tensor | None = None
-    test_acc: torch.Tensor | None = None
-    train_eval: torch.Tensor | None = None
-
-    @classmethod
-    def empty(cls, epochs: int, m: int, stack: _Stack) -> _Losses:
-        def nan(want: bool = True) -> torch.Tensor | None:
-            return torch.full((epochs, m), float("nan"), dtype=stack.dtype, device=stack.device) if want else None
-
-        val, test = stack.val is not None, stack.test is not None
-        return cls(nan(), nan(val), nan(test), nan(val and stack.classify), nan(test and stack.classify),
-                   nan(stack.train_eval))
-
-    def per_member(self, done: int) -> dict[str, list[list[float]] | None]:
-        """Each column's values as [member][epoch], up to epoch `done` (None: not logged), by the
-        name of its RunResult field (and losses.csv column)."""
-        cols = {"train_loss": self.train, "val_loss": self.val, "test_loss": self.test, "val_acc": self.val_acc,
-                "test_acc": self.test_acc, "train_eval_loss": self.train_eval}
-        return {k: (t[:done].T.cpu().tolist() if t is not None else None) for k, t in cols.items()}
 
 
 def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.Attempt | None = None) -> torch.Tensor:
@@ -373,7 +345,7 @@ def _log_grads(stack: _Stack, grad_log: GradLog, epoch: int, outputs: list[torch
         grad_log.add(epoch, stack.model, outputs)
 
 
-def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
+def _evaluate(stack: _Stack, losses: Losses, epoch: int) -> None:
     """After this epoch, in evaluation mode (dropout off): the validation and test losses where the
     data has those splits, a classifier's accuracies on them, and with log.train_eval the training
     split's loss."""
@@ -396,7 +368,7 @@ def _evaluate(stack: _Stack, losses: _Losses, epoch: int) -> None:
     stack.model.train()
 
 
-def _results(stack: _Stack, losses: _Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
+def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
              wall: float, n_real: int, preact: PreactLog | None = None) -> list[RunResult]:
     """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
     m = len(stack.ordered)

@@ -96,6 +96,12 @@ def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "activation_bench": __version__}
 
 
+def describe_model(model: dict[str, Any]) -> str:
+    """A saved config's model in one line, as summary.json's `model` says it (its family's
+    description); for the layers above the engine (the report's provenance)."""
+    return registry.family(str(model.get("name") or "mlp")).describe(model)
+
+
 def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | None = None) -> dict:
     """summary.json's content; `status` is the completion marker."""
     import math

@@ -11,7 +11,6 @@ from activation_bench.errors import UsageError
 from activation_bench.study.spec import Fail, RankingSpec, Study, TuneFields
 
 if TYPE_CHECKING:
-    from activation_bench.cfg import Cfg
     from activation_bench.runs.orchestrate import SweepPlan
 
 
@@ -29,25 +28,9 @@ class PlannedSweep:
                 self.plan.directory.name, *self.plan.overrides]
 
 
-def logged_columns(cfg: Cfg) -> set[str]:
-    """The per-epoch columns a run of this config writes to losses.csv."""
-    from activation_bench.data.tables import is_classification
-    from activation_bench.engine.plan import data_shapes
-
-    _, n_val, n_test, _ = data_shapes(cfg)
-    cols = {"train_loss"}
-    classify = is_classification(cfg.data)
-    if n_val:
-        cols |= {"val_loss", "val_acc"} if classify else {"val_loss"}
-    if n_test:
-        cols |= {"test_loss", "test_acc"} if classify else {"test_loss"}
-    if cfg.log.get("train_eval"):
-        cols.add("train_eval_loss")
-    return cols
-
-
 def plan(study: Study, force: bool = False) -> list[PlannedSweep]:
     """Every sweep planned (exit-2 errors name the sweep), then the cross-checks."""
+    from activation_bench.engine.plan import logged_columns
     from activation_bench.runs import orchestrate
 
     out = []

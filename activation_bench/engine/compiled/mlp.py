@@ -77,7 +77,7 @@ def step_function(acts: list[Act], sizes: list[int], lay: Layout, model: Any, ki
     [M] before the update, updating params, the optimiser's state and batch norm's running
     statistics (`running`: mean and var of every layer, flat) in place. `masks`: dropout's per
     hidden layer (empty without dropout), then the random activations' draws (compiled_acts.draws).
-    `scale` as compiled._step_function's. With grad_norms, (loss, the norms train_step gives)."""
+    `scale` as plain.step_function's. With grad_norms, (loss, the norms train_step gives)."""
     depth, n_out, residual, dropout = model.depth, model.n_out, model.residual, model.dropout is not None
     kind_norm = model.norms[0].kind if model.norms is not None else "none"
     dim = 1 if kind_norm == "batch" else -1
@@ -150,7 +150,7 @@ def train_step(forward: Forward, norm_rows: Callable[[int, int], int], batch_nor
 def adam(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
          exp_avg_sqs: list[torch.Tensor], scale: torch.Tensor, betas: tuple[float, float], eps: float) -> None:
     """Adam's update in place, as the eager foreach Adam computes it but for one rounding: `scale`
-    holds lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) (compiled._scale), and sqrt(v) is multiplied
+    holds lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) (build._scale), and sqrt(v) is multiplied
     by the latter where eager divides by sqrt(1 - beta2^t). A vector division costs several
     multiplies: the update of a 240-member stack of 64-64-1 MLPs took 0.23 ms with the division and
     0.17 ms with the multiply, about 5% of the whole step."""

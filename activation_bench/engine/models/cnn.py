@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from activation_bench.engine.models import conv_shapes
-from activation_bench.engine.models.registry import Family, Memory, register
+from activation_bench.engine.models.family import Family, Memory
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -59,16 +59,16 @@ class CNN(Family):
     def validate(self, cfg: Cfg, where: str) -> None:
         """Sequence or image data, and a geometry that leaves every block some positions
         (conv_shapes.blocks names the block and the sizes otherwise)."""
-        from activation_bench.config import validate as v
         from activation_bench.data.shapes import SHAPES, input_shape
-        from activation_bench.errors import UsageError
+        from activation_bench.engine.models import checks as v
+        from activation_bench.errors import UsageError, check
 
         m = cfg.model
-        v.check(m.norm in NORMS, f"unknown model.norm '{m.norm}' for model=cnn; valid: {', '.join(NORMS)}", where)
+        check(m.norm in NORMS, f"unknown model.norm '{m.norm}' for model=cnn; valid: {', '.join(NORMS)}", where)
         v.check_dropout(m.dropout, where)
         v.resolve_init(cfg, INITS, where)
         shape = input_shape(cfg)
-        v.check(shape is not None, f"model=cnn needs sequence or image data ({', '.join(SHAPES)}); "
+        check(shape is not None, f"model=cnn needs sequence or image data ({', '.join(SHAPES)}); "
                 f"data={cfg.data.name}'s features have no positions to convolve over (use model=mlp)", where)
         try:
             conv_shapes.blocks(shape, m)  # type: ignore[arg-type]
@@ -102,8 +102,8 @@ class CNN(Family):
         """Parameters; per sample, the values a training step keeps for backward (each block's
         im2col copy, convolution output, norm, activation and pooled output) and the most an
         evaluation pass holds at once (one block's im2col copy and outputs)."""
+        from activation_bench.data.shapes import data_shapes, n_outputs
         from activation_bench.engine.activations import registry as activations
-        from activation_bench.engine.plan import data_shapes, n_outputs
 
         geometry = _geometry(cfg)
         n_par = saved = peak = 0
@@ -126,18 +126,16 @@ class CNN(Family):
     def macs(self, cfg: Cfg) -> int:
         """Each block's convolution as its im2col product (positions x fan_in x output channels)
         and the head."""
-        from activation_bench.data.shapes import input_shape
+        from activation_bench.data.shapes import input_shape, n_outputs
         from activation_bench.engine.activations import registry as activations
-        from activation_bench.engine.plan import n_outputs
 
         convs = sum(math.prod(b.conv_positions) * b.fan_in * activations.hidden_width(_act(cfg), b.c_out)[0]
                     for b in _geometry(cfg))
         return convs + conv_shapes.head_inputs(input_shape(cfg) or (), cfg.model) * n_outputs(cfg)
 
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
-        from activation_bench.data.shapes import input_shape
+        from activation_bench.data.shapes import input_shape, n_outputs
         from activation_bench.engine.models import slices, stacked_cnn
-        from activation_bench.engine.plan import n_outputs
 
         first = ordered[0]
         members = slices.slices_for(ordered, keys, len(first.model.channels), device, dtype)
@@ -155,5 +153,3 @@ class CNN(Family):
 
         return unit_shares(model, x, share_rows(model, x))
 
-
-register(CNN())

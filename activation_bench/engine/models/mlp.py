@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.engine.models.registry import Family, Memory, register
+from activation_bench.engine.models.family import Family, Memory
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -43,13 +43,14 @@ class MLP(Family):
     schema = MLPConfig
 
     def validate(self, cfg: Cfg, where: str) -> None:
-        from activation_bench.config import validate as v
+        from activation_bench.engine.models import checks as v
+        from activation_bench.errors import check
 
         m = cfg.model
-        v.check(m.norm in NORMS, f"unknown model.norm '{m.norm}'; valid: {', '.join(NORMS)}", where)
+        check(m.norm in NORMS, f"unknown model.norm '{m.norm}'; valid: {', '.join(NORMS)}", where)
         v.check_dropout(m.dropout, where)
-        v.check(m.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {m.hidden_dim}", where)
-        v.check(m.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {m.depth}", where)
+        check(m.hidden_dim >= 1, f"model.hidden_dim must be >= 1, got {m.hidden_dim}", where)
+        check(m.depth >= 1, f"model.depth must be a positive integer (hidden layers), got {m.depth}", where)
         v.resolve_init(cfg, INITS, where)
         if m.norm == "batch":
             v.check_batch_rows(cfg, where)
@@ -85,7 +86,7 @@ class MLP(Family):
         return ("mlp", h1, h2, m.depth, float(m.dropout), m.norm, bool(m.residual))
 
     def memory(self, cfg: Cfg) -> Memory:
-        from activation_bench.engine.plan import data_shapes, n_outputs
+        from activation_bench.data.shapes import data_shapes, n_outputs
 
         n, n_val, n_test, dim = data_shapes(cfg)
         h1, h2 = widths(cfg)
@@ -95,14 +96,14 @@ class MLP(Family):
         return Memory(params, (n + n_val + n_test) * per_row, [h1] * depth)
 
     def macs(self, cfg: Cfg) -> int:
-        from activation_bench.engine.plan import data_shapes, n_outputs
+        from activation_bench.data.shapes import data_shapes, n_outputs
 
         hidden = cfg.model.hidden_dim  # the reference rate's units (compiled/choose.py)
         return (data_shapes(cfg)[3] + (cfg.model.depth - 1) * hidden + n_outputs(cfg)) * hidden
 
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
+        from activation_bench.data.shapes import data_shapes, n_outputs
         from activation_bench.engine.models import stacked_mlp
-        from activation_bench.engine.plan import data_shapes, n_outputs
 
         return stacked_mlp.build(ordered, keys, data_shapes(ordered[0])[3], device, dtype, n_outputs(ordered[0]))
 
@@ -111,5 +112,3 @@ class MLP(Family):
 
         return mlp
 
-
-register(MLP())

@@ -11,118 +11,72 @@ import in `_builtin` below (or, for a family of a user's or a test's, `register`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from activation_bench.engine.models.family import Family, Memory
 from activation_bench.errors import UsageError
 
-if TYPE_CHECKING:
-    from activation_bench.cfg import Cfg
+__all__ = ["FAMILIES", "Family", "Memory", "family", "names", "of", "register", "store_schemas"]
 
 
-@dataclass(frozen=True)
-class Memory:
-    """One member's size for the memory estimate (runs/memory.py, engine/plan.py `member_bytes`):
-    its parameters, the most activation values training and evaluation hold at once, and each
-    hidden layer's pre-activation width (the gradient-norm and pre-activation logs)."""
-
-    params: int
-    activations: int
-    widths: list[int]
-
-
-class Family:
-    """What the rest of the code asks of a model family. Subclasses set `name` and `schema` and
-    override what differs; the defaults suit a family with no hidden-layer diagnostics."""
-
-    name: str = ""
-    schema: type = object  # the dataclass Hydra checks model.* against (configs/model/NAME.yaml extends it)
-    eval_rows: int | None = None  # evaluation passes take this many rows at a time (None: a split at once)
-
-    # -- configuration side (no torch) --
-    def validate(self, cfg: Cfg, where: str) -> None:
-        """The family's own keys, and the data they are asked to model; UsageError with one line."""
-
-    def describe(self, model: dict[str, Any]) -> str:
-        """The architecture in one line (run summaries, reports, the memory check)."""
-        return str(model.get("name"))
-
-    def sizes(self, model: dict[str, Any]) -> str:
-        """The keys that set a member's size, for the memory check's refusal (default: `describe`)."""
-        return self.describe(model)
-
-    def layers(self, model: dict[str, Any]) -> int:
-        """Hidden layers (blocks) whose units the diagnostics log: summary.json's `depth`."""
-        return 1
-
-    def summary(self, model: dict[str, Any]) -> dict[str, Any]:
-        """summary.json's model fields: its depth and, where a line says more, the description."""
-        return {"depth": self.layers(model), "model": self.describe(model)}
-
-    def run_row(self, model: dict[str, Any]) -> str | None:
-        """The run summary's `model` row (None: no row)."""
-        init = f", init {model['init_resolved']}" if model.get("init_resolved") else ""
-        return self.describe(model) + init
-
-    def stack_key(self, cfg: Cfg) -> tuple:
-        """The model's shapes and settings: members with equal keys (and equal data and optimiser
-        settings) train in one stack."""
-        raise NotImplementedError
-
-    def memory(self, cfg: Cfg) -> Memory:
-        raise NotImplementedError
-
-    def macs(self, cfg: Cfg) -> int:
-        """Forward multiply-adds per sample (engine=auto's estimate of eager training time)."""
-        raise NotImplementedError
-
-    # -- torch side (imports torch when called) --
-    def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
-        """The stacked model of these members (a `base.MemberLayers`), each drawn from its seed."""
-        raise NotImplementedError
-
-    def compiled(self) -> Any | None:
-        """The module of this family's compiled step (engine/compiled/), or None: eager only."""
-        return None
-
-    def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
-        """Per hidden layer and member, the share of dead and of saturated units on the training
-        inputs x, each [depth, M] (diagnostics.unit_shares: summary.json's dead_units and
-        saturated_units)."""
-        from activation_bench.engine.diagnostics import unit_shares
-
-        return unit_shares(model, x)
-
-
-FAMILIES: dict[str, Family] = {}
-
-
-def register(family: Family) -> Family:
-    """Make model=NAME this family: the registry and Hydra's `model` group (its schema as the
-    option `NAME_schema` that a configs/model/NAME.yaml extends, and as the option NAME itself
-    where no such file exists)."""
+def register(family: Family, config_file: bool = False) -> Family:
+    """Make model=NAME this family: the registry, and Hydra's `model` group: its schema as the
+    option `NAME_schema` (which configs/model/NAME.yaml extends where the family ships one:
+    config_file=True) and, without such a file, as the option NAME itself (a family of a user's or a
+    test's). Stored now where Hydra's schemas already are, else with the rest (`store_schemas`)."""
     FAMILIES[family.name] = family
-    from activation_bench.config import schema
-
-    schema.register_model(family.name, family.schema)
+    _FILES[family.name] = config_file
+    if _stored:
+        _store(family)
     return family
 
 
-def _builtin() -> None:
-    from activation_bench.engine.models import cnn, mlp, transformer  # noqa: F401 - each registers itself
+FAMILIES: dict[str, Family] = {}
+_FILES: dict[str, bool] = {}  # name -> whether configs/model/NAME.yaml ships
+_stored = False
 
+
+def store_schemas() -> None:
+    """Every family's schema in Hydra's ConfigStore (config/schema.py calls this once, when it
+    registers the base schema); families registered later are stored as they come."""
+    global _stored
+    _builtin()
+    for family in FAMILIES.values():
+        _store(family)
+    _stored = True
+
+
+def _store(family: Family) -> None:
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    store.store(group="model", name=f"{family.name}_schema", node=family.schema)
+    if not _FILES[family.name]:
+        store.store(group="model", name=family.name, node=family.schema)
+
+
+def _builtin() -> None:
+    """The shipped families, registered once (adding one: its module, its configs/model/NAME.yaml,
+    and a line here)."""
+    if _BUILTIN_DONE:
+        return
+    _BUILTIN_DONE.append(True)
+    from activation_bench.engine.models import cnn, mlp, transformer
+
+    for shipped in (mlp.MLP(), cnn.CNN(), transformer.Transformer()):
+        register(shipped, config_file=True)
+
+
+_BUILTIN_DONE: list[bool] = []
 
 def names() -> list[str]:
-    if not FAMILIES:
-        _builtin()
+    _builtin()
     return list(FAMILIES)
 
 
 def family(name: str) -> Family:
     """The family model=NAME; UsageError naming the valid ones."""
-    if not FAMILIES:
-        _builtin()
+    _builtin()
     if name not in FAMILIES:
         raise UsageError(f"unknown model '{name}'; valid: {', '.join(FAMILIES)}")
     return FAMILIES[name]

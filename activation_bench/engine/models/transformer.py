@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.engine.models.registry import Family, Memory, register
+from activation_bench.engine.models.family import Family, Memory
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -63,27 +63,28 @@ class Transformer(Family):
     schema = TransformerConfig
 
     def validate(self, cfg: Cfg, where: str) -> None:
-        from activation_bench.config import validate as v
         from activation_bench.data import text
+        from activation_bench.engine.models import checks as v
+        from activation_bench.errors import check
 
         m = cfg.model
-        v.check(text.is_text(cfg.data), f"model=transformer models text ({', '.join(text.TEXT)}); "
+        check(text.is_text(cfg.data), f"model=transformer models text ({', '.join(text.TEXT)}); "
                 f"data={cfg.data.name} is not (use model=mlp or model=cnn)", where)
         for key in ("n_layer", "n_head", "n_embd", "block_size", "ffn_mult"):
-            v.check(isinstance(m[key], int) and m[key] >= 1, f"model.{key} must be a positive integer, got {m[key]}",
+            check(isinstance(m[key], int) and m[key] >= 1, f"model.{key} must be a positive integer, got {m[key]}",
                     where)
-        v.check(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head "
+        check(m.n_embd % m.n_head == 0, f"model.n_embd ({m.n_embd}) must be a multiple of model.n_head "
                 f"({m.n_head}): each head takes n_embd / n_head of it", where)
-        v.check(m.norm in NORMS, f"unknown model.norm '{m.norm}' for model=transformer; valid: {', '.join(NORMS)}",
+        check(m.norm in NORMS, f"unknown model.norm '{m.norm}' for model=transformer; valid: {', '.join(NORMS)}",
                 where)
-        v.check(m.ffn_match in FFN_MATCH, f"unknown model.ffn_match '{m.ffn_match}'; valid: {', '.join(FFN_MATCH)}",
+        check(m.ffn_match in FFN_MATCH, f"unknown model.ffn_match '{m.ffn_match}'; valid: {', '.join(FFN_MATCH)}",
                 where)
         v.check_dropout(m.dropout, where)
-        v.check(not cfg.activation.get("param_matched"), "activation.param_matched is the MLP's; with "
+        check(not cfg.activation.get("param_matched"), "activation.param_matched is the MLP's; with "
                 "model=transformer a gated unit's width is model.ffn_match's (params by default)", where)
-        v.check(cfg.batch_size is not None, "model=transformer trains on random windows of the text: set "
+        check(cfg.batch_size is not None, "model=transformer trains on random windows of the text: set "
                 "batch_size (windows per step), e.g. batch_size=12", where)
-        v.check(not cfg.log.grad_norms and not cfg.log.preact_stats and not cfg.log.train_eval, "log.grad_norms, "
+        check(not cfg.log.grad_norms and not cfg.log.preact_stats and not cfg.log.train_eval, "log.grad_norms, "
                 "log.preact_stats and log.train_eval apply to an MLP or a convnet; model=transformer does not write "
                 "them (its training loss is on random windows, its validation and test losses on fixed ones)", where)
 
@@ -147,5 +148,3 @@ class Transformer(Family):
         members = slices.slices_for(ordered, keys, first.model.n_layer, device, dtype)
         return stacked_gpt.build(ordered, members, _vocab(first), h1, h2, device, dtype)
 
-
-register(Transformer())
