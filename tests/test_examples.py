@@ -218,6 +218,7 @@ PATHS = {
     "runs/my-classification-sweep": "classes",
     "runs/recipe": "classes",
     "runs/cnn": "classes",
+    "runs/gpt": "classes",
     "runs/mnist1d-cnn": "classes",
     "runs/depth-study": "deep",
     "runs/my-deep-sweep": "deep",

@@ -122,17 +122,13 @@ class StackedOptimizer:
                     decay: Sequence[bool] | None = None, owners: dict[int, int] | None = None) -> StackedOptimizer:
         """The optimiser a config asks for: optimizer, lr, beta2, weight_decay, momentum, nesterov,
         grad_clip and the schedule (decay_steps null: `total_steps`, the run's optimiser steps)."""
-        get = cfg.get
-        kind = str(get("schedule") or "constant")
         schedule = None
-        if kind != "constant":
-            decay_steps = get("decay_steps")
-            schedule = Schedule(kind, float(cfg.lr), int(get("warmup_steps") or 0),
-                                int(total_steps if decay_steps is None else decay_steps), float(get("min_lr") or 0.0))
-        return cls(params, cfg.optimizer, float(cfg.lr), (0.9, float(get("beta2", 0.999))),
-                   weight_decay=float(get("weight_decay") or 0.0), decay=decay,
-                   momentum=float(get("momentum") or 0.0), nesterov=bool(get("nesterov")),
-                   grad_clip=float(get("grad_clip") or 0.0), owners=owners, schedule=schedule)
+        if cfg.schedule != "constant":
+            decay_steps = total_steps if cfg.decay_steps is None else cfg.decay_steps
+            schedule = Schedule(cfg.schedule, float(cfg.lr), int(cfg.warmup_steps), int(decay_steps), float(cfg.min_lr))
+        return cls(params, cfg.optimizer, float(cfg.lr), (0.9, float(cfg.beta2)), weight_decay=float(cfg.weight_decay),
+                   decay=decay, momentum=float(cfg.momentum), nesterov=bool(cfg.nesterov),
+                   grad_clip=float(cfg.grad_clip), owners=owners, schedule=schedule)
 
     def zero_grad(self) -> None:
         for p in self.params:

@@ -60,7 +60,7 @@ def stack_key(cfg: Cfg) -> tuple:
     n, n_val, n_test, dim = data_shapes(cfg)
     return (n, n_val, n_test, dim, *registry.of(cfg).stack_key(cfg), cfg.batch_size or n,
             cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
-            _grad_every(cfg), n_outputs(cfg), bool(cfg.log.get("train_eval")),
+            _grad_every(cfg), n_outputs(cfg), bool(cfg.log.train_eval),
             int(cfg.log.preact_stats), _engine_key(cfg), _optimizer_key(cfg))
 
 

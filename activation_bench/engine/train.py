@@ -150,7 +150,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     losses = Losses.empty(epochs, m, logged_columns(first), stack.dtype, stack.device)
     every = _grad_every(first)
     grad_log = GradLog(every, epochs, stack.model.depth, m, stack.dtype, stack.device) if every else None
-    probe = int(first.log.get("preact_stats") or 0)
+    probe = int(first.log.preact_stats)
     preact = PreactLog(probe, epochs, stack.model.depth, m) if probe else None
     if preact is not None:
         preact.add(0, stack.model, stack.x)  # at initialisation

@@ -180,7 +180,7 @@ def ran_config(cfg: Cfg, result: RunResult) -> Cfg:
     """The config as it ran: `engine` set to the engine the run's stack used (engine=auto resolved,
     or eager where the compiled engine fell back), so re-running config.yaml uses the same one. Its
     hash stays the one of the config as asked (summary.json's config_hash, what resume matches)."""
-    if cfg.get("engine", "eager") == result.engine:
+    if cfg.engine == result.engine:
         return cfg
     return type(cfg)({**cfg, "engine": result.engine})
 

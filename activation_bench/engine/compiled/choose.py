@@ -83,7 +83,7 @@ def compiler_missing() -> str | None:
 def plan(first: Cfg, members: int, steps: int, rows: int) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
     resolved by the estimate, and eager where no C++ compiler is found."""
-    requested = first.get("engine") or "eager"
+    requested = first.engine
     if requested == "eager":
         return "eager", "requested"
     family = registry.of(first)
@@ -140,7 +140,7 @@ def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | Non
     why (through `notice`); a compiled engine that cannot be used gives the eager one, never an
     error."""
     first = stack.ordered[0]
-    if (first.get("engine") or "eager") == "eager":
+    if first.engine == "eager":
         return "eager", None
     step = None
     if engine == "compiled":

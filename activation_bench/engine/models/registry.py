@@ -4,9 +4,9 @@ configuration side (schema, validation, description, stack key, memory estimate)
 arithmetic, and its torch side (building the stacked model, its compiled step) is imported when
 asked for.
 
-Adding a family: one module that defines a `Family` subclass and calls `register` with it, one
-config file `configs/model/NAME.yaml` (or none: the schema's defaults are the config), and its
-import in `_builtin` below (or, for a family of a user's or a test's, `register` before composing).
+Adding a family: one module that defines a `Family` subclass (family.py), one config file
+`configs/model/NAME.yaml`, and its line in `_builtin` below; a family of a user's or a test's calls
+`register` before composing, with or without a file (tests/test_model_family.py).
 """
 
 from __future__ import annotations
