@@ -1,7 +1,7 @@
 """What `torch.compile` of the engine's loss-and-gradient costs per process, cold and with caches.
 
 The function compiled is the hand-written loss and gradient of a 240-member GELU stack
-(fused.py's forward, MSE and backward as one pure function; Adam stays eager). Each measurement is
+(models/hand_gradient.py's forward, MSE and backward as one pure function; Adam stays eager). Each measurement is
 a fresh process: the seconds to import `torch._dynamo`, to compile and run the first call, and the
 per-call time afterwards, against the same function run eagerly in the same process. Modes, in
 this order, sharing one cache folder:
@@ -32,7 +32,7 @@ M, N, D, H = 240, 10, 64, 64
 
 
 def loss_and_grads(x, y, w1, b1, w2, b2):
-    """fused.HandGradient.loss for one GELU slice, as a pure function."""
+    """hand_gradient.HandGradient.loss for one GELU slice, as a pure function."""
     import torch
 
     h = torch.baddbmm(b1, x, w1)

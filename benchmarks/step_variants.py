@@ -4,7 +4,7 @@ Trains the grid (8 activations x 2 data x --seeds seeds, --epochs epochs) throug
 `train.train`, stack by stack as `actbench sweep` plans it, once per variant per round:
 
 - autograd: the engine's autograd path (StackedMLP forward, member_mse, backward);
-- hand: fused.py's hand-written gradient (the default);
+- hand: models/hand_gradient.py's hand-written gradient (the default);
 - hand, stacks <= 128: the same with smaller stacks (4 of 120 members instead of 2 of 240), whose
   tensors stay in the CPU's caches.
 

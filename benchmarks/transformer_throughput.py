@@ -88,8 +88,8 @@ def plain(models: int, epochs: int, config: str) -> int:
             self.ln_f = nn.LayerNorm(d, bias=False)
             for name, p in self.named_parameters():
                 if p.dim() == 2:
-                    std = 0.02 / math.sqrt(2 * n_layer) if name.endswith(("c_proj.weight", "attn_proj.weight")) else 0.02
-                    nn.init.normal_(p, 0.0, std)
+                    proj = name.endswith(("c_proj.weight", "attn_proj.weight"))
+                    nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer) if proj else 0.02)
 
         def forward(self, idx: torch.Tensor) -> torch.Tensor:
             x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))

@@ -310,7 +310,7 @@ def test_grads_csv_long_format_and_values_against_autograd(runner, runs_dir):
     assert got == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("depth", [1, 3])  # depth 1: the hand-written gradient (fused.py); 3: autograd
+@pytest.mark.parametrize("depth", [1, 3])  # depth 1: the hand-written gradient (models/hand_gradient.py); 3: autograd
 def test_grad_log_changes_no_loss_and_matches_in_a_stack(depth):
     base = [f"model.depth={depth}", "activation=gelu,relu,prelu", "seed=0,1", *TINY, "epochs=7"]
     on = stacked_and_alone([*base, "log.grad_norms=true", "log.every=3"])

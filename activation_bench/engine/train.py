@@ -30,8 +30,7 @@ from activation_bench.engine.compiled import choose as compiled
 from activation_bench.engine.diagnostics import GradLog
 from activation_bench.engine.divergence import CHECK_EVERY, Divergence
 from activation_bench.engine.losses_log import Losses
-from activation_bench.engine.models import hand_gradient as fused
-from activation_bench.engine.models import registry
+from activation_bench.engine.models import hand_gradient, registry
 from activation_bench.engine.models.base import MemberLayers
 from activation_bench.engine.models.losses import member_accuracy, member_cross_entropy, member_mse
 from activation_bench.engine.models.slices import param_counts
@@ -58,7 +57,7 @@ ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [
 NoticeFn = Callable[[str], None]  # one line for the user (engine=compiled|auto: which engine a stack used)
 
 
-HAND_GRADIENT = True  # fused.py's hand-written gradient where every activation has one (else autograd)
+HAND_GRADIENT = True  # models/hand_gradient.py where the model is the plain depth-1 MLP (else autograd)
 
 
 @dataclass
@@ -192,7 +191,7 @@ class _Stack:
     test: tuple[torch.Tensor, torch.Tensor] | None
     model: MemberLayers
     opt: StackedOptimizer
-    hand: fused.HandGradient | None
+    hand: hand_gradient.HandGradient | None
     device: str
     batch_size: int
     seeds: list[int]
@@ -300,7 +299,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         test=(stacked("x_test"), stacked("y_test")) if n_test else None,
         model=model, opt=StackedOptimizer.from_config(list(model.parameters()), first, first.epochs * -(-n // min(
             first.batch_size or n, n)), decay_flags(model), member_owners(model)),
-        hand=fused.hand_gradient(model) if HAND_GRADIENT else None, device=device,
+        hand=hand_gradient.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
         shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
                    {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
@@ -424,7 +423,7 @@ def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.
         return stack.compiled_step.step(xb, yb)
     stack.opt.zero_grad()
     if stack.hand is not None:
-        loss = stack.hand.loss(xb, yb, record)  # no autograd graph; faster activation derivatives (fused.py)
+        loss = stack.hand.loss(xb, yb, record)  # no autograd graph: models/hand_gradient.py
     else:
         loss = stack.loss(stack.model(xb) if record is None else stack.model(xb, record), yb)
         loss.sum().backward()

@@ -17,118 +17,12 @@ same run alone (tested bitwise in tests/test_sweep.py, as for the autograd path)
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 import torch
 from torch import nn
 
+from activation_bench.engine.activations.closed_forms import Backward, Rule, autograd_rule, closed_form
 from activation_bench.engine.models.base import per_slice
 from activation_bench.engine.models.stacked_mlp import StackedMLP, one_output
-
-# h -> (activation(h), backward), backward: dL/d activation -> dL/dh
-Rule = Callable[[torch.Tensor], tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]]
-Backward = Callable[[torch.Tensor], torch.Tensor]
-aten = torch.ops.aten
-_SQRT_HALF = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def _native(fwd: Callable[[torch.Tensor], torch.Tensor],
-            bwd: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> Rule:
-    """torch's own forward and backward kernels (fast ones), called without autograd's graph."""
-    def rule(h: torch.Tensor):
-        a = fwd(h)
-        return a, lambda g: bwd(g, h, a)
-    rule.value = fwd  # type: ignore[attr-defined]
-    return rule
-
-
-def _with_derivative(a: torch.Tensor, d: torch.Tensor):
-    """A forward that also computed its derivative d: the backward is one multiply."""
-    return a, lambda g: g * d
-
-
-def _gelu(h: torch.Tensor):
-    # torch's CPU gelu_backward is ~8x slower than its forward; Phi and the density are computed
-    # once here, in the forward: a = h Phi(h), a' = Phi(h) + h phi(h)
-    u = h * _SQRT_HALF
-    phi_cdf = torch.erf(u).mul_(0.5).add_(0.5)
-    pdf = u.square_().neg_().exp_().mul_(_INV_SQRT_2PI)
-    return _with_derivative(h * phi_cdf, torch.addcmul(phi_cdf, h, pdf))
-
-
-def _gelu_value(h: torch.Tensor) -> torch.Tensor:
-    """_gelu's value alone (the same ops, so the same bits), for validation and test losses."""
-    return h * torch.erf(h * _SQRT_HALF).mul_(0.5).add_(0.5)
-
-
-def _mish(h: torch.Tensor):
-    # torch's CPU Mish is slow both ways (~10 % of a step for 1/8 of the members). With e = exp(h)
-    # and n = e (e + 2): tanh(softplus(h)) = n / (n + 2), and its derivative is 4 e (e + 1) / (n + 2)^2.
-    # exp is clamped at h = 20, where n / (n + 2) is already 1 in float32 (and the derivative ~0).
-    e = h.clamp(max=20.0).exp_()
-    n = e * (e + 2.0)
-    n2 = n + 2.0
-    t = n / n2
-    dt = (e + 1.0).mul_(e).mul_(4.0).div_(n2.square_())
-    return _with_derivative(h * t, torch.addcmul(t, h, dt))
-
-
-def _mish_value(h: torch.Tensor) -> torch.Tensor:
-    """_mish's value alone (the same ops, so the same bits)."""
-    e = h.clamp(max=20.0).exp_()
-    n = e * (e + 2.0)
-    return h * (n / (n + 2.0))
-
-
-# Validation and test losses need the activation's value only: computing the derivative too cost
-# about a third of an epoch on real data (88 + 88 evaluation rows against 266 training rows).
-_gelu.value = _gelu_value  # type: ignore[attr-defined]
-_mish.value = _mish_value  # type: ignore[attr-defined]
-
-
-def _autograd(module: nn.Module) -> Rule:
-    """Any other module (gated, parametrised, random, a user's): its forward on a detached leaf,
-    its backward by autograd, which also accumulates its own parameters' gradients (PReLU)."""
-    def rule(h: torch.Tensor):
-        with torch.enable_grad():
-            leaf = h.detach().requires_grad_()
-            a = module(leaf)
-
-        def back(g: torch.Tensor) -> torch.Tensor:
-            a.backward(g)
-            return leaf.grad
-        return a.detach(), back
-    return rule
-
-
-def _closed_form(module: nn.Module) -> Rule | None:
-    """The rule for one of torch's activation modules, or None."""
-    kind = type(module)
-    if kind is nn.GELU and module.approximate == "none":
-        return _gelu
-    if kind is nn.Mish:
-        return _mish
-    if kind is nn.ReLU:
-        return _native(torch.relu, lambda g, h, a: aten.threshold_backward(g, a, 0))
-    if kind is nn.Tanh:
-        return _native(torch.tanh, lambda g, h, a: aten.tanh_backward(g, a))
-    if kind is nn.SiLU:
-        return _native(nn.functional.silu, lambda g, h, a: aten.silu_backward(g, h))
-    if kind is nn.LeakyReLU:
-        s = module.negative_slope
-        return _native(lambda h: nn.functional.leaky_relu(h, s),
-                       lambda g, h, a: aten.leaky_relu_backward(g, h, s, False))
-    if kind is nn.ELU:
-        alpha = module.alpha
-        return _native(lambda h: nn.functional.elu(h, alpha),
-                       lambda g, h, a: aten.elu_backward(g, alpha, 1.0, 1.0, False, h))
-    if kind is nn.Softplus:
-        beta, thr = module.beta, module.threshold
-        return _native(lambda h: nn.functional.softplus(h, beta, thr),
-                       lambda g, h, a: aten.softplus_backward(g, h, beta, thr))
-    return None
 
 
 def rules_forward(rules: list[Rule], h: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, list[Backward]]:
@@ -161,8 +55,8 @@ class HandGradient:
 
     def __init__(self, model: StackedMLP) -> None:
         self.model = model
-        closed = [_closed_form(s.module) for s in model.slices]
-        self.rules = [r or _autograd(s.module) for r, s in zip(closed, model.slices)]
+        closed = [closed_form(s.module) for s in model.slices]
+        self.rules = [r or autograd_rule(s.module) for r, s in zip(closed, model.slices)]
         self.closed = [r is not None for r in closed]
         self.sizes = [s.stop - s.start for s in model.slices]
         self.grad_b2 = torch.zeros_like(model.b2_padded)  # the padding's gradient stays zero

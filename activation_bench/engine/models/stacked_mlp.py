@@ -70,7 +70,7 @@ class StackedMLP(MemberLayers):
         # (moving the running mean the evaluation uses). So with batch norm the hidden Linears have
         # no bias (as nn.Linear(bias=False) before nn.BatchNorm1d); the drawn one is not used.
         hidden_bias = norm != "batch"
-        # the first hidden layer keeps the names of the two-layer model (w1, b1: what fused.py's
+        # the first hidden layer keeps the names of the two-layer model (w1, b1: what hand_gradient.py's
         # hand-written gradient is written for); layers 2..depth follow in lists
         self.w1, self.b1 = nn.Parameter(ws[0]), nn.Parameter(bs[0]) if hidden_bias else None
         self.w_deep = nn.ParameterList(nn.Parameter(w) for w in ws[1:])

@@ -1,4 +1,4 @@
-"""fused.py's hand-written gradient against autograd: each activation rule, and whole stacks."""
+"""models/hand_gradient.py's hand-written gradient against autograd: each activation rule, and whole stacks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from torch import nn
 
 from activation_bench.config.compose import compose_many
 from activation_bench.engine import plan, train
+from activation_bench.engine.activations import closed_forms
 from activation_bench.engine.activations import registry as activations
-from activation_bench.engine.models import hand_gradient as fused
+from activation_bench.engine.models import hand_gradient
 from activation_bench.engine.models.base import Slice
 from activation_bench.engine.models.losses import member_mse
 from activation_bench.engine.models.stacked_mlp import StackedMLP
@@ -22,7 +23,7 @@ CLOSED = [("gelu", {}), ("mish", {}), ("relu", {}), ("tanh", {}), ("silu", {}), 
 @pytest.mark.parametrize(("name", "params"), CLOSED)
 def test_closed_form_rules_match_the_module_and_autograd_float64(name, params):
     module = activations.create(name, **params)
-    rule = fused._closed_form(module)
+    rule = closed_forms.closed_form(module)
     assert rule is not None
     # both signs, zero, large values (Mish's clamp at 20, softplus' threshold) and tiny ones
     h = torch.cat([torch.linspace(-60, 60, 2401, dtype=torch.float64), torch.tensor([0.0, 1e-30, -1e-30, 20.0])])
@@ -37,8 +38,8 @@ def test_closed_form_rules_match_the_module_and_autograd_float64(name, params):
 
 def test_modules_without_a_closed_form_use_autograd_inside_the_step():
     for name in ("prelu", "swiglu", "stochastic_gelu", "rrelu", "gelu_tanh"):
-        assert fused._closed_form(activations.create(name)) is None
-    assert fused._closed_form(nn.GELU(approximate="tanh")) is None
+        assert closed_forms.closed_form(activations.create(name)) is None
+    assert closed_forms.closed_form(nn.GELU(approximate="tanh")) is None
 
 
 def _stack(names: list[str], dtype: torch.dtype) -> StackedMLP:
@@ -67,7 +68,7 @@ def test_hand_gradient_equals_autograd_on_whole_stacks_float64(names):
     ref_model, hand_model = _stack(names, torch.float64), _stack(names, torch.float64)
     ref_loss = member_mse(ref_model(x), y)
     ref_loss.sum().backward()
-    hand = fused.hand_gradient(hand_model)
+    hand = hand_gradient.hand_gradient(hand_model)
     torch.testing.assert_close(hand.loss(x, y), ref_loss.detach(), rtol=1e-12, atol=0)
     for ref_p, p in zip(ref_model.parameters(), hand_model.parameters(), strict=True):
         torch.testing.assert_close(p.grad, ref_p.grad, rtol=1e-10, atol=1e-12)
@@ -97,12 +98,12 @@ def test_training_equals_the_autograd_engine_within_rtol(monkeypatch):
 
 def test_models_with_other_layers_fall_back_to_autograd():
     model = _stack(["gelu", "relu"], torch.float32)
-    assert fused.hand_gradient(model) is not None
+    assert hand_gradient.hand_gradient(model) is not None
     model.extra = nn.Parameter(torch.zeros(2, 3))  # e.g. a deeper model's next layer
-    assert fused.hand_gradient(model) is None
+    assert hand_gradient.hand_gradient(model) is None
 
     class Deeper(StackedMLP):
         pass
 
-    assert fused.hand_gradient(Deeper(model.w1.data, model.b1.data, model.w2.data,
+    assert hand_gradient.hand_gradient(Deeper(model.w1.data, model.b1.data, model.w2.data,
                                       model.b2_padded.data[..., :1], model.slices)) is None
