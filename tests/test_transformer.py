@@ -57,6 +57,11 @@ def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, t
     assert out.exit_code == 0, out.output
     params = {line.split(",")[0]: line.split(",")[1] for line in out.stdout.splitlines()[1:]}
     assert params["gelu"] == params["relu"] == params["relu2"] != params["swiglu"] == params["bilinear"]
+    # and the report names the architecture and the counts
+    out = runner.invoke(app, ["report", str(tmp_path / "s"), "-o", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    html = (tmp_path / "r.html").read_text()
+    assert ">params</th>" in html and "GPT 1 x 16, 2 heads, block 8" in html and f"{int(params['swiglu']):,}" in html
 
 
 def test_gated_units_match_the_ungated_parameter_count(runner, runs_dir):

@@ -46,6 +46,8 @@ def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, An
 def _first_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
     """The group's labels, tuned values, n and diverged runs."""
     cells = [_cell(str(row[c]), num=False) for c in res.group_cols]
+    if "params" in res.table.columns:  # where the groups' parameter counts differ (analysis/compare.py)
+        cells.append(_cell(f"{row['params']:,}" if isinstance(row["params"], int) else str(row["params"])))
     cells += [_cell(str(row[k]), (k, row[k])) for k in res.tuned_keys]
     cells.append(_cell(tables.fmt_int(row["n"]), ("n", row["n"])))
     cells.append(_cell(tables.fmt_int(row["n_diverged"]), ("n_diverged", row["n_diverged"])))
@@ -88,7 +90,8 @@ def _accuracy_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[st
 
 
 def _headers(res: cmp.CompareResult) -> list[str]:
-    heads = [*res.group_cols, *[f"{k} (tuned)" for k in res.tuned_keys], "n", "diverged"]
+    params = ["params"] if "params" in res.table.columns else []
+    heads = [*res.group_cols, *params, *[f"{k} (tuned)" for k in res.tuned_keys], "n", "diverged"]
     if res.scale == ACCURACY:
         heads += [f"mean {res.loss} %", "95% CI", "median %"]
         return heads + (["pairs", "Δpp", "95% CI of Δpp", "win", "p Holm t / W", "d_z", "sig"]
