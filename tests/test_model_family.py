@@ -143,3 +143,14 @@ def test_no_module_outside_the_models_subpackage_asks_a_familys_name_or_type():
              for p in package.rglob("*.py") if "models" not in p.relative_to(package).parts
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if _ASKS_FAMILY.search(line)]
     assert found == []
+
+
+def test_every_compiled_family_module_gives_what_the_compiled_engine_asks():
+    """compiled/build.py asks a family's compiled module for these (a missing one would only show
+    as a fallback to eager at run time)."""
+    needed = ("layout", "step_function", "eval_function", "masks", "parts", "evaluation", "shares_function", "plain")
+    for name in registry.names():
+        impl = registry.family(name).compiled()
+        if impl is not None:
+            assert [n for n in needed if not hasattr(impl, n)] == [], name
+    assert registry.family("transformer").compiled() is None  # eager only, said in one line

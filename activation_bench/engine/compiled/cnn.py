@@ -34,6 +34,9 @@ from activation_bench.engine.compiled.mlp import (
     layout_of,
     train_step,
 )
+
+# the dropout masks are the MLP step's (by each model's dropout_shapes): choose.py asks this module for them
+from activation_bench.engine.compiled.mlp import masks as masks  # noqa: F401 - a re-export
 from activation_bench.engine.diagnostics import SATURATED_SLOPE, member_norms, share_rows
 from activation_bench.engine.models import norm
 from activation_bench.engine.models.conv_shapes import Block
