@@ -119,7 +119,8 @@ def test_a_bad_text_file_is_refused_in_one_line(runner, runs_dir, tmp_path, cont
 
 @pytest.mark.parametrize("act", [["activation=prelu"], ["activation=expr", "activation.fn=\"x*sigmoid(1.702*x)\""],
                                  ["activation=expr", "activation.fn=\"max(x, 0)**2\""],
-                                 ["activation=expr", "activation.fn=\"a*x + b*x*x\"", "activation.learnable=true"]])
+                                 ["activation=expr", "activation.fn=\"a*x + b*x*x\"", "activation.learnable=true",
+                                  "+activation.a=1.0", "+activation.b=0.1"]])
 def test_the_feed_forward_block_takes_learned_and_expression_activations(runner, runs_dir, act):
     out = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY_GPT, "data=python_docs", *act])
     assert out.exit_code == 0, out.output
