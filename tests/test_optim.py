@@ -49,6 +49,12 @@ def _grads(step: int, scale: list[float] | None = None, shapes: list[tuple[int, 
     return out
 
 
+def _set_grads(params: list[torch.Tensor], grads: list[torch.Tensor], m: int | None = None) -> None:
+    """The stack's gradients (m None), or member m's slice of them for its parameters alone."""
+    for p, g in zip(params, grads):
+        p.grad = (g if m is None else g[m]).clone()
+
+
 def _alone(params: list[torch.Tensor], m: int) -> list[torch.Tensor]:
     return [p.detach()[m].clone().requires_grad_() for p in params]
 
@@ -63,12 +69,10 @@ def _run_both(make_torch, steps: int = 6, schedule: Schedule | None = None, clip
     refs = [make_torch(p) for p in members]
     for t in range(steps):
         grads = _grads(t, [1.0, 50.0, 0.01], shapes)
-        for p, g in zip(params, grads):
-            p.grad = g.clone()
+        _set_grads(params, grads)
         opt.step()
         for m, (ref, ps) in enumerate(zip(refs, members)):
-            for p, g in zip(ps, grads):
-                p.grad = g[m].clone()
+            _set_grads(ps, grads, m)
             if schedule is not None:
                 for group in ref.param_groups:
                     group["lr"] = schedule(t)
@@ -151,12 +155,10 @@ def test_adamw_foreach_fallback_within_tolerance_of_torch(monkeypatch) -> None:
     refs = [adamw(p) for p in members]
     for t in range(5):
         grads = _grads(t)
-        for p, g in zip(params, grads):
-            p.grad = g.clone()
+        _set_grads(params, grads)
         opt.step()
         for m, (ref, ps) in enumerate(zip(refs, members)):
-            for p, g in zip(ps, grads):
-                p.grad = g[m].clone()
+            _set_grads(ps, grads, m)
             ref.step()
     for m, ps in enumerate(members):
         for p, q in zip(params, ps):
