@@ -425,7 +425,7 @@ def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.
     if stack.hand is not None:
         loss = stack.hand.loss(xb, yb, record)  # no autograd graph: models/hand_gradient.py
     else:
-        loss = stack.loss(stack.model(xb) if record is None else stack.model(xb, record), yb)
+        loss = stack.loss(stack.model(xb, record), yb)
         loss.sum().backward()
     stack.opt.step()
     return loss.detach()

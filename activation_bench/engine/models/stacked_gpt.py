@@ -207,8 +207,11 @@ class StackedGPT(MemberLayers):
     def _drop(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(x) if self.dropout is not None and self.training else x
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx [M, B, T] (int64, T <= block_size) -> logits [M, B, T, V]."""
+    def forward(self, idx: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """idx [M, B, T] (int64, T <= block_size) -> logits [M, B, T, V]. `record` is the training loop's
+        gradient-norm log, which model=transformer refuses (log.grad_norms): it must be None."""
+        if record is not None:
+            raise ValueError("StackedGPT records no hidden-layer outputs (log.grad_norms is refused for it)")
         m, b, t = idx.shape
         vocab, d = self.wte.shape[1:]
         if t > self.block_size:
