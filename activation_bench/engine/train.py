@@ -281,13 +281,12 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     ordered = [cfgs[i] for i in order]
     data = [load_data(c) for c in ordered]
     n, n_val, n_test, _ = data_shapes(first)
+    is_text = text.is_text(first.data)
 
     def stacked(attr: str) -> torch.Tensor:
         if attr == "x" and is_text:  # one copy of the training characters serves every member
             return data[0].x.to(device)[None].expand(len(data), -1)
         return torch.stack([getattr(d, attr) for d in data]).to(device)
-
-    is_text = text.is_text(first.data)
 
     family = registry.of(first)
     model = family.build(ordered, [act_keys[i] for i in order], device, dtype)
