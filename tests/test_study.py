@@ -211,6 +211,8 @@ BAD = [
                    "x: model.depth"), "figures.lr.x: 'model.depth' is not swept"),
     (STUDY.replace("loss: test_acc, tune: [lr]", "loss: test_acc, tune: [batch_size]"),
      "comparisons.acc.tune: 'batch_size' is not swept"),
+    (STUDY.replace("tune_on: val_acc}", "tune_on: val_acc, tune_grid: each}"),
+     "comparisons.acc.tune_grid: 'each'; valid: shared, own"),
     (STUDY.replace("metric: early_stop, loss: test_acc", "metric: eventually, loss: test_acc"),
      "comparisons.acc.metric: unknown metric 'eventually'"),
     (STUDY.replace("  loss: {sweeps", "  acc: {sweeps"), "key 'acc' given twice"),

@@ -145,6 +145,33 @@ def test_group_missing_a_grid_value_on_the_tuning_seeds_only():
     assert sel.dropped == ["activation=gelu"]
 
 
+def test_own_grid_tunes_each_group_over_the_values_its_runs_have():
+    # relu has 1e-3..1e-1, gelu 1e-4..1e-2 (a longer budget around each group's earlier choice)
+    rows = [("relu", lr, s, sc) for lr, sc in zip(GRID, (-1.0, -3.0, -2.0)) for s in range(4)]
+    rows += [("gelu", lr, s, sc) for lr, sc in zip(("0.0001", "0.001", "0.01"), (-1.0, -2.0, -4.0)) for s in range(4)]
+    values = table(rows)
+    shared = tune.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    assert shared.dropped == ["activation=relu", "activation=gelu"]  # each lacks one of the 4 values
+    own = tune.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"], own_grid=True)
+    assert own.dropped == [] and own.own_grid
+    assert own.chosen[["activation", "lr"]].values.tolist() == [["relu", "0.01"], ["gelu", "0.01"]]
+    assert own.notes[0] == ("each group tuned over its own grid (--tune-grid own): activation=relu: "
+                            "lr 0.001, 0.01, 0.1 | activation=gelu: lr 0.0001, 0.001, 0.01")
+    # 0.01 is inside relu's grid and gelu's largest: the edge is each group's own
+    assert own.notes[1:] == ["chosen lr=0.01, the largest value of its own grid, for activation=gelu: widen the grid"]
+    ev = tune.evaluated(values, own)
+    assert ev[["activation", "lr", "seed"]].values.tolist() == [
+        ["relu", "0.01", "2"], ["relu", "0.01", "3"], ["gelu", "0.01", "2"], ["gelu", "0.01", "3"]]
+
+
+def test_own_grid_still_leaves_out_a_group_missing_one_of_its_values_on_the_tuning_seeds():
+    rows = [(act, lr, s, -1.0) for act in ("relu", "gelu") for lr in GRID for s in range(4)]
+    rows = [r for r in rows if not (r[0] == "gelu" and r[1] == "0.01" and r[2] < 2)]
+    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"], own_grid=True)
+    assert sel.dropped == ["activation=gelu"]
+    assert any(n.startswith("activation=gelu: no tuning run with lr=0.01 (its other seeds have it)") for n in sel.notes)
+
+
 def test_expected_best_closed_form_against_enumeration():
     scores = [3.0, 1.0, 2.0, 2.0]
     n = len(scores)
@@ -183,6 +210,15 @@ def test_budget_per_group():
 def test_parse_tune_refuses(keys, k, by, msg):
     with pytest.raises(UsageError, match=msg):
         tune.parse_tune(keys, k, by)
+
+
+def test_parse_tune_grid():
+    assert tune.parse_tune(["lr"], grid="own") == tune.TuneSpec(("lr",), None, "val_loss", "own")
+    assert tune.parse_tune(["lr"]).grid == "shared"
+    with pytest.raises(UsageError, match="--tune-grid mine: valid: shared, own"):
+        tune.parse_tune(["lr"], grid="mine")
+    with pytest.raises(UsageError, match="--tune-grid sets up --tune"):
+        tune.parse_tune(None, grid="own")
 
 
 def test_edge_notes_name_the_groups_once_per_end():

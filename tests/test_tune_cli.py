@@ -112,6 +112,23 @@ def test_group_missing_a_grid_value_is_left_out(tmp_path):
     assert any(w.startswith("activation=gelu, data=b: no tuning run with lr=0.1") for w in doc["warnings"])
 
 
+def test_tune_grid_own_keeps_a_group_with_its_own_values(tmp_path):
+    # gelu on task b was run without lr 0.1: --tune-grid own tunes it over 0.001 and 0.01
+    csv = write_table(tmp_path / "r.csv", tasks=("a", "b"), drop=(("gelu", "b", "0.1"),))
+    for command in ("compare", "rank"):
+        args = [command, str(csv), "--metric", "early_stop", "--tune", "lr", "--tune-grid", "own", "-f", "json"]
+        result = invoke(*args)
+        assert result.exit_code == 0, result.output
+    doc = compare_json(str(csv), "--metric", "early_stop", "--tune", "lr", "--tune-grid", "own")
+    chosen = {(r["activation"], r["data"]): r["lr"] for r in doc["rows"]}
+    assert chosen == {("relu", "a"): "0.01", ("gelu", "a"): "0.1", ("relu", "b"): "0.01", ("gelu", "b"): "0.001"}
+    assert doc["tuning"]["left_out"] == [] and doc["tuning"]["own_grid"] is True
+    own = next(w for w in doc["warnings"] if w.startswith("each group tuned over its own grid"))
+    assert "activation=gelu, data=b: lr 0.001, 0.01 |" in own + " |"
+    edge = "chosen lr=0.1, the largest value of its own grid, for activation=gelu, data=a: widen the grid"
+    assert edge in doc["warnings"]
+
+
 def test_without_val_loss_selects_on_train_loss(tmp_path):
     csv = write_table(tmp_path / "r.csv", val=False)
     doc = compare_json(str(csv), "--metric", "final", "--tune", "lr")
@@ -163,6 +180,8 @@ def test_plot_x(tmp_path):
     (["compare", "{csv}", "--tune", "lr", "--tune-seeds", "5"], "leave 1 to evaluate on"),
     (["compare", "{csv}", "--tune", "lr", "--by", "activation,lr"], "--tune lr and --by lr"),
     (["compare", "{csv}", "--tune-seeds", "2"], "--tune-seeds sets up --tune"),
+    (["compare", "{csv}", "--tune", "lr", "--tune-grid", "each"], "--tune-grid each: valid: shared, own"),
+    (["report", "{csv}", "--tune-grid", "own", "-o", "{tmp}/r.html"], "--tune-grid sets up --tune"),
     (["rank", "{csv}", "--tune", "lr", "--by", "lr"], "--tune lr and --by lr"),
     (["rank", "{csv}", "--tune", "lr", "--task", "data,lr"], "--tune lr and --task lr"),
     (["rank", "{csv}", "--tune", "seed"], "--tune seed"),

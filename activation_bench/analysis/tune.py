@@ -31,27 +31,36 @@ TIE_RULE = ("ties in the selection score go to the first value in grid order (ea
             "the first --tune key first)")
 FAILED = ("diverged", "not_reached")
 TUNE_ON = ("val_loss", "val_acc")  # what --tune-on may select on: validation only, never the test split
+# --tune-grid: "shared", every group tuned over the same grid (a group lacking a value is left out);
+# "own", each group over the values its own runs have (a grid fixed per group beforehand, e.g. a
+# longer budget re-training each group's earlier choice and its neighbours)
+TUNE_GRIDS = ("shared", "own")
 
 
 @dataclass(frozen=True)
 class TuneSpec:
-    """--tune KEY (repeatable), --tune-seeds K (None: a third of the seeds, rounded up, at least 2)
-    and --tune-on (the validation column the metric is applied to for selection)."""
+    """--tune KEY (repeatable), --tune-seeds K (None: a third of the seeds, rounded up, at least 2),
+    --tune-on (the validation column the metric is applied to for selection) and --tune-grid
+    (TUNE_GRIDS: one grid for every group, or each group's own)."""
 
     keys: tuple[str, ...]
     tune_seeds: int | None = None
     on: str = "val_loss"
+    grid: str = "shared"
 
 
 def parse_tune(keys: Sequence[str] | None, tune_seeds: int | str | None = None,
-               by: Sequence[str] | None = None, on: str | None = None) -> TuneSpec | None:
-    """The --tune/--tune-seeds/--tune-on options checked before any file is read; None without --tune."""
+               by: Sequence[str] | None = None, on: str | None = None, grid: str | None = None) -> TuneSpec | None:
+    """The --tune/--tune-seeds/--tune-on/--tune-grid options checked before any file is read; None
+    without --tune."""
     names = list(dict.fromkeys(c.strip() for item in keys or [] for c in str(item).split(",") if c.strip()))
     if on is not None and on not in TUNE_ON:
         raise UsageError(f"--tune-on {on}: tuning selects on validation numbers only; valid: {', '.join(TUNE_ON)}")
+    if grid is not None and grid not in TUNE_GRIDS:
+        raise UsageError(f"--tune-grid {grid}: valid: {', '.join(TUNE_GRIDS)}")
     if not names:
-        if tune_seeds is not None or on is not None:
-            flag = "--tune-seeds" if tune_seeds is not None else "--tune-on"
+        if tune_seeds is not None or on is not None or grid is not None:
+            flag = "--tune-seeds" if tune_seeds is not None else "--tune-on" if on is not None else "--tune-grid"
             raise UsageError(f"{flag} sets up --tune: give --tune KEY too, e.g. --tune lr")
         return None
     if "seed" in names:
@@ -69,7 +78,7 @@ def parse_tune(keys: Sequence[str] | None, tune_seeds: int | str | None = None,
             k = 0
         if k < 1:
             raise UsageError(f"--tune-seeds {tune_seeds}: needs a whole number of seeds >= 1")
-    return TuneSpec(tuple(names), k, on or "val_loss")
+    return TuneSpec(tuple(names), k, on or "val_loss", grid or "shared")
 
 
 def check_keys(spec: TuneSpec, config_cols: Sequence[str], runs: pd.DataFrame) -> list[str]:
@@ -158,17 +167,20 @@ class Selection:
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     higher_is_better: bool = False
+    own_grid: bool = False
 
 
 def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str], tune_seeds: Sequence[str],
            eval_seeds: Sequence[str] = (), score: str = "log10", selected_on: str = "val_loss",
-           higher_is_better: bool = False) -> Selection:
+           higher_is_better: bool = False, own_grid: bool = False) -> Selection:
     """Choose each group's tuned values from the tuning seeds' runs.
 
     `values`: one row per run with the group columns, the tuned keys, `seed`, `status` (ok | diverged |
     not_reached | missing) and the `score` column (lower is better, e.g. log10 of the best val_loss;
     higher is better with `higher_is_better`, e.g. the final val_acc).
-    A group that lacks a grid combination on every tuning seed is named in a note and left out."""
+    A group that lacks a grid combination on every tuning seed is named in a note and left out. With
+    own_grid, a group's grid is the combinations its own runs have (on any seed), and only those must
+    be on its tuning seeds."""
     group_cols, keys = list(group_cols), list(keys)
     grid = {k: [str(v) for v in sort_values(values[k].dropna().unique())] for k in keys}
     sp = _spelled(values, [*group_cols, *keys])
@@ -185,34 +197,64 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
     combos = _grid_combos(sp[[*keys]], grid, keys)
     ranked = _rank(scores, group_cols, keys, grid, higher_is_better)
     order = _groups(sp, group_cols)  # every group, in order of first appearance
-    complete = ranked.groupby("_g", sort=False).size() == len(combos) if len(ranked) else pd.Series(dtype=bool)
+    needs = _own_combos(sp, group_cols, keys, grid) if own_grid else {tuple(g): combos for g in order}
     notes: list[str] = []
     dropped: list[str] = []
     keep_codes = []
     for gkey in order:
         code = tuple(gkey)
         label = _describe(group_cols, gkey)
-        if bool(complete.get(code, False)):
+        have = set(map(tuple, ranked.loc[ranked["_g"] == code, keys].to_numpy(object).tolist()))
+        missing = [c for c in needs[code] if c not in have]
+        if not missing:
             keep_codes.append(code)
             continue
-        have = set(map(tuple, ranked.loc[ranked["_g"] == code, keys].to_numpy(object).tolist()))
-        missing = [c for c in combos if c not in have]
         what = "; ".join(_describe(keys, c) for c in missing[:3]) + (" ..." if len(missing) > 3 else "")
         dropped.append(label)
-        notes.append(f"{label}: no tuning run with {what} (the grid's other groups have it): left out, "
-                     "not tuned over fewer values")
+        where = "its other seeds have it" if own_grid else "the grid's other groups have it"
+        notes.append(f"{label}: no tuning run with {what} ({where}): left out, not tuned over fewer values")
     kept = ranked[ranked["_g"].isin(set(keep_codes))]
     best = kept[kept["rank"] == 1].set_index("_g").loc[keep_codes].reset_index(drop=True) if keep_codes \
         else kept.iloc[:0].drop(columns="_g")
     chosen = best[[*group_cols, *keys]].assign(tune_score=best["score"].to_numpy(float),
                                                tune_n=best["n_ok"].to_numpy(int))
-    notes.extend(_edge_notes(chosen, group_cols, keys, grid))
+    if own_grid:
+        notes.append(_own_grid_note(keep_codes, needs, group_cols, keys))
+    grids = [_grid_of(needs[c], keys) if own_grid else grid for c in keep_codes]
+    notes.extend(_edge_notes(chosen, group_cols, keys, grids, own=own_grid))
     short = kept[(kept["n_ok"] + kept["n_failed"]) < len(tune_seeds)].groupby("_g", sort=False).size()
     for code, count in short.items():
         notes.append(f"{_describe(group_cols, code)}: {count} grid value(s) have runs on fewer than the "
                      f"{len(tune_seeds)} tuning seeds; scored on the runs there are")
     return Selection(keys, group_cols, list(tune_seeds), list(eval_seeds), grid, chosen.reset_index(drop=True),
-                     kept.drop(columns="_g").reset_index(drop=True), selected_on, dropped, notes, higher_is_better)
+                     kept.drop(columns="_g").reset_index(drop=True), selected_on, dropped, notes, higher_is_better,
+                     own_grid)
+
+
+def _own_combos(sp: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
+                grid: dict[str, list[str]]) -> dict[tuple, list[tuple]]:
+    """Per group (its key tuple) the combinations of tuned values its runs have on any seed, in grid order."""
+    out: dict[tuple, list[tuple]] = {}
+    for row in sp[[*group_cols, *keys]].drop_duplicates().itertuples(index=False, name=None):
+        out.setdefault(tuple(row[:len(group_cols)]), []).append(tuple(row[len(group_cols):]))
+    order = {k: {v: i for i, v in enumerate(grid[k])} for k in keys}
+    return {g: sorted(c, key=lambda t: tuple(order[k].get(v, len(order[k])) for k, v in zip(keys, t)))
+            for g, c in out.items()}
+
+
+def _grid_of(combos: Sequence[tuple], keys: Sequence[str]) -> dict[str, list[str]]:
+    """The values of each key among these combinations (in the order given: grid order)."""
+    return {k: list(dict.fromkeys(c[i] for c in combos)) for i, k in enumerate(keys)}
+
+
+def _own_grid_note(codes: Sequence[tuple], needs: dict[tuple, list[tuple]], group_cols: Sequence[str],
+                   keys: Sequence[str]) -> str:
+    """The one note that names each kept group's own grid."""
+    parts = []
+    for code in codes:
+        grid = _grid_of(needs[code], keys)
+        parts.append(f"{_describe(group_cols, code)}: " + "; ".join(f"{k} {', '.join(grid[k])}" for k in keys))
+    return "each group tuned over its own grid (--tune-grid own): " + " | ".join(parts)
 
 
 def _groups(df: pd.DataFrame, cols: Sequence[str]) -> list[tuple]:
@@ -249,22 +291,25 @@ def _rank(scores: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
 
 
 def _edge_notes(chosen: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
-                grid: dict[str, list[str]], shown: int = 4) -> list[str]:
-    """One note per tuned key and grid end that some group chose, naming the groups."""
+                grids: Sequence[dict[str, list[str]]], shown: int = 4, own: bool = False) -> list[str]:
+    """One note per tuned key, grid end and chosen value that some group chose, naming the groups;
+    `grids`: each chosen row's grid (the same one for every row, or each group's own)."""
     out = []
     labels = [_describe(group_cols, k) for k in chosen[list(group_cols)].itertuples(index=False, name=None)] \
         if group_cols else ["all runs"] * len(chosen)
     for k in keys:
-        values = grid[k]
-        if len(values) < 2:
-            continue
-        for end, value in (("smallest", values[0]), ("largest", values[-1])):
-            at = [lab for lab, v in zip(labels, chosen[k].tolist()) if v == value]
-            if not at:
-                continue
+        ends: dict[tuple[str, str], list[str]] = {}
+        for label, value, grid in zip(labels, chosen[k].tolist(), grids):
+            values = grid[k]
+            if len(values) >= 2 and value in (values[0], values[-1]):
+                end = "smallest" if value == values[0] else "largest"
+                ends.setdefault((end, value), []).append(label)
+        order = {v: i for i, v in enumerate(sort_values([v for _, v in ends]))}
+        for (end, value), at in sorted(ends.items(), key=lambda e: (e[0][0] != "smallest", order[e[0][1]])):
             who = "; ".join(at[:shown]) + (f"; and {len(at) - shown} more" if len(at) > shown else "")
             many = f"{len(at)} groups ({who})" if len(at) > 1 else who
-            out.append(f"chosen {k}={value}, the grid's {end} value, for {many}: widen the grid")
+            where = f"the {end} value of its own grid" if own else f"the grid's {end} value"
+            out.append(f"chosen {k}={value}, {where}, for {many}: widen the grid")
     return out
 
 
@@ -348,7 +393,7 @@ def tuned_values(loaded: Loaded, values: pd.DataFrame, metric: Metric, group_col
     notes.extend(why)
     higher = scale(metric, spec.on) == ACCURACY
     sel = select(sel_values, group_cols, spec.keys, tune_s, eval_s, score="score", selected_on=source,
-                 higher_is_better=higher)
+                 higher_is_better=higher, own_grid=spec.grid == "own")
     notes.extend(sel.notes)
     return evaluated(values, sel), sel
 

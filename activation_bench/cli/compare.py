@@ -41,6 +41,12 @@ TuneOnOpt = Annotated[
     typer.Option("--tune-on", help="With --tune: select on val_loss (default: lowest mean log10) or val_acc "
                  "(classification runs: highest mean accuracy).", show_default=False),
 ]
+TuneGridOpt = Annotated[
+    str | None,
+    typer.Option("--tune-grid", help="With --tune: shared (default: every group over the same values; a group "
+                 "lacking one is left out) or own (each group over the values its own runs have, e.g. a longer "
+                 "budget re-training each group's earlier choice and its neighbours).", show_default=False),
+]
 LossOpt = Annotated[str, typer.Option("--loss", help="Loss column: train_loss, val_loss or test_loss.")]
 CompareLossOpt = Annotated[str | None, typer.Option(
     "--loss", help="The compared column: a loss (train_loss, train_eval_loss, val_loss, test_loss; lower is "
@@ -93,6 +99,7 @@ def compare(
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
+    tune_grid: TuneGridOpt = None,
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
@@ -129,7 +136,7 @@ def compare(
         if output is not None:
             store.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
-        tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on)
+        tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on, tune_grid)
         spec = None
         if power is None and (power_level, alpha) != ("0.8", "0.05"):
             raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
@@ -167,6 +174,7 @@ def plot(
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
+    tune_grid: TuneGridOpt = None,
 ) -> None:
     """Loss curves: one panel per data distribution (or per --by value), the median loss of each group
     over epochs on a log scale, with the interquartile range over seeds as a band. For classification
@@ -192,7 +200,7 @@ def plot(
         from activation_bench.render import plots
 
         plots.check_output(output)
-        tuning = parse_tune(tune, tune_seeds, by, tune_on)
+        tuning = parse_tune(tune, tune_seeds, by, tune_on, tune_grid)
         if tuning is not None and metric is not None:
             from activation_bench.analysis.metrics import parse_metric
 
@@ -292,6 +300,7 @@ def report(
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
+    tune_grid: TuneGridOpt = None,
 ) -> None:
     """One self-contained HTML page per study: a summary in words, the compare table of each metric
     (the numbers of `compare --format json`), loss curves with seed bands per task, the activations'
@@ -313,7 +322,7 @@ def report(
         from activation_bench.analysis.tune import parse_tune
         from activation_bench.render import report as rep
 
-        tuning = parse_tune(tune, tune_seeds, on=tune_on)
+        tuning = parse_tune(tune, tune_seeds, on=tune_on, grid=tune_grid)
         argv = ["actbench", "report", *map(str, paths)]
         argv += [a for m in metric or [] for a in ("--metric", m)]
         for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
@@ -323,5 +332,6 @@ def report(
         argv += [a for k in tuning.keys for a in ("--tune", k)] if tuning else []
         argv += ["--tune-seeds", str(tune_seeds)] if tune_seeds is not None else []
         argv += ["--tune-on", tune_on] if tune_on is not None else []
+        argv += ["--tune-grid", tune_grid] if tune_grid is not None else []
         out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv), tuning)
         typer.echo(f"wrote {out}", err=True)

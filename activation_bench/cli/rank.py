@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli.compare import CompareLossOpt, PathsArg, TuneOnOpt, TuneOpt, TuneSeedsOpt, _warn, emit
+from activation_bench.cli.compare import (
+    CompareLossOpt,
+    PathsArg,
+    TuneGridOpt,
+    TuneOnOpt,
+    TuneOpt,
+    TuneSeedsOpt,
+    _warn,
+    emit,
+)
 from activation_bench.errors import UsageError, reported
 
 
@@ -36,6 +45,7 @@ def rank(
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
+    tune_grid: TuneGridOpt = None,
 ) -> None:
     """Which activation is best across many tasks: rank the --by values within each task (mean over
     seeds of the metric; losses on a log10 scale, lowest first; accuracies such as --loss test_acc
@@ -68,7 +78,7 @@ def rank(
             raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
         level = rk.parse_alpha(alpha)
         m = parse_metric(metric)
-        tuning = parse_tune(tune, tune_seeds, [by], tune_on)
+        tuning = parse_tune(tune, tune_seeds, [by], tune_on, tune_grid)
         if plot is not None:
             from activation_bench.render.plots import check_output
 

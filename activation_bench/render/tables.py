@@ -311,10 +311,13 @@ def tuning_json(sel: Any) -> dict[str, Any]:
     from activation_bench.analysis.tune import TIE_RULE, budget
 
     b = budget(sel)
-    return {"keys": sel.keys, "grid": sel.grid, "tune_seeds": sel.tune_seeds, "eval_seeds": sel.eval_seeds,
-            "selected_on": sel.selected_on, "higher_is_better": sel.higher_is_better, "tie_rule": TIE_RULE,
-            "left_out": sel.dropped,
-            "budget": [{c: _plain(v) for c, v in row.items()} for row in b.to_dict("records")]}
+    out = {"keys": sel.keys, "grid": sel.grid, "tune_seeds": sel.tune_seeds, "eval_seeds": sel.eval_seeds,
+           "selected_on": sel.selected_on, "higher_is_better": sel.higher_is_better, "tie_rule": TIE_RULE,
+           "left_out": sel.dropped,
+           "budget": [{c: _plain(v) for c, v in row.items()} for row in b.to_dict("records")]}
+    if sel.own_grid:  # "grid" is then every value of any group; each group's own is in the notes
+        out["own_grid"] = True
+    return out
 
 
 def render(res: CompareResult, fmt: str) -> str:

@@ -45,7 +45,7 @@ class _Loads:
 def _tune(part: TuneFields, by: Any = None) -> Any:
     from activation_bench.analysis.tune import parse_tune
 
-    return parse_tune(part.tune, part.tune_seeds, [by] if isinstance(by, str) else by, part.tune_on)
+    return parse_tune(part.tune, part.tune_seeds, [by] if isinstance(by, str) else by, part.tune_on, part.tune_grid)
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from activation_bench.errors import UsageError
 
 COLUMNS = ("train_loss", "train_eval_loss", "val_loss", "test_loss", "val_acc", "test_acc")  # contents.COLUMNS
 TUNE_ON = ("val_loss", "val_acc")
+TUNE_GRIDS = ("shared", "own")  # analysis.tune.TUNE_GRIDS (this module imports no analysis at load)
 POSTHOCS = ("nemenyi", "wilcoxon")  # analysis/rank.POSTHOCS
 FIGURE_KINDS = ("curves", "sensitivity")
 IMAGE_FORMATS = ("png", "svg", "pdf")
@@ -53,6 +54,7 @@ class TuneFields:
     tune: list[str] | None = None  # swept keys tuned per group (compare --tune)
     tune_seeds: int | None = None
     tune_on: str | None = None  # val_loss | val_acc
+    tune_grid: str | None = None  # shared | own (compare --tune-grid)
 
 
 @dataclass
@@ -344,8 +346,10 @@ def _check_analysis(fail: Fail, key: str, metric: str | None, loss: str | None, 
         fail(f"{key}.loss", f"'{loss}'; valid: {', '.join(COLUMNS)}")
     if tune.tune_on is not None and tune.tune_on not in TUNE_ON:
         fail(f"{key}.tune_on", f"'{tune.tune_on}'; valid: {', '.join(TUNE_ON)}")
-    if (tune.tune_seeds is not None or tune.tune_on is not None) and not tune.tune:
-        fail(f"{key}.tune", "tune_seeds and tune_on set up tuning: name the tuned keys too, e.g. tune: [lr]")
+    if tune.tune_grid is not None and tune.tune_grid not in TUNE_GRIDS:
+        fail(f"{key}.tune_grid", f"'{tune.tune_grid}'; valid: {', '.join(TUNE_GRIDS)}")
+    if (tune.tune_seeds is not None or tune.tune_on is not None or tune.tune_grid is not None) and not tune.tune:
+        fail(f"{key}.tune", "tune_seeds, tune_on and tune_grid set up tuning: name the tuned keys too, e.g. tune: [lr]")
     if tune.tune_seeds is not None and tune.tune_seeds < 1:
         fail(f"{key}.tune_seeds", f"{tune.tune_seeds}: at least 1")
 
