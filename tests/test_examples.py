@@ -5,7 +5,7 @@ directory as a user would type it, with these mechanical changes and nothing els
 
 - commands that train are shortened: `epochs=N` becomes `epochs=2` (added where the example leaves
   the default), `seed=range(N)` becomes `seed=range(2)`, `data.n_train=N` becomes 160, `--candidates N`
-  becomes 20; image data (`data=mnist`, `fashion_mnist`, `cifar10`) is read from tiny files in the
+  becomes 20, a transformer's `data.steps` becomes 5 and its `data.eval_windows` 4; image data (`data=mnist`, `fashion_mnist`, `cifar10`) is read from tiny files in the
   exact formats, written to the cache directory the default `data.root` points at; a `search`
   adds `--dry-run` (every candidate composed and probed, the rungs planned, nothing trained) and its
   overrides go through `actbench config` too;
@@ -369,6 +369,9 @@ def shortened(argv: list[str]) -> list[str]:
     argv = ["20" if a == "--candidates" else w for a, w in zip(["", *argv], argv)]
     if argv[0] in ("run", "sweep") and not any(w.startswith("epochs=") for w in argv):
         argv.append("epochs=2")
+    if argv[0] in ("run", "sweep") and "model=transformer" in argv:  # steps per epoch and evaluation windows
+        argv = [w for w in argv if not w.startswith(("data.steps=", "data.eval_windows="))]
+        argv += ["data.steps=5", "data.eval_windows=4"]
     return argv
 
 

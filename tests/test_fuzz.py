@@ -9,7 +9,7 @@ directory, with tiny sizes (a trained run is one epoch of a few samples).
 
 Profiles: the default suite runs each property on a few dozen derandomized examples (the same ones
 every run, so CI cannot flake on a new draw); `python -m pytest -m slow tests/test_fuzz.py` runs
-the slow-marked copies of the same properties on 25x as many random examples. Overrides that start
+the slow-marked copies of the same properties on 50x as many random examples. Overrides that start
 with '-' are left out: the command line reads them as options (click's own usage errors), not as
 overrides.
 """
@@ -45,10 +45,10 @@ BASE = ["epochs=1", "data.n_samples=4", "data.input_dim=2", "model.hidden_dim=2"
 
 def fuzz(quick: int, strategy: st.SearchStrategy) -> Callable[[Callable], tuple[Callable, Callable]]:
     """The property as two tests: the default suite's (`quick` derandomized examples) and a
-    slow-marked one (25x as many, random; run with -m slow)."""
+    slow-marked one (50x as many, random; run with -m slow)."""
     def make(fn: Callable) -> tuple[Callable, Callable]:
         fast = settings(max_examples=quick, derandomize=True, **COMMON)(given(strategy)(fn))
-        slow = pytest.mark.slow(settings(max_examples=quick * 25, derandomize=False, **COMMON)(given(strategy)(fn)))
+        slow = pytest.mark.slow(settings(max_examples=quick * 50, derandomize=False, **COMMON)(given(strategy)(fn)))
         return fast, slow
     return make
 
@@ -124,9 +124,9 @@ sweep_value = st.lists(st.sampled_from(TOKENS), max_size=6).map("".join).filter(
 sweep_override = (st.tuples(st.sampled_from(KEYS), sweep_value).map(lambda kv: f"{kv[0]}={kv[1]}")
                   | sweep_value).filter(lambda o: not o.startswith("-"))
 
-test_fuzz_run_overrides, test_fuzz_run_overrides_long = fuzz(20, st.lists(override, min_size=1, max_size=3))(
+test_fuzz_run_overrides, test_fuzz_run_overrides_long = fuzz(10, st.lists(override, min_size=1, max_size=3))(
     _check_run)
-test_fuzz_sweep_overrides, test_fuzz_sweep_overrides_long = fuzz(15, st.lists(sweep_override, min_size=1,
+test_fuzz_sweep_overrides, test_fuzz_sweep_overrides_long = fuzz(8, st.lists(sweep_override, min_size=1,
                                                                               max_size=2))(_check_sweep)
 
 
@@ -172,7 +172,7 @@ def _check_expression(fn: str) -> None:
                       "+activation.beta=1.5", "+activation.a=0.5"], root / "runs")
 
 
-test_fuzz_expressions, test_fuzz_expressions_long = fuzz(10, expression)(_check_expression)
+test_fuzz_expressions, test_fuzz_expressions_long = fuzz(5, expression)(_check_expression)
 
 
 @pytest.mark.parametrize("fn", ["1", "2.5", "beta:beta=2", "-(3)"])
@@ -234,7 +234,7 @@ def _check_study(doc: str) -> None:
         assert _files(root) == {path}
 
 
-test_fuzz_study_files, test_fuzz_study_files_long = fuzz(40, study_text() | yaml_text)(_check_study)
+test_fuzz_study_files, test_fuzz_study_files_long = fuzz(20, study_text() | yaml_text)(_check_study)
 
 
 # ---------------------------------------------------------------- CSV tables
@@ -270,7 +270,7 @@ def _check_csv(case: tuple[str, str, str | None]) -> None:
         invoke(root, args + ([f"data.task={task}"] if task else []), root / "runs", {path})
 
 
-test_fuzz_csv_tables, test_fuzz_csv_tables_long = fuzz(15, csv_case())(_check_csv)
+test_fuzz_csv_tables, test_fuzz_csv_tables_long = fuzz(8, csv_case())(_check_csv)
 
 
 # ---------------------------------------------------------------- image files
@@ -330,7 +330,7 @@ def _check_images(case: tuple[str, tuple[bytes, ...]]) -> None:
                       "model.hidden_dim=2", "batch_size=2"], root / "runs", made)
 
 
-test_fuzz_image_files, test_fuzz_image_files_long = fuzz(12, images_case)(_check_images)
+test_fuzz_image_files, test_fuzz_image_files_long = fuzz(6, images_case)(_check_images)
 
 
 # ---------------------------------------------------------------- MNIST-1D's cache file
@@ -354,7 +354,7 @@ def _check_mnist1d_cache(case: tuple[bytes, str, bool]) -> None:
 
 
 mnist1d_case = st.tuples(st.binary(max_size=200), st.text(max_size=70), st.booleans())
-test_fuzz_mnist1d_cache, test_fuzz_mnist1d_cache_long = fuzz(40, mnist1d_case)(_check_mnist1d_cache)
+test_fuzz_mnist1d_cache, test_fuzz_mnist1d_cache_long = fuzz(20, mnist1d_case)(_check_mnist1d_cache)
 
 
 # ---------------------------------------------------------------- saved configs (run --config)
@@ -397,7 +397,7 @@ def _check_saved(saved: str, edits: list[tuple[str, int, str]]) -> None:
         invoke(root, ["run", "--runs-dir", "runs", "-q", "--config", str(path)], root / "runs", {path})
 
 
-@settings(max_examples=20, derandomize=True, **FIXTURE)
+@settings(max_examples=10, derandomize=True, **FIXTURE)
 @given(edits=saved_mutation())
 def test_fuzz_saved_configs(saved_config, edits):
     _check_saved(saved_config, edits)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from activation_bench.cli.main import app
 
 BASE = ["epochs=3", "data.n_samples=8", "data.input_dim=2", "model.hidden_dim=4", "data.n_val=4"]
@@ -35,9 +37,22 @@ def _compare(runner, folder: str, *extra: str) -> dict:
     return json.loads(_ok(runner, ["compare", folder, "--format", "json", *extra]))
 
 
+# the default run's keys: the regression's (epochs), a float and a model key; every key is slow-marked
+QUICK = ("epochs", "lr", "model.depth")
+
+
+def test_analysis_commands_with_some_keys_swept_alone_and_all_together(runner, tmp_path):
+    _check(runner, tmp_path, {k: SWEPT[k] for k in QUICK})
+
+
+@pytest.mark.slow
 def test_every_analysis_command_with_each_key_swept_alone_and_all_together(runner, tmp_path):
+    _check(runner, tmp_path, SWEPT)
+
+
+def _check(runner, tmp_path, swept: dict[str, str]) -> None:
     runs = tmp_path / "runs"
-    for key, values in SWEPT.items():
+    for key, values in swept.items():
         base = [b for b in BASE if not b.startswith(f"{key}=")]
         _ok(runner, ["sweep", "--runs-dir", str(runs), "-q", "--name", key, "activation=gelu,relu",
                      f"{key}={values}", SEEDS, *base])
@@ -61,7 +76,7 @@ def test_every_analysis_command_with_each_key_swept_alone_and_all_together(runne
                  "--output", str(tmp_path / "epochs-tuned.html")])
     # together: every sweep at once, every key varying
     out = _compare(runner, str(runs))
-    assert set(SWEPT) <= set(out["group_columns"])
+    assert set(swept) <= set(out["group_columns"])
     assert _compare(runner, str(runs), "--tune", "lr", "--tune-seeds", "2")["rows"]
     assert json.loads(_ok(runner, ["rank", str(runs), "--format", "json"]))["rows"]
     _ok(runner, ["report", str(runs), "--output", str(tmp_path / "all.html")])

@@ -8,7 +8,8 @@ gets no build/ or egg-info), installed with `--no-deps --no-index` into a venv t
 environment's site-packages (torch, Hydra, ... come from there), and checked to be the copy that
 runs. The commands run in one process of the venv's Python through Typer's test runner (each
 subprocess would import torch again); the `actbench` script and `python -m activation_bench` run
-as processes too.
+as processes too. `plot` and `export mlflow` run there as --help only (their modules are in the
+wheel by the first test; running them would import matplotlib's plotting and MLflow, 10 s more).
 """
 
 from __future__ import annotations
@@ -58,12 +59,10 @@ commands = [
     ["compare", "runs/sw", "--format", "json"],
     ["rank", "runs/sw"],
     ["report", "runs/sw"],
-    ["plot", "runs/sw", "--output", "curves.png"],
     ["plot-activations", "gelu", "relu", "--output", "acts.png"],
     ["study", "run", "-q", "study.yaml"],
     ["study", "tables", "study.yaml"],
     ["search", "--dry-run", "--candidates", "20", "--name", "sr", "epochs=2"],
-    ["export", "mlflow", "runs/sw", "--tracking-uri", "sqlite:///mlflow.db"],
     ["activations"],
     ["config", "activation=relu", "data=uniform"],
 ]
@@ -169,8 +168,8 @@ def test_every_command_runs_from_the_installed_wheel(venv, tmp_path):
     assert Path(report["file"]).is_relative_to(venv.parent), report["file"]
     failed = [r for r in report["results"] if r["code"] != 0]
     assert not failed, textwrap.shorten(json.dumps(failed), 6000)
-    assert len(report["results"]) == 30
-    for path in ["runs/one/losses.csv", "runs/sw/results.csv", "runs/sw/report.html", "curves.png", "acts.png",
-                 "out/c.md", "out/report.html", "runs/s/results.csv", "mlflow.db"]:
+    assert len(report["results"]) == 28
+    for path in ["runs/one/losses.csv", "runs/sw/results.csv", "runs/sw/report.html", "acts.png",
+                 "out/c.md", "out/report.html", "runs/s/results.csv"]:
         assert (work / path).is_file(), path
     assert not (work / "runs" / "sr").exists()  # --dry-run trains and writes nothing
