@@ -7,8 +7,9 @@ directory as a user would type it, with these mechanical changes and nothing els
   the default), `seed=range(N)` becomes `seed=range(2)`, `data.n_train=N` becomes 160, `--candidates N`
   becomes 20, a transformer's `data.steps` becomes 5 and its `data.eval_windows` 4; image data
   (`data=mnist`, `fashion_mnist`, `cifar10`) is read from tiny files in the exact formats, written
-  to the cache directory the default `data.root` points at; a `search` adds `--dry-run` (every candidate composed and probed, the rungs planned, nothing trained) and its
-  overrides go through `actbench config` too;
+  to the cache directory the default `data.root` points at; a `search` adds `--dry-run` (every
+  candidate composed and probed, the rungs planned, nothing trained) and its overrides go through
+  `actbench config` too;
 - commands that read results (compare, rank, plot, report, export) read small fixture sweeps built
   once per session (FIXTURES): each path an example reads (runs/my-sweep, runs/bessel,
   runs/<search>/rung3, a shell glob below one of them, ...) is mapped to one by PATHS (PATHS_FOR
