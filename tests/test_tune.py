@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from activation_bench.analysis import tune
+from activation_bench.analysis import expected_best, tune
 from activation_bench.errors import UsageError
 
 
@@ -178,15 +178,15 @@ def test_expected_best_closed_form_against_enumeration():
     for k in range(1, 5):
         draws = list(itertools.product(scores, repeat=k))
         brute = sum(min(d) for d in draws) / len(draws)
-        best, p_fail = tune.expected_best(scores, k)
+        best, p_fail = expected_best.expected_best(scores, k)
         assert best == pytest.approx(brute) and p_fail == 0
-    assert tune.expected_best(scores, 1)[0] == pytest.approx(np.mean(scores))
-    assert tune.expected_best([1.0, 2.0, 3.0], 2)[0] == pytest.approx(14 / 9)  # (5*1 + 3*2 + 1*3) / 9
+    assert expected_best.expected_best(scores, 1)[0] == pytest.approx(np.mean(scores))
+    assert expected_best.expected_best([1.0, 2.0, 3.0], 2)[0] == pytest.approx(14 / 9)  # (5*1 + 3*2 + 1*3) / 9
     assert n == 4
 
 
 def test_expected_best_with_failed_values():
-    best, p_fail = tune.expected_best([1.0, np.inf], 2)
+    best, p_fail = expected_best.expected_best([1.0, np.inf], 2)
     # draws (1,1), (1,inf), (inf,1) succeed with best 1; (inf, inf) fails
     assert best == pytest.approx(1.0) and p_fail == pytest.approx(0.25)
 
@@ -194,7 +194,7 @@ def test_expected_best_with_failed_values():
 def test_budget_per_group():
     rows = [("relu", lr, s, sc) for lr, sc in zip(GRID, (-1.0, -3.0, -2.0)) for s in (0, 1)]
     sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], [])
-    b = tune.budget(sel)
+    b = expected_best.budget(sel)
     assert b["k"].tolist() == [1, 2, 3]
     assert b["expected_best"].iloc[0] == pytest.approx(-2.0)
     assert b["expected_best"].iloc[-1] == pytest.approx((-3 * 19 - 2 * 7 - 1 * 1) / 27)

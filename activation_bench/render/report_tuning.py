@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.tune import budget
+from activation_bench.analysis.expected_best import budget
 from activation_bench.errors import UsageError
 
 
