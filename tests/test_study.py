@@ -314,3 +314,13 @@ def test_critical_difference_diagram_is_the_same_bytes_in_every_process(tmp_path
                               text=True, env=env, check=True)
         out.append(done.stdout)
     assert out[0] == out[1] == out[2] and "<svg" in out[0]
+
+
+def test_the_spec_mirrors_the_analysis_choices_it_checks():
+    # spec.py repeats these tuples so that loading a study file imports no analysis module
+    from activation_bench.analysis import rank, tune
+    from activation_bench.runs import contents
+    from activation_bench.study import spec
+
+    assert spec.TUNE_ON == tune.TUNE_ON and spec.TUNE_GRIDS == tune.TUNE_GRIDS
+    assert tuple(spec.POSTHOCS) == tuple(rank.POSTHOCS) and tuple(spec.COLUMNS) == tuple(contents.COLUMNS)
