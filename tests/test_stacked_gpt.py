@@ -348,3 +348,51 @@ def test_bad_input_is_refused():
         make([cfg(1, norm="batch")])
     with pytest.raises(NotImplementedError):
         model.hidden(torch.zeros(2, 3, 16))
+
+
+# --------------------------------------------------------------------------------------------
+# dead and saturated feed-forward units (Transformer.unit_shares)
+
+
+def _shares(model: stacked_gpt.StackedGPT, chars: int = 400) -> tuple[torch.Tensor, torch.Tensor]:
+    from activation_bench.engine.models.transformer import Transformer
+
+    x = torch.randint(V, (chars,), generator=torch.Generator().manual_seed(0))
+    return Transformer().unit_shares(model.eval(), x[None].expand(len(model.wte), -1))
+
+
+def test_unit_shares_count_the_feed_forward_units_dead_or_flat_on_every_window():
+    # block 0's c_fc zeroed: every unit's input is 0 on every character. relu(0) = 0 with slope 0
+    # (dead and saturated); gelu(0) = 0 with slope 0.5 (dead, not saturated); swiglu's output
+    # silu(0) * 0 = 0 (dead; gated: no elementwise slope, NaN). Block 1 untouched: live units.
+    cfgs = [cfg(1, "relu"), cfg(2, "gelu")]
+    model = make(cfgs)
+    gated = make([cfg(3, "swiglu"), cfg(4, "swiglu")])
+    for m in (model, gated):
+        with torch.no_grad():
+            m.blocks[0].mlp.c_fc.weight.zero_()
+    dead, saturated = _shares(model)
+    assert dead.shape == saturated.shape == (2, 2)
+    assert dead[0].tolist() == [1.0, 1.0] and saturated[0].tolist() == [1.0, 0.0]
+    assert dead[1].tolist() == [0.0, 0.0] and saturated[1].tolist() == [0.0, 0.0]
+    dead, saturated = _shares(gated)
+    assert dead[0].tolist() == [1.0, 1.0] and dead[1].tolist() == [0.0, 0.0]
+    assert saturated.isnan().all()
+
+
+def test_unit_shares_of_a_member_are_the_same_in_a_stack_and_alone(monkeypatch):
+    from activation_bench.engine import diagnostics
+
+    monkeypatch.setattr(diagnostics, "SHARE_BYTES", 1)  # one window per chunk: combine() over 64 chunks
+    stack = [cfg(10 + i, a) for i, a in enumerate(["relu", "relu2", "gelu", "relu"])]
+    model = make(stack)
+    with torch.no_grad():  # five units of member 0 dead on every input: their c_fc columns zero
+        model.blocks[1].mlp.c_fc.weight[0, :, :5] = 0.0
+    dead, saturated = _shares(model)
+    assert 0 < dead[1, 0] < 1 and dead[1, 0] == saturated[1, 0]  # the forced units (and any others) dead
+    for m in (0, 1, 2):
+        alone = make([stack[m], stack[m]])
+        alone.load_state_dict({k: v[[m, m]] if v.dim() and v.shape[0] == 4 else v
+                               for k, v in model.state_dict().items()})
+        a_dead, a_sat = _shares(alone)
+        assert torch.equal(dead[:, m], a_dead[:, 0]) and torch.equal(saturated[:, m], a_sat[:, 0])

@@ -76,12 +76,21 @@ def unit_shares(model: MemberLayers, x: torch.Tensor,
     with its running statistics in eval mode) and with residual skips where the model has them.
     """
     chunks = [_unit_masks(model, part) for part in (x.split(rows, dim=1) if rows else [x])]
+    return combine(chunks, model.depth, x.dtype)
+
+
+Masks = list[tuple[torch.Tensor, torch.Tensor | None]]  # per hidden layer: (dead, saturated or None) [M, units]
+
+
+def combine(chunks: list[Masks], depth: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The shares [depth, M] of units dead (and saturated) on every chunk of samples: a unit counts
+    where it is so in every chunk; saturated NaN where a layer's units are gated (mask None)."""
     dead, saturated = [], []
-    for layer in range(model.depth):
+    for layer in range(depth):
         d = torch.stack([c[layer][0] for c in chunks]).all(0)
-        dead.append(d.to(x.dtype).mean(dim=-1))
+        dead.append(d.to(dtype).mean(dim=-1))
         s = [c[layer][1] for c in chunks]
-        saturated.append(torch.stack(s).all(0).to(x.dtype).mean(dim=-1) if s[0] is not None
+        saturated.append(torch.stack(s).all(0).to(dtype).mean(dim=-1) if s[0] is not None  # type: ignore[arg-type]
                          else torch.full_like(dead[-1], float("nan")))
     return torch.stack(dead), torch.stack(saturated)
 
@@ -108,21 +117,30 @@ def _within(t: torch.Tensor, low: float, high: float, strict: bool = False) -> t
     return (lo > low) & (hi < high) if strict else (lo >= low) & (hi <= high)
 
 
-def _unit_masks(model: MemberLayers, x: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+def _unit_masks(model: MemberLayers, x: torch.Tensor) -> Masks:
     """Per hidden layer, which units [M, units] are dead and which saturated on every sample of x
     (None: gated units, no elementwise slope)."""
     masks = []
     a = x.detach()
     for layer in range(model.depth):
         with torch.no_grad():
-            h = model.pre_activation(layer, a).requires_grad_(True)
-        with torch.enable_grad():
-            out = model.activate(layer, h)
-        dead = _within(out.detach(), 0.0, 0.0)
-        saturated = None
-        if out.shape == h.shape:
-            (slope,) = torch.autograd.grad(out.sum(), h)
-            saturated = _within(slope, -SATURATED_SLOPE, SATURATED_SLOPE, strict=True)
-        masks.append((dead, saturated))
-        a = model.layer_output(layer, a, out.detach())
+            h = model.pre_activation(layer, a)
+        out, layer_masks = activated(model, layer, h)
+        masks.append(layer_masks)
+        a = model.layer_output(layer, a, out)
     return masks
+
+
+def activated(model: MemberLayers, layer: int, h: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor,
+                                                                                                torch.Tensor | None]]:
+    """The layer's activation output on its input h [M, rows, units] (detached), and which units
+    are dead and which saturated on every row (saturated None for gated units: no elementwise slope)."""
+    h = h.detach().requires_grad_(True)
+    with torch.enable_grad():
+        out = model.activate(layer, h)
+    dead = _within(out.detach(), 0.0, 0.0)
+    saturated = None
+    if out.shape == h.shape:
+        (slope,) = torch.autograd.grad(out.sum(), h)
+        saturated = _within(slope, -SATURATED_SLOPE, SATURATED_SLOPE, strict=True)
+    return out.detach(), (dead, saturated)

@@ -111,8 +111,12 @@ class MLP(nn.Module):
         self.c_fc = MemberLinear(c_fc, bias)
         self.c_proj = MemberLinear(c_proj, bias)
 
-    def forward(self, x: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        return self.c_proj(act(self.c_fc(x)))
+    def forward(self, x: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor],
+                preacts: list[torch.Tensor] | None = None) -> torch.Tensor:
+        h = self.c_fc(x)
+        if preacts is not None:  # the activation's input, for the unit shares (StackedGPT.ffn_inputs)
+            preacts.append(h)
+        return self.c_proj(act(h))
 
 
 class Block(nn.Module):
@@ -128,9 +132,10 @@ class Block(nn.Module):
         self.mlp = mlp
 
     def forward(self, x: torch.Tensor, batch: int, act: Callable[[torch.Tensor], torch.Tensor],
-                drop: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+                drop: Callable[[torch.Tensor], torch.Tensor],
+                preacts: list[torch.Tensor] | None = None) -> torch.Tensor:
         x = x + drop(self.attn(self.norm_1(x), batch))
-        return x + drop(self.mlp(self.norm_2(x), act))
+        return x + drop(self.mlp(self.norm_2(x), act, preacts))
 
 
 def member_weights(n_layer: int, d: int, vocab_size: int, block_size: int, h1: int, h2: int,
@@ -207,9 +212,19 @@ class StackedGPT(MemberLayers):
     def _drop(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(x) if self.dropout is not None and self.training else x
 
-    def forward(self, idx: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:
+    @torch.no_grad()
+    def ffn_inputs(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Each block's feed-forward activation input c_fc(norm_2(x)) [M, B*T, h1] on idx [M, B, T]
+        (call in eval mode: no dropout), for the dead and saturated unit shares."""
+        preacts: list[torch.Tensor] = []
+        self(idx, preacts=preacts)
+        return preacts
+
+    def forward(self, idx: torch.Tensor, record: list[torch.Tensor] | None = None,
+                preacts: list[torch.Tensor] | None = None) -> torch.Tensor:
         """idx [M, B, T] (int64, T <= block_size) -> logits [M, B, T, V]. `record` is the training loop's
-        gradient-norm log, which model=transformer refuses (log.grad_norms): it must be None."""
+        gradient-norm log, which model=transformer refuses (log.grad_norms): it must be None. With
+        `preacts`, each block's feed-forward activation input is appended to it."""
         if record is not None:
             raise ValueError("StackedGPT records no hidden-layer outputs (log.grad_norms is refused for it)")
         m, b, t = idx.shape
@@ -221,7 +236,7 @@ class StackedGPT(MemberLayers):
         tok = F.embedding(idx + offsets, self.wte.reshape(m * vocab, d))  # [M, B, T, d]
         x = self._drop((tok + self.wpe[:, None, :t]).reshape(m, b * t, d))  # [M, B*T, d]
         for layer, block in enumerate(self.blocks):
-            x = block(x, b, lambda h, layer=layer: self.activate(layer, h), self._drop)
+            x = block(x, b, lambda h, layer=layer: self.activate(layer, h), self._drop, preacts)
         x = self.norm_f(x)
         # the head tied to the token embedding: logits = x @ wte^T per member
         return torch.bmm(x, self.wte.transpose(1, 2)).view(m, b, t, vocab)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 NORMS = ("layer", "rms")
 FFN_MATCH = ("params", "width")
+SHARE_WINDOWS = 64  # fixed training windows the dead and saturated unit shares are taken on
 
 
 @dataclass
@@ -133,12 +134,23 @@ class Transformer(Family):
         return t * (m.n_layer * (4 * d * d + d * h1 + h2 * d + t * d) + d * _vocab(cfg))
 
     def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
-        """Not measured (NaN): a unit's share would be over the feed-forward block's inputs, which
-        the training characters x do not give without a forward pass over windows."""
+        """Per block and member, the share of the feed-forward block's units dead (output exactly 0)
+        and saturated (|f'| < 1e-3; NaN for gated units) on every character of SHARE_WINDOWS fixed
+        windows evenly spaced over the training split x [M, characters] (text.window_offsets: the same
+        for every member, so shares are paired), passed through in chunks (diagnostics.combine)."""
         import torch
 
-        nan = torch.full((model.depth, x.shape[0]), float("nan"), dtype=model.wte.dtype, device=x.device)
-        return nan, nan.clone()
+        from activation_bench.data.text import window_offsets
+        from activation_bench.engine.diagnostics import SHARE_BYTES, activated, combine
+
+        m, block, h1 = x.shape[0], model.block_size, model.activation_shapes(1)[0][1]
+        offsets = torch.from_numpy(window_offsets(x.shape[1], block, SHARE_WINDOWS)).to(x.device)
+        idx = x[:, offsets[:, None] + torch.arange(block, device=x.device)]  # [M, windows, block]
+        per_window = m * block * h1 * model.wte.element_size()
+        chunks = []
+        for part in idx.split(max(1, SHARE_BYTES // per_window), dim=1):
+            chunks.append([activated(model, layer, h)[1] for layer, h in enumerate(model.ffn_inputs(part))])
+        return combine(chunks, model.depth, model.wte.dtype)
 
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
         from activation_bench.engine.models import slices, stacked_gpt
