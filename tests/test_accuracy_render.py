@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from activation_bench.analysis import compare as cmp
 from activation_bench.cli.main import app
 from activation_bench.render import plots
+from tests.test_report import leave_figures_undrawn
 
 COLUMNS = ["train_loss", "val_loss", "test_loss", "val_acc", "test_acc"]
 
@@ -166,7 +167,10 @@ def test_mixed_inputs_say_which_task_has_no_accuracy(tmp_path):
     assert "no accuracy" in [ax for ax in fig.axes if ax.get_title().startswith("data=normal")][0].texts[0].get_text()
 
 
-@pytest.mark.parametrize("loss", ["", "val_loss", "val_acc", "test_acc"])
+# the quick run draws a loss with its accuracy panels ("": train_loss and test_acc) and an accuracy
+# alone; the other loss and accuracy (the same figures of the other split) under -m slow
+@pytest.mark.parametrize("loss", ["", pytest.param("val_loss", marks=pytest.mark.slow), "val_acc",
+                                  pytest.param("test_acc", marks=pytest.mark.slow)])
 def test_plot_cli_on_classification_runs(tmp_path, cls_csv, loss):
     out = tmp_path / "curves.png"
     result = CliRunner().invoke(app, ["plot", str(cls_csv), "-o", str(out), *(["--loss", loss] if loss else [])])
@@ -248,7 +252,14 @@ def cls_sweep(tmp_path: Path) -> Path:
     return fake_sweep(tmp_path / "runs", seeds=4)
 
 
-def test_report_of_classification_runs(cls_sweep, tmp_path):
+@pytest.fixture
+def undrawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reports below are read for their tables and text: their figures are built, not drawn
+    (test_report_browser.py draws a classification report's and measures them in a browser)."""
+    return leave_figures_undrawn(monkeypatch)
+
+
+def test_report_of_classification_runs(cls_sweep, tmp_path, undrawn):
     out = tmp_path / "r.html"
     result = CliRunner().invoke(app, ["report", str(cls_sweep), "-o", str(out), "--no-shapes",
                                       "--baseline", "activation=relu"])
@@ -279,16 +290,17 @@ def test_report_of_classification_runs(cls_sweep, tmp_path):
     assert 'data-loss="val_loss" data-accuracy="val_acc"' in html and 'data-accuracy="test_acc"' in html
     assert "Loss and accuracy curves" in html and "percentage points of test_acc against the baseline" in html
     assert html.count("<svg") == 4  # ranking; train_loss; val_loss | val_acc; test_loss | test_acc
+    assert undrawn == ["ranking", "curves-train_loss", "curves-val_loss", "curves-test_loss"]
 
 
-def test_report_on_an_accuracy_column(cls_sweep, tmp_path):
+def test_report_on_an_accuracy_column(cls_sweep, tmp_path, undrawn):
     out = tmp_path / "r.html"
     result = CliRunner().invoke(app, ["report", str(cls_sweep), "-o", str(out), "--no-shapes", "--loss", "val_acc"])
     assert result.exit_code == 0, result.output
     assert list(report_tables(out.read_text(encoding="utf-8"))) == [("final", "val_acc"), ("early_stop", "val_acc")]
 
 
-def test_report_of_regression_runs_has_no_accuracy(tmp_path, reg_csv):
+def test_report_of_regression_runs_has_no_accuracy(tmp_path, reg_csv, undrawn):
     out = tmp_path / "r.html"
     result = CliRunner().invoke(app, ["report", str(reg_csv), "-o", str(out), "--no-shapes"])
     assert result.exit_code == 0, result.output
@@ -297,7 +309,7 @@ def test_report_of_regression_runs_has_no_accuracy(tmp_path, reg_csv):
     assert "Loss and accuracy" not in html and "data-accuracy" not in html and "Δpp" not in html
 
 
-def test_report_tuned_on_validation_accuracy(tmp_path):
+def test_report_tuned_on_validation_accuracy(tmp_path, undrawn):
     sweep = fake_sweep(tmp_path / "runs", tasks=("iris",), lrs=(0.001, 0.01), seeds=4)
     out = tmp_path / "r.html"
     result = CliRunner().invoke(app, ["report", str(sweep), "-o", str(out), "--no-shapes", "--tune", "lr",
@@ -313,7 +325,7 @@ def test_report_tuned_on_validation_accuracy(tmp_path):
     assert rows == [(act, "0.01", f"{100 * tuning[act]:.2f}%") for act in ("relu", "gelu")]
 
 
-def test_report_of_mixed_runs_says_why_it_has_no_accuracy_tables(tmp_path):
+def test_report_of_mixed_runs_says_why_it_has_no_accuracy_tables(tmp_path, undrawn):
     from activation_bench.render import report
 
     rows = pd.concat([curves_rows(tasks=("iris",)), curves_rows(tasks=("normal",)).assign(val_acc=np.nan,

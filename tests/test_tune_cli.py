@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from activation_bench.cli.main import app
+from tests.test_report import leave_figures_undrawn
 
 LRS = ("0.001", "0.01", "0.1")
 BEST = {"relu": "0.01", "gelu": "0.1"}  # each activation's best lr on the tuning seeds' val_loss
@@ -154,7 +155,8 @@ def test_rank_tune(tmp_path):
     assert fixed.exit_code == 0, fixed.output
 
 
-def test_report_tuning_section(tmp_path):
+def test_report_tuning_section(tmp_path, monkeypatch):
+    leave_figures_undrawn(monkeypatch)  # the page's sections and figures' labels are read, not their drawing
     csv = write_table(tmp_path / "r.csv", tasks=("a", "b", "c"))
     out = tmp_path / "rep.html"
     result = invoke("report", str(csv), "--tune", "lr", "--baseline", "activation=relu", "--no-shapes", "-o", str(out))

@@ -19,6 +19,7 @@ from activation_bench.render.tuned_curves import (
     tuned_curve_stats,
     tuned_curves_figure,
 )
+from tests.test_report import leave_figures_undrawn
 
 LRS = ("0.001", "0.01", "0.1")
 # each group's best lr on the tuning seeds' val_loss: relu's differs between the tasks (per-panel
@@ -171,7 +172,10 @@ def test_bad_combinations_exit_2(tmp_path, table, args, message):
     assert not out.exists()
 
 
-def test_report_tune_draws_tuned_curves(tmp_path, table):
+def test_report_tune_draws_tuned_curves(tmp_path, table, monkeypatch):
+    """The page holds the tuned figures' legends; the figures are built, not drawn (matplotlib's
+    drawing of tuned curves is checked by the plot tests above and test_report_browser.py)."""
+    leave_figures_undrawn(monkeypatch)
     out = tmp_path / "r.html"
     result = invoke("report", str(table), "--tune", "lr", "--no-shapes", "-o", str(out))
     assert result.exit_code == 0, result.output
