@@ -3,6 +3,7 @@ stacks, learnable parameters, labels in the analysis, `actbench activations --fn
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -92,8 +93,11 @@ def test_fn_belongs_to_expr(runner, runs_dir):
 EPOCHS = ["epochs=20"]  # default sizes otherwise (64 inputs, 64 hidden, 10 samples)
 
 
-def _losses(*overrides: str) -> list[float]:
-    return train.train([compose([*overrides, *EPOCHS])])[0].train_loss
+@functools.cache
+def _losses(*overrides: str) -> tuple[float, ...]:
+    """The training losses of one run (remembered: the built-ins are compared with several
+    expressions, and a run is deterministic)."""
+    return tuple(train.train([compose([*overrides, *EPOCHS])])[0].train_loss)
 
 
 @pytest.mark.parametrize(("text", "builtin"), [
@@ -117,9 +121,9 @@ def test_closed_forms_train_like_the_builtin_to_rtol_1e5(text, builtin):
 def test_expressions_share_one_stack_and_members_equal_runs_alone():
     """Parameters of expressions that have none are refused, so the grid gives beta only to the
     expression that uses it: two sweeps, one with beta."""
-    plain = ["activation=expr", 'activation.fn="x*sigmoid(x)","max(x, 0)","sin(x) + x"', "seed=0,1", "epochs=15"]
+    plain = ["activation=expr", 'activation.fn="x*sigmoid(x)","max(x, 0)","sin(x) + x"', "seed=0,1", "epochs=5"]
     with_beta = ["activation=expr", 'activation.fn="x*sigmoid(beta*x)","beta*x + sin(x)"', "+activation.beta=1.5",
-                 "activation.learnable=false,true", "seed=0,1", "epochs=15", "model.depth=1,2"]
+                 "activation.learnable=false,true", "seed=0,1", "epochs=5", "model.depth=1,2"]
     for grid in (plain, with_beta):
         members = stacked_and_alone(grid)
         for labels, alone, stacked in members:
@@ -133,7 +137,7 @@ def test_expressions_share_one_stack_and_members_equal_runs_alone():
 
 
 def test_learnable_parameters_train_per_member_and_count():
-    base = ["activation=expr", _fn("x*sigmoid(beta*x)"), "+activation.beta=1.0", "epochs=30", "lr=0.05"]
+    base = ["activation=expr", _fn("x*sigmoid(beta*x)"), "+activation.beta=1.0", "epochs=5", "lr=0.05"]
     fixed, learned = (train.train([compose([*base, f"activation.learnable={flag}"])])[0] for flag in ("false", "true"))
     assert learned.n_params == fixed.n_params + 1
     assert learned.train_loss != fixed.train_loss
