@@ -25,7 +25,7 @@ from tests.conftest import TINY, files_under
 from tests.engine_helpers import stacked_and_alone
 
 DEEP_GRID = ["activation=gelu,relu,prelu,stochastic_gelu,swiglu,tanh", "model.depth=2,3",
-             "model.init=torch_default,auto", "seed=3", "epochs=12", "lr=0.01"]
+             "model.init=torch_default,auto", "seed=3", "epochs=6", "lr=0.01"]
 
 
 
