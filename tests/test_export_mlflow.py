@@ -35,6 +35,19 @@ def sweep(runs_dir: Path, *overrides: str, name: str = "study") -> Path:
 
 
 @pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`sweep` without overrides, trained once per module (per xdist worker): `study` copies it."""
+    return sweep(tmp_path_factory.mktemp("trained") / "runs")
+
+
+@pytest.fixture
+def study(trained: Path, runs_dir: Path) -> Path:
+    """A copy of the trained sweep at runs_dir/study, as `sweep(runs_dir)` would leave it: each test
+    may change its copy (and `sweep(runs_dir)` resumes it)."""
+    return Path(shutil.copytree(trained, runs_dir / "study"))
+
+
+@pytest.fixture(scope="module")
 def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file with MLflow's tables, made once: each test copies it (creating the tables
     runs MLflow's migrations, about a second)."""
@@ -127,8 +140,8 @@ def test_tracking_uri_default(monkeypatch: pytest.MonkeyPatch):
     assert ex.resolve_uri("sqlite:///x.db") == "sqlite:///x.db"
 
 
-def test_member_params_are_the_flattened_config_and_results_columns(runs_dir: Path):
-    d = sweep(runs_dir)
+def test_member_params_are_the_flattened_config_and_results_columns(study: Path):
+    d = study
     plan = ex.collect([d])
     assert len(plan.members) == 4 and not plan.skipped
     m = plan.members[0]
@@ -141,8 +154,8 @@ def test_member_params_are_the_flattened_config_and_results_columns(runs_dir: Pa
     assert m.experiment == "study" and m.sweep == d
 
 
-def test_without_the_extra_one_line_install_hint(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    d = sweep(runs_dir)
+def test_without_the_extra_one_line_install_hint(study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    d = study
     monkeypatch.setitem(sys.modules, "mlflow", None)  # import mlflow raises ImportError
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match=r"MLflow is not installed.*pip install 'activation-bench\[mlflow\]'"):
@@ -154,8 +167,8 @@ def test_without_the_extra_one_line_install_hint(runs_dir: Path, tmp_path: Path,
 # a real SQLite store, read back
 
 
-def test_export_reads_back_exactly(runs_dir: Path, store: str, tmp_path: Path):
-    d = sweep(runs_dir)
+def test_export_reads_back_exactly(study: Path, store: str, tmp_path: Path):
+    d = study
     (d / "report.html").write_text("<html></html>")
     seen: list[tuple[int, int]] = []
     res = ex.export([d], tracking_uri=store, progress=lambda done, total: seen.append((done, total)))
@@ -225,8 +238,8 @@ def test_classification_accuracy_histories_and_summaries(tmp_path: Path, store: 
         assert metrics["best_test_loss"] == min(float(r["test_loss"]) for r in rows[name])
 
 
-def test_every_k_keeps_every_kth_epoch_and_the_last(runs_dir: Path, store: str):
-    d = sweep(runs_dir)
+def test_every_k_keeps_every_kth_epoch_and_the_last(study: Path, store: str):
+    d = study
     ex.export([d], tracking_uri=store, every=3)
     rows = results_rows(d)
     for name, run in members(all_runs(store, "study")).items():
@@ -235,8 +248,8 @@ def test_every_k_keeps_every_kth_epoch_and_the_last(runs_dir: Path, store: str):
         assert values == [float(rows[name][2]["train_loss"]), float(rows[name][3]["train_loss"])]
 
 
-def test_second_export_adds_nothing(runs_dir: Path, store: str):
-    d = sweep(runs_dir)
+def test_second_export_adds_nothing(study: Path, store: str):
+    d = study
     ex.export([d], tracking_uri=store)
     before = {r.info.run_id for r in all_runs(store, "study")}
     res = ex.export([d], tracking_uri=store)
@@ -244,8 +257,8 @@ def test_second_export_adds_nothing(runs_dir: Path, store: str):
     assert {r.info.run_id for r in all_runs(store, "study")} == before
 
 
-def test_resumed_sweep_exports_only_new_members(runs_dir: Path, store: str):
-    d = sweep(runs_dir)
+def test_resumed_sweep_exports_only_new_members(runs_dir: Path, study: Path, store: str):
+    d = study
     victim = sorted(p for p in d.iterdir() if p.is_dir())[1]
     (victim / "summary.json").unlink()  # as if the sweep was killed before this member finished
     first = ex.export([d], tracking_uri=store)
@@ -263,8 +276,8 @@ def test_resumed_sweep_exports_only_new_members(runs_dir: Path, store: str):
     assert values == [float(r["train_loss"]) for r in results_rows(d)[victim.name]]
 
 
-def test_unfinished_member_from_an_interrupted_export_is_redone(runs_dir: Path, store: str):
-    d = sweep(runs_dir)
+def test_unfinished_member_from_an_interrupted_export_is_redone(study: Path, store: str):
+    d = study
     plan = ex.collect([d])
     c = client(store)
     eid = ex.experiment_id(c, "study")
@@ -292,11 +305,11 @@ def test_lone_run_directory(runs_dir: Path, store: str):
 # bad input: one line, nothing exported
 
 
-def test_bad_inputs_write_nothing(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_bad_inputs_write_nothing(study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    d = sweep(runs_dir)
+    d = study
     (tmp_path / "empty").mkdir()
     incomplete = tmp_path / "incomplete"
     shutil.copytree(d / sorted(p.name for p in d.iterdir() if p.is_dir())[0], incomplete / "m0")
@@ -319,15 +332,15 @@ def test_bad_inputs_write_nothing(runs_dir: Path, tmp_path: Path, monkeypatch: p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "empty", "incomplete", "runs"]
 
 
-def test_unreachable_server_fails_fast(runs_dir: Path, tmp_path: Path):
+def test_unreachable_server_fails_fast(study: Path, tmp_path: Path):
     pytest.importorskip("mlflow")
-    d = sweep(runs_dir)
+    d = study
     with pytest.raises(UsageError, match="cannot use tracking URI http://127.0.0.1:9"):
         ex.export([d], tracking_uri="http://127.0.0.1:9")
 
 
-def test_deleted_experiment_is_refused(runs_dir: Path, store: str):
-    d = sweep(runs_dir)
+def test_deleted_experiment_is_refused(study: Path, store: str):
+    d = study
     c = client(store)
     c.delete_experiment(c.create_experiment("study"))
     with pytest.raises(UsageError, match="experiment 'study' is deleted"):
@@ -343,8 +356,8 @@ def export_cli(*args: str):
     return CliRunner().invoke(app, ["export", "mlflow", *args])
 
 
-def test_cli_exports_and_says_what_it_did(runs_dir: Path, store: str):
-    d = sweep(runs_dir)
+def test_cli_exports_and_says_what_it_did(study: Path, store: str):
+    d = study
     res = export_cli(str(d), "--tracking-uri", store, "-q")
     assert res.exit_code == 0, res.output
     assert "4 members exported, 0 already there, 0 skipped; experiment study at " + store in res.stdout
@@ -353,17 +366,17 @@ def test_cli_exports_and_says_what_it_did(runs_dir: Path, store: str):
     assert len(all_runs(store, "study")) == 5
 
 
-def test_cli_default_uri_is_mlflow_db_in_the_working_directory(runs_dir: Path, store: str, tmp_path: Path):
-    d = sweep(runs_dir)
+def test_cli_default_uri_is_mlflow_db_in_the_working_directory(study: Path, store: str, tmp_path: Path):
+    d = study
     res = export_cli(str(d), "--experiment", "mine", "-q")  # store's fixture: cwd is tmp_path, no env
     assert res.exit_code == 0, res.output
     assert len(all_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "mine")) == 5
 
 
-def test_cli_bad_input_exit_2_one_line(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_cli_bad_input_exit_2_one_line(study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)
-    d = sweep(runs_dir)
+    d = study
     (tmp_path / "empty").mkdir()
     for args in ([str(tmp_path / "nosuch")], [str(tmp_path / "empty")], [str(d), "--experiment", ""],
                  [str(d), "--tracking-uri", "nosuch://x"]):
@@ -375,8 +388,8 @@ def test_cli_bad_input_exit_2_one_line(runs_dir: Path, tmp_path: Path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "runs"]
 
 
-def test_cli_without_the_extra(runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    d = sweep(runs_dir)
+def test_cli_without_the_extra(study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    d = study
     monkeypatch.setitem(sys.modules, "mlflow", None)
     monkeypatch.chdir(tmp_path)
     res = export_cli(str(d))
