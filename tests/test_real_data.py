@@ -114,15 +114,15 @@ def test_a_table_is_read_once_and_split_once_per_seed(monkeypatch):
 
 
 def test_stacked_members_equal_single_runs_on_real_data_with_shuffled_minibatches():
-    """The engine's contract on real tasks: minibatches of 32, reshuffled each epoch, different
-    seeds (so different splits) and activations in one stack; train, validation and test losses
-    bit for bit."""
-    out = stacked_and_alone(["activation=gelu,relu,prelu", "data=diabetes,function", "seed=0,1", "epochs=4",
-                              "batch_size=32", "shuffle=true", "lr=0.01"])
+    """The engine's contract on real tasks: minibatches of 64 (a partial last one), reshuffled each
+    epoch, different seeds (so different splits) and activations in one stack; train, validation
+    and test losses bit for bit."""
+    out = stacked_and_alone(["activation=gelu,relu,prelu", "data=diabetes,function", "seed=0,1", "epochs=3",
+                              "batch_size=64", "shuffle=true", "lr=0.01"])
     for labels, alone, stacked in out:
         assert alone.train_loss == stacked.train_loss, labels
         assert alone.val_loss == stacked.val_loss and alone.test_loss == stacked.test_loss, labels
-        assert len(alone.test_loss) == 4 and all(math.isfinite(v) for v in alone.test_loss)
+        assert len(alone.test_loss) == 3 and all(math.isfinite(v) for v in alone.test_loss)
 
 
 @pytest.mark.parametrize("fn", sorted(functions.FUNCTIONS))
