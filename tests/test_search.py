@@ -8,8 +8,10 @@ import math
 import shlex
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner, Result
 
 from activation_bench.cli.main import app
 from activation_bench.cli.search import SEARCH_HELP
@@ -128,11 +130,19 @@ def _geo(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def test_search_end_to_end_and_resume(runner, runs_dir):
-    args = ["search", *TASK, *SEARCH, "--runs-dir", str(runs_dir), "--name", "s"]
-    result = runner.invoke(app, args)
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Result]:
+    """The tiny search of TASK and SEARCH, run once for the module: (its folder, the command's
+    result). Tests read it; one that changes it works on a copy (a copied search resumes: its files
+    hold no absolute paths)."""
+    runs_dir = tmp_path_factory.mktemp("search") / "runs"
+    result = CliRunner().invoke(app, ["search", *TASK, *SEARCH, "--runs-dir", str(runs_dir), "--name", "s"])
     assert result.exit_code == 0, result.output
-    root = runs_dir / "s"
+    return runs_dir / "s", result
+
+
+def test_search_end_to_end_and_resume(runner, searched, tmp_path):
+    root, result = searched
     rows = _rows(root / "candidates.csv")
     assert list(rows[0]) == ["fn", "same_as", "status", "reason", "rung", "score", "screen_lr", "lr", "judged"]
     assert len(rows) == 12
@@ -180,6 +190,8 @@ def test_search_end_to_end_and_resume(runner, runs_dir):
 
     # a kill in the final rung: its runs and the table lost; the same command finishes them alone
     before = (root / "candidates.csv").read_text()
+    root = shutil.copytree(root, tmp_path / "runs" / "s")  # the copy is killed and resumed
+    args = ["search", *TASK, *SEARCH, "--runs-dir", str(tmp_path / "runs"), "--name", "s"]
     members = sorted(p for p in (root / "rung2").iterdir() if p.is_dir() and not p.name.startswith("."))
     for p in [*members[:3], *members[-2:]]:  # tuning and judging runs
         shutil.rmtree(p)
@@ -284,11 +296,11 @@ def test_search_bad_space_file(runner, runs_dir, tmp_path, text, message):
     assert files_under(runs_dir) == []
 
 
-def test_search_refuses_another_search_in_its_directory(runner, runs_dir):
-    args = ["search", *TASK, *SEARCH, "--runs-dir", str(runs_dir), "--name", "s", "--candidates", "4"]
-    assert runner.invoke(app, args).exit_code == 0
+def test_search_refuses_another_search_in_its_directory(runner, runs_dir, searched):
+    shutil.copytree(searched[0], runs_dir / "s")  # a search of 12 candidates
     before = files_under(runs_dir)
-    result = runner.invoke(app, [*args[:-1], "5"])
+    result = runner.invoke(app, ["search", *TASK, *SEARCH, "--runs-dir", str(runs_dir), "--name", "s",
+                                 "--candidates", "4"])
     assert result.exit_code == 2 and "holds a different search" in result.stderr
     assert files_under(runs_dir) == before
 
