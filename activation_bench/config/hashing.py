@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from activation_bench.cfg import Cfg, plain
+from activation_bench.cfg import Cfg
 
 # Keys added after the first release, in groups, each key with the value that reproduces what ran
 # before it existed. While every key of a group holds that value, config_hash leaves the group out
@@ -44,44 +44,112 @@ NOT_HASHED = ("checkpoint",)
 
 def config_hash(cfg: Cfg) -> str:
     """Identity of a run: a hash of its fully resolved config (what resume matches on), leaving out
-    NOT_HASHED and the LEGACY_DEFAULTS groups that hold their backwards-compatible values."""
+    NOT_HASHED and the LEGACY_DEFAULTS groups that hold their backwards-compatible values (and the
+    subtrees their keys leave empty, or found empty).
+
+    Planning a study hashes thousands of members, so this neither copies the config (only the
+    subtrees a key is left out of, shallowly; json writes a Cfg as the plain dict it is) nor walks
+    the table key by key: each subtree's legacy keys are read at once, and which groups hold picks
+    a cached tree of the keys to leave out. Each group is checked on the config as given, not after
+    the earlier groups' keys are left out: the same answers, as no key of the table is in two groups
+    or a parent of another (checked at import). tests/test_planning_speed.py compares this with the
+    key-by-key algorithm it replaced."""
     import json
 
-    doc = plain(cfg)
-    for key in NOT_HASHED:
-        doc.pop(key, None)
-    for group in LEGACY_DEFAULTS:
-        if all(_holds(doc, key, value) for key, value in group.items()):
-            for key in group:
-                _drop(doc, key)
+    doc = {k: v for k, v in cfg.items() if k not in NOT_HASHED}
+    held = _held(cfg)
+    tree = _TREES.get(held)
+    if tree is None:
+        tree = _TREES[held] = _drop_tree(held)
+    if tree:
+        doc = _without(doc, tree)[0]
     text = json.dumps(doc, sort_keys=True, allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _ABSENT = object()
+_LEAF = None  # in a drop tree: the key itself is left out
+
+# LEGACY_DEFAULTS' keys in order, and each group's keys as indices in _KEYS
+_KEYS: tuple[str, ...] = tuple(key for group in LEGACY_DEFAULTS for key in group)
+_GROUP_KEYS: tuple[tuple[int, ...], ...] = tuple(tuple(_KEYS.index(key) for key in group) for group in LEGACY_DEFAULTS)
 
 
-def _holds(doc: dict, dotted: str, value: Any) -> bool:
-    """Whether doc has `value` at the dotted key, or lacks the key (type-exact: False is not 0)."""
-    *parents, last = dotted.split(".")
-    for part in parents:
-        doc = doc.get(part, {})
-        if not isinstance(doc, dict):
-            return False
-    found = doc.get(last, _ABSENT)
-    return found is _ABSENT or (type(found) is type(value) and found == value)
+def _by_parent() -> tuple[tuple[tuple[str, ...], tuple[tuple[int, str, Any], ...]], ...]:
+    """The keys by the subtree holding them: (parents, ((index in _KEYS, last part, value), ...))."""
+    values = {key: value for group in LEGACY_DEFAULTS for key, value in group.items()}
+    out: dict[tuple[str, ...], list[tuple[int, str, Any]]] = {}
+    for i, key in enumerate(_KEYS):
+        *parents, last = key.split(".")
+        out.setdefault(tuple(parents), []).append((i, last, values[key]))
+    return tuple((parents, tuple(keys)) for parents, keys in out.items())
 
 
-def _drop(doc: dict, dotted: str) -> None:
-    """Remove the dotted key, and the parents it leaves empty."""
-    *parents, last = dotted.split(".")
-    nodes = [doc]
-    for part in parents:
-        node = nodes[-1].get(part)
-        if not isinstance(node, dict):
-            return
-        nodes.append(node)
-    nodes[-1].pop(last, None)
-    for node, part in reversed(list(zip(nodes[:-1], parents))):
-        if not node[part]:
-            node.pop(part)
+_BY_PARENT = _by_parent()
+# which groups hold -> the tree of keys to leave out ({name: subtree or _LEAF}), built once each
+_TREES: dict[tuple[bool, ...], dict[str, Any]] = {}
+
+
+def _check_table() -> None:
+    """No key in two groups, none a parent of another, none under NOT_HASHED: config_hash checks
+    the groups independently, on the config before anything is left out."""
+    assert len(_KEYS) == len(set(_KEYS)), "a LEGACY_DEFAULTS key is in two groups"
+    for key in _KEYS:
+        assert not any(other.startswith(key + ".") for other in _KEYS), f"LEGACY_DEFAULTS: {key} is a parent"
+        assert key.split(".")[0] not in NOT_HASHED, f"LEGACY_DEFAULTS: {key} is never hashed"
+
+
+_check_table()
+
+
+def _held(cfg: dict) -> tuple[bool, ...]:
+    """Per LEGACY_DEFAULTS group, whether each of its keys has its value in cfg or is absent
+    (type-exact: False is not 0). A key under something other than a dict does not hold."""
+    holds = [False] * len(_KEYS)
+    for parents, keys in _BY_PARENT:
+        node: Any = cfg
+        for part in parents:
+            node = node.get(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            for i, last, value in keys:
+                found = node.get(last, _ABSENT)
+                holds[i] = found is _ABSENT or (type(found) is type(value) and found == value)
+    return tuple(all(holds[i] for i in group) for group in _GROUP_KEYS)
+
+
+def _drop_tree(held: tuple[bool, ...]) -> dict[str, Any]:
+    """The keys of the groups that hold, as a tree: {"data": {"path": _LEAF, ...}, "engine": _LEAF}."""
+    tree: dict[str, Any] = {}
+    for group, holds in zip(LEGACY_DEFAULTS, held):
+        if holds:
+            for key in group:
+                *parents, last = key.split(".")
+                node = tree
+                for part in parents:
+                    node = node.setdefault(part, {})
+                node[last] = _LEAF
+    return tree
+
+
+def _without(node: dict, tree: dict[str, Any]) -> tuple[dict, bool]:
+    """A shallow copy of node without the tree's keys, and whether any of them was reached (every
+    dict on its way there). A subtree is left out where a key was reached in it and it ends empty,
+    as removing the keys one by one and then their emptied (or empty) parents would."""
+    out, reached = dict(node), False
+    for name, sub in tree.items():
+        if sub is _LEAF:
+            out.pop(name, None)
+            reached = True
+            continue
+        child = out.get(name)
+        if isinstance(child, dict):
+            new, got = _without(child, sub)
+            if got:
+                reached = True
+                if not new:
+                    del out[name]
+                    continue
+            out[name] = new
+    return out, reached
