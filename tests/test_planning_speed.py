@@ -149,3 +149,25 @@ def test_config_hash_equals_the_key_by_key_algorithm(composed):
     for v in variants:
         config_hash(v)
     assert [_exact(v) for v in variants] == before  # the config is left as it was
+
+
+def test_hydra_compositions_kept_for_the_process_follow_the_config_files(tmp_path, monkeypatch):
+    """A composition kept from an earlier call is used only while the config folder's files are
+    the same: an edited file is composed afresh, and each call gets its own copy to check on."""
+    import shutil
+
+    from activation_bench.config import compose, files
+
+    root = tmp_path / "configs"
+    shutil.copytree(files.config_dir(), root)
+    monkeypatch.setattr(files, "config_dir", lambda: root)
+    monkeypatch.setattr(compose, "config_dir", lambda: root)
+    members = [["lr=0.5"], ["epochs=3"], ["model.depth=2", "seed=1"]]
+    first = compose_many(members)
+    assert compose_many(members) == first and [c["lr"] for c in first] == [0.5, 0.001, 0.001]
+    text = (root / "config.yaml").read_text()
+    (root / "config.yaml").write_text(text.replace("\nlr: 0.001 ", "\nlr: 0.002 "))
+    assert [c["lr"] for c in compose_many(members)] == [0.5, 0.002, 0.002]
+    mlp = root / "model" / "mlp.yaml"
+    mlp.write_text(mlp.read_text().replace("\ndepth: 1 ", "\ndepth: 3 "))
+    assert [c["model"]["depth"] for c in compose_many(members)] == [3, 3, 2]

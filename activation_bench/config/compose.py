@@ -26,7 +26,19 @@ them against Hydra's own composition) while calling Hydra only where it must:
 Everything else falls back to Hydra's own composition: other groups (experiment=...), an option
 whose file has a defaults list or a @package header, a group config.yaml sets itself, a group chosen
 twice, a file that fails to load (Hydra then reports the problem its own way), and any override
-that is neither a group choice nor a plain change. Every member is validated (config/validate.py).
+that is neither a group choice nor a plain change. Every member is validated (config/validate.py):
+
+- Members differing only in their seed (most of a grid: seed=range(26) x the rest) are composed and
+  validated fully once; validation is a function of the config without the seed but for the
+  seed's own checks (validate.check_seed), so the others are copies of the first one's validated
+  config (with what validation derived or resolved: model.init_resolved, data.path, ...) with their
+  seed set, type-checked and range-checked, an error naming the member as before. "The same but for
+  the seed" is the same structural overrides and the same other scalar override texts, and a seed
+  override in both or in neither.
+
+Hydra's compositions are kept for the process (`_compose_one`), keyed on the config folder's
+contents and the overrides: a study plans each sweep in a call of its own, each needing the
+defaults' composition.
 """
 
 from __future__ import annotations
@@ -63,6 +75,8 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
     group_names = set(groups())
     cache: dict[tuple[str, ...], Composed] = {}
     typed: dict[tuple[tuple[str, ...], str], Any] = {}
+    validated: dict[tuple, tuple[Cfg, tuple[tuple[str, ...], DictConfig]]] = {}
+    files = _Files(config_dir())
     out: list[Cfg] = []
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
@@ -70,6 +84,20 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
         for member in members:
             where = " ".join(member)
             structural, scalar = _split(member, group_names)
+            seeds = [(text, ov) for text, ov in scalar if ov.key_or_group == "seed"]
+            unseeded = (tuple(structural), tuple(text for text, ov in scalar if ov.key_or_group != "seed"),
+                        bool(seeds))
+            if unseeded in validated:
+                # like a member validated already but for its seed (see the module docstring)
+                first, (key, scratch) = validated[unseeded]
+                cfg = Cfg.wrap(first)
+                for text, ov in seeds:
+                    if (key, text) not in typed:
+                        typed[(key, text)] = _typed_value(scratch, text, ov)
+                    _set(cfg, "seed", Cfg.wrap(typed[(key, text)]))
+                validate.check_seed(cfg, where)
+                out.append(cfg)
+                continue
 
             def composed(overrides: tuple[str, ...], where: str = where) -> Composed:
                 if overrides not in cache:
@@ -78,7 +106,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                         group, option = overrides[0].split("=", 1)
                         cfg = _compose_option(cache[()][1], group, option)
                     if cfg is None:
-                        cfg = _compose_one(hydra_compose, list(overrides))
+                        cfg = _compose_one(hydra_compose, list(overrides), files)
                     cache[overrides] = (_container(cfg, where), cfg)
                 return cache[overrides]
 
@@ -89,6 +117,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                     typed[(key, text)] = _typed_value(scratch, text, ov)
                 _set(cfg, ov.key_or_group, Cfg.wrap(typed[(key, text)]))
             validate.validate(cfg, where)
+            validated[unseeded] = (cfg, default)
             out.append(cfg)
     GlobalHydra.instance().clear()
     return out
@@ -222,14 +251,61 @@ def _primary_sets(directory: str, group: str) -> bool:
     return group in doc
 
 
-def _compose_one(hydra_compose: Any, overrides: list[str]) -> DictConfig:
+class _Files:
+    """The config folder's files as one digest, read when first asked (once per compose_many):
+    what Hydra's compositions depend on besides the overrides. None where a composition could
+    depend on more (a file that uses Hydra's own resolver, ${hydra:...}, reads Hydra's state)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._digest: str | None = ""  # "": not read yet
+
+    def digest(self) -> str | None:
+        if self._digest == "":
+            import hashlib
+
+            h = hashlib.sha256(str(self.root).encode())
+            for path in sorted(p for p in self.root.rglob("*") if p.is_file()):
+                data = path.read_bytes()
+                if b"${hydra:" in data:
+                    self._digest = None
+                    break
+                h.update(f"\0{path.relative_to(self.root).as_posix()}\0{len(data)}\0".encode() + data)
+            else:
+                self._digest = h.hexdigest()
+        return self._digest
+
+
+# Hydra's compositions by (the config folder's digest, overrides), kept for the process: one costs
+# 50-150 ms, and a study plans each sweep in a compose_many call of its own (tests call compose()
+# hundreds of times). Each use gets a deep copy (about 3 ms): scalar overrides are type-checked on
+# it in place. The oldest are dropped past _HYDRA_KEEP.
+_HYDRA: dict[tuple[str, tuple[str, ...]], DictConfig] = {}
+_HYDRA_KEEP = 64
+
+
+def _compose_one(hydra_compose: Any, overrides: list[str], files: _Files) -> DictConfig:
+    """Hydra's composition of the overrides (over config.yaml), from _HYDRA when it holds it: the
+    same files and overrides compose to the same config. Overrides with an interpolation (${...})
+    are composed afresh every time, as are compositions that failed."""
+    import copy
+
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    digest = None if any("${" in text for text in overrides) else files.digest()
+    key = (digest or "", tuple(overrides))
+    if digest is not None and key in _HYDRA:
+        return copy.deepcopy(_HYDRA[key])
     try:
-        return hydra_compose(config_name="config", overrides=overrides)
+        cfg = hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         raise UsageError(_friendly(exc, " ".join(overrides))) from None
+    if digest is not None:
+        _HYDRA[key] = copy.deepcopy(cfg)
+        while len(_HYDRA) > _HYDRA_KEEP:
+            del _HYDRA[next(iter(_HYDRA))]
+    return cfg
 
 
 def _friendly(exc: BaseException, where: str) -> str:

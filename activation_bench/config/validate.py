@@ -18,13 +18,14 @@ def _finite(x: Any) -> bool:
 
 
 def validate(cfg: Cfg, where: str = "") -> None:
-    """Range checks beyond the schema's types; raises UsageError with one clear line."""
+    """Range checks beyond the schema's types; raises UsageError with one clear line.
+
+    Of the config, only `check_seed` reads the seed: the rest is a function of the config without
+    it, which compose_many relies on to validate members differing in their seed alone once."""
     d = cfg.data
     check(cfg.epochs >= 1, f"epochs must be a positive integer, got {cfg.epochs}", where)
     check(_finite(cfg.lr) and cfg.lr > 0, f"lr must be a positive number, got {cfg.lr}", where)
-    check(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}", where)
-    check(cfg.seed <= MAX_SEED, f"seed must be at most 2**63-1 = {MAX_SEED} (a 64-bit integer, as tables store "
-          f"it), got {cfg.seed}", where)
+    check_seed(cfg, where)
     check(cfg.optimizer in OPTIMIZERS, f"unknown optimizer '{cfg.optimizer}'; valid: {', '.join(OPTIMIZERS)}", where)
     _validate_optimizer(cfg, where)
     check(cfg.dtype in DTYPES, f"unknown dtype '{cfg.dtype}'; valid: {', '.join(DTYPES)}", where)
@@ -64,6 +65,13 @@ def validate(cfg: Cfg, where: str = "") -> None:
     family.validate(cfg, where)
     if d.name in DISTRIBUTIONS and d.target == "teacher":
         activations.check_config({"name": d.teacher_activation}, where)
+
+
+def check_seed(cfg: Cfg, where: str = "") -> None:
+    """The seed's own checks (part of `validate`): a non-negative 64-bit integer."""
+    check(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}", where)
+    check(cfg.seed <= MAX_SEED, f"seed must be at most 2**63-1 = {MAX_SEED} (a 64-bit integer, as tables store "
+          f"it), got {cfg.seed}", where)
 
 
 def _validate_optimizer(cfg: Cfg, where: str) -> None:
