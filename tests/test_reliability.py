@@ -50,11 +50,11 @@ def _check_complete(sweep: Path, members: int, epochs: int) -> None:
     assert not [p for p in sweep.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
 
 
-def test_sigkill_at_random_moments_then_resume(tmp_path):
-    rng = random.Random(1234)
-    cmd = _sweep_cmd(tmp_path)
-    sweep = tmp_path / "k"
-    for _ in range(3):
+def _kill_at_random_moments(cmd: list[str], sweep: Path, rng: random.Random, kills: int) -> None:
+    """Start the sweep `kills` times, each SIGKILLed at a random moment up to 2.5 s after its
+    planning is done (after its start, where an earlier start wrote sweep.yaml); whatever is visible
+    under a member's name after each kill is whole or marked incomplete."""
+    for _ in range(kills):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
         while time.time() < deadline and not (sweep / "sweep.yaml").exists():
@@ -66,22 +66,14 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
             # whatever is visible under a member's name is either whole or marked incomplete
             s = store.read_summary(d)
             assert s is None or s["status"] == "complete"
-    # a hidden temporary directory killed after its files were written but before its rename holds
-    # a complete summary too: it is not a finished member (resume removes it and trains the member)
-    finished_before = {d.name for d in sweep.iterdir() if not d.name.startswith(".") and store.is_done(d)}
-    stamps = {n: (sweep / n / "summary.json").stat().st_mtime_ns for n in finished_before}
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    _check_complete(sweep, 12, 3000)
-    # only unfinished members were retrained
-    assert all((sweep / n / "summary.json").stat().st_mtime_ns == t for n, t in stamps.items())
 
 
-def test_sigint_stops_cleanly_with_exit_130(tmp_path):
-    cmd = _sweep_cmd(tmp_path)
-    sweep = tmp_path / "k"
+def _interrupt_after_the_first_member(cmd: list[str], sweep: Path) -> None:
+    """Start the sweep and SIGINT it once a member is finished: it stops cleanly, exit 130, one line
+    saying how many members are done and how to resume."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300  # waits only until the first member is done (about a second unloaded)
+
     def finished_members() -> int:  # under their final names (a hidden temporary one is not finished yet)
         return sum(store.is_done(d) for d in sweep.iterdir() if not d.name.startswith(".")) if sweep.is_dir() else 0
 
@@ -95,9 +87,43 @@ def test_sigint_stops_cleanly_with_exit_130(tmp_path):
     assert "Traceback" not in err
     match = re.search(r"interrupted: (\d+)/12 members done; run the same command again to resume", err)
     assert match and int(match.group(1)) >= 1
+
+
+def _resume(cmd: list[str], sweep: Path) -> None:
+    """Run the same command to the end: every member complete, and those finished before untouched
+    (only unfinished members are retrained). A hidden temporary directory killed after its files
+    were written but before its rename holds a complete summary too: it is not a finished member
+    (resume removes it and trains the member)."""
+    finished_before = {d.name for d in sweep.iterdir() if not d.name.startswith(".") and store.is_done(d)}
+    stamps = {n: (sweep / n / "summary.json").stat().st_mtime_ns for n in finished_before}
     done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0
+    assert done.returncode == 0, done.stderr
     _check_complete(sweep, 12, 3000)
+    assert all((sweep / n / "summary.json").stat().st_mtime_ns == t for n, t in stamps.items())
+
+
+def test_sigint_then_sigkill_at_random_moments_then_resume(tmp_path):
+    """The quick run's one sweep for both signals (each start imports torch; the training is paid
+    once): interrupted cleanly after its first member, killed twice at random moments, resumed
+    to a complete sweep. The two tests below (-m slow) do each on its own sweep, with three kills."""
+    cmd = _sweep_cmd(tmp_path)
+    _interrupt_after_the_first_member(cmd, tmp_path / "k")
+    _kill_at_random_moments(cmd, tmp_path / "k", random.Random(1234), kills=2)
+    _resume(cmd, tmp_path / "k")
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_resume(tmp_path):
+    cmd = _sweep_cmd(tmp_path)
+    _kill_at_random_moments(cmd, tmp_path / "k", random.Random(1234), kills=3)
+    _resume(cmd, tmp_path / "k")
+
+
+@pytest.mark.slow
+def test_sigint_stops_cleanly_with_exit_130(tmp_path):
+    cmd = _sweep_cmd(tmp_path)
+    _interrupt_after_the_first_member(cmd, tmp_path / "k")
+    _resume(cmd, tmp_path / "k")
 
 
 def _no_space(*_args: object) -> None:
@@ -264,9 +290,8 @@ def bad_override(draw: st.DrawFn) -> str:
                                  "=="]))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(override=bad_override(), command=st.sampled_from(["run", "sweep"]))
-def test_bulk_bad_overrides(runner, tmp_path, override, command):
+def _refused_and_nothing_written(runner, tmp_path: Path, override: str, command: str) -> None:
+    """`run` or `sweep` with one bad override: exit 2, one line on stderr, no traceback, no files."""
     root = tmp_path / f"r{abs(hash((override, command)))}"
     # the sweep's own axis (optimizer) is a key the generator never corrupts, so it cannot mask the defect
     result = runner.invoke(app, [command, "--runs-dir", str(root), "-q", *TINY[:1], override, "optimizer=adam,sgd"]
@@ -276,6 +301,24 @@ def test_bulk_bad_overrides(runner, tmp_path, override, command):
     assert err.startswith("error: ") and "\n" not in err, (override, err)
     assert "Traceback" not in result.output
     assert files_under(root) == []
+
+
+BAD_OVERRIDES = given(override=bad_override(), command=st.sampled_from(["run", "sweep"]))
+FIXED = {"deadline": None, "derandomize": True, "suppress_health_check": [HealthCheck.function_scoped_fixture]}
+
+
+# the quick run's 20 examples hold every kind of defect for both commands; the 60 under -m slow
+@settings(max_examples=20, **FIXED)
+@BAD_OVERRIDES
+def test_bulk_bad_overrides(runner, tmp_path, override, command):
+    _refused_and_nothing_written(runner, tmp_path, override, command)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **FIXED)
+@BAD_OVERRIDES
+def test_bulk_bad_overrides_more_examples(runner, tmp_path, override, command):
+    _refused_and_nothing_written(runner, tmp_path, override, command)
 
 
 CSV_HEADER = "activation,seed,epoch,train_loss"
