@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,30 @@ def run_doc_block(runner: CliRunner, tmp_path: Path, doc: Path, section: str, sh
         assert result.exit_code == 0, (args, result.output)
         out = result.output
     return out
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name`, filled by build(folder) once for the whole test run and read by every test
+    that asks for it, in every xdist worker.
+
+    A session fixture is built once per worker; one that trains costs each worker that much. Under
+    xdist, every worker's base temporary folder sits in the run's own folder: the first worker to
+    take the lock there builds, the others wait for it and read (pytest-xdist's documented pattern).
+    A finished build leaves a marker, so a failed one is not read: the next worker builds again and
+    fails with its own error. Tests must only read the folder (copy it to change anything)."""
+    from filelock import FileLock
+
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: a session fixture is built once
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, shared by its workers
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # what a failed build left
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder

@@ -11,14 +11,17 @@ directory as a user would type it, with these mechanical changes and nothing els
   candidate composed and probed, the rungs planned, nothing trained) and its overrides go through
   `actbench config` too;
 - commands that read results (compare, rank, plot, report, export) read small fixture sweeps built
-  once per session (FIXTURES): each path an example reads (runs/my-sweep, runs/bessel,
-  runs/<search>/rung3, a shell glob below one of them, ...) is mapped to one by PATHS (PATHS_FOR
-  where one example needs another), input files (houses.csv, my_space.yaml, ...) are written by
-  FILES, and files an example writes (-o, --output, --plot, `> FILE`) must exist afterwards;
+  once per test run and shared by the xdist workers (FIXTURES): each path an example reads
+  (runs/my-sweep, runs/bessel, runs/<search>/rung3, a shell glob below one of them, ...) is mapped
+  to one by PATHS (PATHS_FOR where one example needs another), input files (houses.csv,
+  my_space.yaml, ...) are written by FILES, and files an example writes (-o, --output, --plot,
+  `> FILE`) must exist afterwards (a `report` without -o writes report.html into the first sweep it
+  reads: it reads its own copy, the fixtures stay as built);
 - a study (`actbench study`) reads its file: my-study.yaml is docs/studies.md's own example with
   `epochs=2`, a shipped one (docs/studies/*/study.yaml) is copied from the checkout and only
   planned (`--dry-run`: hours of training; one of data=shakespeare plans against a small text in
-  the cache directory, the copy's checksum check off); `study tables` runs the study first;
+  the cache directory, the copy's checksum check off); `study tables` reads a copy of the sweeps
+  of my-study.yaml run once per test run (`study run my-study.yaml` trains from nothing);
 - what needs a cluster or a server is listed in OFFLINE, what takes seconds in SLOW (the quick run
   checks it up to the slow part; test_slow_example_runs runs it in full), an example that fails
   as written because of a product bug in KNOWN_BUGS (an expected failure until it is fixed).
@@ -32,6 +35,7 @@ import glob
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -43,6 +47,7 @@ import typer
 from typer.testing import CliRunner
 
 from activation_bench.cli.main import app
+from tests.conftest import built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -275,6 +280,8 @@ READ = {"compare", "rank", "plot", "report", "export"}
 ALONE = {"config", "activations", "plot-activations"}
 STUDY = {"study"}
 OUTPUT_OPTIONS = {"-o", "--output", "--plot", "--runs-dir"}
+# where an example that writes into what it reads (writes_into_its_input) reads its copy of the fixtures
+COPY = "fixture-copy"
 
 
 def outputs(ex: Example) -> list[str]:
@@ -351,16 +358,22 @@ def invoke(argv: list[str], ok: bool = True, process: bool = False) -> tuple[int
     return code, stdout, output
 
 
-@pytest.fixture(scope="session")
-def fixture_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixture sweeps (FIXTURES) and the search, under one root."""
-    root = tmp_path_factory.mktemp("examples") / "runs"
+def _build_fixtures(folder: Path) -> None:
+    """The fixture sweeps (FIXTURES) and the search, trained under folder/runs."""
+    root = folder / "runs"
     for name, overrides in FIXTURES.items():
         where = root / name
         invoke(["sweep", *overrides, "model.hidden_dim=4", "--runs-dir", str(where.parent), "--name", where.name,
                 "-q"])
     invoke(["search", *SEARCH, "--runs-dir", str(root), "--name", "search", "-q"])
-    return root
+
+
+@pytest.fixture(scope="session")
+def fixture_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture sweeps (FIXTURES) and the search, under one root: trained once per test run, read
+    by every worker (conftest.built_once); the examples that read them write only into their own
+    working directories."""
+    return built_once(tmp_path_factory, "examples", _build_fixtures) / "runs"
 
 
 def shortened(argv: list[str]) -> list[str]:
@@ -381,10 +394,12 @@ def prepared(ex: Example, request: pytest.FixtureRequest, full: bool) -> list[li
     example of SLOW run in full rather than with --dry-run."""
     argv = [w for word in ex.argv for w in (ELLIPSIS if word == "..." else [word])]
     if argv[0] == "study":
-        return _study(argv, ex, full)
+        return _study(argv, ex, request, full)
     reads = [w for w in inputs(ex) if w not in FILES]
     if reads:
         root = request.getfixturevalue("fixture_root")
+        if writes_into_its_input(ex):  # into its own copy: the fixture stays as built for every worker
+            root = _copied(root, [mapped(w, ex) for w in reads], Path(COPY))  # type: ignore[misc]
         argv = [w for word in argv for w in (_read_path(root, word, ex) if word in reads else [word])]
     if "--tracking-uri" in argv and argv[argv.index("--tracking-uri") + 1].startswith("http"):
         argv[argv.index("--tracking-uri") + 1] = "sqlite:///mlflow.db"
@@ -398,14 +413,46 @@ def prepared(ex: Example, request: pytest.FixtureRequest, full: bool) -> list[li
     return [argv]
 
 
-def _study(argv: list[str], ex: Example, full: bool) -> list[list[str]]:
+def writes_into_its_input(ex: Example) -> bool:
+    """`report` without -o writes report.html into the first directory it reads."""
+    return ex.argv[0] == "report" and not outputs(ex)
+
+
+def _copied(root: Path, parts: list[str], to: Path) -> Path:
+    """The fixtures parts (relative to root) copied to the same places under to."""
+    for part in parts:
+        assert not glob.has_magic(part), part
+        shutil.copytree(root / part, to / part)
+    return to.resolve()
+
+
+def _study(argv: list[str], ex: Example, request: pytest.FixtureRequest, full: bool) -> list[list[str]]:
     """A study example: a shipped study only planned; the launchers' (SLOW) planned in the quick run;
-    `study tables` after the study has run."""
+    `study tables` after the study has run (its trained sweeps copied from my_study; `study run
+    my-study.yaml` itself trains from nothing, as a user's first run does)."""
     if any(w.startswith("docs/studies/") for w in argv) or (slow(ex) and not full):
         return [argv if "--dry-run" in argv else [*argv, "--dry-run"]]
     if argv[1] == "tables":
-        return [["study", "run", argv[2], "-q"], argv]
+        assert argv[2] == "my-study.yaml", argv
+        trained = request.getfixturevalue("my_study")
+        shutil.copytree(trained / "runs", "runs", copy_function=shutil.copy2)
     return [argv]
+
+
+@pytest.fixture(scope="session")
+def my_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The working directory of docs/studies.md's example study (study_file()) run once per test run
+    (conftest.built_once): my-study.yaml, its sweeps under runs/ and its outputs."""
+    def build(folder: Path) -> None:
+        (folder / "my-study.yaml").write_text(study_file(), encoding="utf-8")
+        cwd = os.getcwd()
+        os.chdir(folder)  # the file's runs_dir is relative to the working directory
+        try:
+            invoke(["study", "run", "my-study.yaml", "-q"])
+        finally:
+            os.chdir(cwd)
+
+    return built_once(tmp_path_factory, "my-study", build)
 
 
 def study_file() -> str:
@@ -497,6 +544,9 @@ def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypat
     if "--dry-run" not in argv:
         for out in outputs(ex):
             assert Path(out).exists() and (Path(out).is_dir() or Path(out).stat().st_size > 0), out
+        if writes_into_its_input(ex):
+            first = Path(COPY) / mapped(inputs(ex)[0], ex) / "report.html"  # type: ignore[operator]
+            assert first.stat().st_size > 0, first
 
 
 @pytest.mark.parametrize("key", sorted(EXAMPLES))
