@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from activation_bench.cli.main import app
-from tests.conftest import files_under
+from tests.conftest import built_once, files_under
 
 ROOT = Path(__file__).resolve().parents[1]
 # every YAML file under docs/studies/ is a study file (study.yaml, fixed-lr.yaml, tuned.yaml, ...)
@@ -54,15 +54,13 @@ def _digests(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """The tiny study, run once per module (its paths are relative to its folder)."""
+def _run_tiny_study(root: Path) -> None:
+    """The tiny study run in root (its paths are relative to its folder)."""
     import os
 
     from typer.testing import CliRunner
 
-    root = tmp_path_factory.mktemp("study")
-    path = _write(root)
+    _write(root)
     cwd = os.getcwd()
     os.chdir(root)
     try:
@@ -70,7 +68,13 @@ def finished(tmp_path_factory):
     finally:
         os.chdir(cwd)
     assert result.exit_code == 0, result.output
-    return path
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory):
+    """The tiny study, run once per test run and read by every xdist worker (conftest.built_once):
+    the tests that use it work on a copy (done)."""
+    return built_once(tmp_path_factory, "tiny-study", _run_tiny_study) / "study.yaml"
 
 
 @pytest.fixture
@@ -308,12 +312,14 @@ def test_critical_difference_diagram_is_the_same_bytes_in_every_process(tmp_path
         "sys.stdout.write(image(rank_tables.draw_cd(res), 'svg').decode())\n"
     )
     out = []
-    for seed in ("1", "2", "3"):
+    # two hash seeds: without render.rank_tables._sorted_crossbars these two already draw different
+    # bytes (as does a third, which cost 2 s more: a process that imports scikit-posthocs)
+    for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "r.csv")], capture_output=True,
                               text=True, env=env, check=True)
         out.append(done.stdout)
-    assert out[0] == out[1] == out[2] and "<svg" in out[0]
+    assert out[0] == out[1] and "<svg" in out[0]
 
 
 def test_the_spec_mirrors_the_analysis_choices_it_checks():
