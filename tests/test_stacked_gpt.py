@@ -232,6 +232,7 @@ def train_steps(cfgs: list[Cfg], steps: int = 2, t: int = T):
     ({"dropout": 0.2, "bias": True}, T),
     ({"norm": "rms", "n_embd": 32, "dropout": 0.1}, T),
     ({"block_size": 80, "n_head": 4, "n_embd": 32}, 70),  # several of the flash kernel's blocks of 32 queries
+    ({"attn_dropout": 0.2, "dropout": 0.1, "n_head": 4}, T),  # dropout on the attention probabilities too
 ])
 def test_a_member_in_a_stack_equals_the_member_alone_bit_for_bit(model, t):
     # activations of one width share a stack; "alone" is a stack of two copies (the engine pads a
@@ -268,6 +269,33 @@ def test_dropout_only_in_training_mode_and_from_the_members_own_stream():
     tr = model(idx)
     assert not torch.equal(tr, ev)
     assert torch.equal(make(cfgs).train()(idx), tr)  # the same seeds draw the same masks
+
+
+def test_attention_dropout_only_in_training_from_its_own_stream():
+    both = [cfg(1, dropout=0.3, attn_dropout=0.2), cfg(2, dropout=0.3, attn_dropout=0.2)]
+    model = make(both)
+    idx, _ = batch(both)
+    model.eval()
+    ev = model(idx)
+    assert torch.equal(ev, make([cfg(1), cfg(2)]).eval()(idx))  # evaluation: no dropout of either kind
+    model.train()
+    tr = model(idx)
+    assert torch.equal(make(both).train()(idx), tr)  # the same seeds draw the same masks
+    without = make([cfg(1, dropout=0.3), cfg(2, dropout=0.3)]).train()(idx)
+    assert not torch.equal(tr, without)
+    # its own stream: model.dropout's masks are the same draws with or without attention dropout
+    assert torch.equal(make(both).dropout.mask(4, 5, torch.float32),
+                       make([cfg(1, dropout=0.3), cfg(2, dropout=0.3)]).dropout.mask(4, 5, torch.float32))
+
+
+def test_attention_written_out_equals_the_fused_kernel_where_nothing_is_dropped():
+    from activation_bench.engine.models.base import MemberDropout
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2 * 3, 4, 9, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    keep_all = MemberDropout(0.0, [0, 1], {0: torch.Generator(), 1: torch.Generator()}, "cpu")
+    assert torch.allclose(stacked_gpt.causal_attention_dropped(q, k, v, keep_all),
+                          stacked_gpt.causal_attention(q, k, v), atol=1e-12, rtol=0)
 
 
 # --------------------------------------------------------------------------------------------

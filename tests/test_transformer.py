@@ -79,7 +79,7 @@ def test_gated_units_match_the_ungated_parameter_count(runner, runs_dir):
 
 
 def test_a_stopped_transformer_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
-    args = [*TINY_GPT, "data=python_docs", "epochs=4", "model.dropout=0.1"]
+    args = [*TINY_GPT, "data=python_docs", "epochs=4", "model.dropout=0.1", "model.attn_dropout=0.1"]
     assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
     assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@2.1").exit_code == 143
     assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0
@@ -91,6 +91,7 @@ def test_a_stopped_transformer_resumes_bit_for_bit(runner, tmp_path, monkeypatch
     (["model.ffn_match=half"], "unknown model.ffn_match 'half'"),
     (["model.norm=batch"], "unknown model.norm 'batch' for model=transformer"),
     (["batch_size=null"], "set batch_size (windows per step)"),
+    (["model.attn_dropout=1.0"], "model.attn_dropout must be in [0, 1)"),
 ])
 def test_bad_transformer_input_is_refused_in_one_line(runner, runs_dir, args, message):
     assert_refused_by_run_and_sweep(runner, runs_dir, [*TINY_GPT, "data=python_docs", *args], message)

@@ -35,6 +35,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"momentum": 0.0, "nesterov": False},  # SGD momentum
     {"grad_clip": 0.0},  # per-member gradient clipping
     {"schedule": "constant", "warmup_steps": 0, "decay_steps": None, "min_lr": 0.0},  # the learning-rate schedule
+    {"model.attn_dropout": 0.0},  # a transformer's dropout on the attention probabilities
 )
 
 # Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever

@@ -116,9 +116,10 @@ def _cpu(t: torch.Tensor | None) -> torch.Tensor | None:
 def generators(stack: Any) -> dict[str, torch.Generator]:
     """Every random stream the stack draws from while training, by a stable name."""
     out = {f"shuffle/{s}": g for s, g in stack.shufflers.items()}
-    dropout = getattr(stack.model, "dropout", None)
-    if dropout is not None:
-        out.update({f"dropout/{s}": g for s, g in dropout.gens.items()})
+    for stream in ("dropout", "attn_dropout"):  # a transformer's attention dropout has its own streams
+        dropout = getattr(stack.model, stream, None)
+        if dropout is not None:
+            out.update({f"{stream}/{s}": g for s, g in dropout.gens.items()})
     for name, module in stack.model.named_modules():
         g = getattr(module, "generator", None)
         if isinstance(g, torch.Generator):

@@ -16,9 +16,9 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def check_dropout(p: Any, where: str) -> None:
-    """model.dropout: a probability in [0, 1)."""
-    check(_finite(p) and 0 <= p < 1, f"model.dropout must be in [0, 1) (the probability of dropping a unit), got {p}",
+def check_dropout(p: Any, where: str, key: str = "model.dropout") -> None:
+    """model.dropout (or another dropout key): a probability in [0, 1)."""
+    check(_finite(p) and 0 <= p < 1, f"{key} must be in [0, 1) (the probability of dropping a unit), got {p}",
           where)
 
 

@@ -10,8 +10,10 @@ c_fc (d -> h1), the member's activation (h1 -> h2; a gated one halves the width)
 [M, B*T, in]; biases [M, 1, out] where model.bias is set (off by default, as nanoGPT's CPU recipe;
 the norms then have no bias either). model.norm is "layer" (LayerNorm) or "rms" (RMSNorm, a
 weight only), eps 1e-5. Dropout (model.dropout, training only) follows the embedding sum and
-each c_proj, with masks from each member's own "dropout" stream (base.MemberDropout); there is no
-dropout on the attention probabilities (nanoGPT's attn_dropout).
+each c_proj, with masks from each member's own "dropout" stream (base.MemberDropout); dropout on
+the attention probabilities (nanoGPT's attn_dropout) is model.attn_dropout, with masks from each
+member's own "attn_dropout" stream (its own, so that turning it on leaves model.dropout's masks as
+they were).
 
 Every op is per member or per row, so a member computes the same values in any stack as alone
 (bit for bit on CPU, forward and gradients: tests/test_stacked_gpt.py).
@@ -83,6 +85,20 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+def causal_attention_dropped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             drop: MemberDropout) -> torch.Tensor:
+    """causal_attention with dropout on the attention probabilities, nanoGPT's manual path written
+    out (softmax(q k^T / sqrt(hd), masked) -> attn_dropout -> @ v), for q, k, v [M*B, H, T, hd]: the
+    fused kernel draws its masks from torch's global generator, a member's own stream needs them
+    here. The masks [M, B*H*T, T] come from `drop` (one draw per distinct seed, as every dropout)."""
+    mb, h, t, hd = q.shape
+    att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    above = torch.ones(t, t, dtype=torch.bool, device=q.device).triu_(1)
+    att = att.masked_fill(above, float("-inf")).softmax(dim=-1)
+    keep = drop.mask(mb // len(drop.seeds) * h * t, t, att.dtype).view(mb, h, t, t)
+    return torch.matmul(att * keep, v)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention, every member and head at once: x [M, B*T, d] ->
     [M, B*T, d]. c_attn: [M, d, 3d] (q, k, v in that order along the output), c_proj [M, d, d]."""
@@ -93,12 +109,12 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = MemberLinear(c_proj, bias)
         self.n_head = n_head
 
-    def forward(self, x: torch.Tensor, batch: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, batch: int, drop: MemberDropout | None = None) -> torch.Tensor:
         m, rows, d = x.shape
         t, h = rows // batch, self.n_head
         # [M, B*T, 3d] -> q, k, v each [M*B, H, T, hd], as nanoGPT's split / view / transpose
         q, k, v = (z.reshape(m * batch, t, h, d // h).transpose(1, 2) for z in self.c_attn(x).split(d, dim=2))
-        y = causal_attention(q, k, v)  # [M*B, H, T, hd]
+        y = causal_attention(q, k, v) if drop is None else causal_attention_dropped(q, k, v, drop)  # [M*B, H, T, hd]
         return self.c_proj(y.transpose(1, 2).reshape(m, rows, d))
 
 
@@ -133,8 +149,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, batch: int, act: Callable[[torch.Tensor], torch.Tensor],
                 drop: Callable[[torch.Tensor], torch.Tensor],
-                preacts: list[torch.Tensor] | None = None) -> torch.Tensor:
-        x = x + drop(self.attn(self.norm_1(x), batch))
+                preacts: list[torch.Tensor] | None = None, attn_drop: MemberDropout | None = None) -> torch.Tensor:
+        x = x + drop(self.attn(self.norm_1(x), batch, attn_drop))
         return x + drop(self.mlp(self.norm_2(x), act, preacts))
 
 
@@ -163,13 +179,15 @@ class StackedGPT(MemberLayers):
     slice of members (MemberLayers.activate; `slices[i].modules[layer]` serves block `layer`)."""
 
     def __init__(self, wte: torch.Tensor, wpe: torch.Tensor, blocks: list[Block], norm: str, bias: bool,
-                 slices: list[Slice], dropout: MemberDropout | None = None) -> None:
+                 slices: list[Slice], dropout: MemberDropout | None = None,
+                 attn_dropout: MemberDropout | None = None) -> None:
         super().__init__()
         self.wte = nn.Parameter(wte)  # [M, V, d], also the output head
         self.wpe = nn.Parameter(wpe)  # [M, block_size, d]
         self.blocks = nn.ModuleList(blocks)
         self.norm_f = MemberNorm(norm, wte.shape[0], wte.shape[2], bias, wte.dtype, str(wte.device))
         self.dropout = dropout
+        self.attn_dropout = attn_dropout  # on the attention probabilities (model.attn_dropout)
         self._init_layers(slices, [b.mlp.c_fc.weight for b in blocks], "none")
 
     @property
@@ -235,8 +253,9 @@ class StackedGPT(MemberLayers):
         offsets = torch.arange(m, device=idx.device).mul_(vocab).view(m, 1, 1)
         tok = F.embedding(idx + offsets, self.wte.reshape(m * vocab, d))  # [M, B, T, d]
         x = self._drop((tok + self.wpe[:, None, :t]).reshape(m, b * t, d))  # [M, B*T, d]
+        attn_drop = self.attn_dropout if self.training else None
         for layer, block in enumerate(self.blocks):
-            x = block(x, b, lambda h, layer=layer: self.activate(layer, h), self._drop, preacts)
+            x = block(x, b, lambda h, layer=layer: self.activate(layer, h), self._drop, preacts, attn_drop)
         x = self.norm_f(x)
         # the head tied to the token embedding: logits = x @ wte^T per member
         return torch.bmm(x, self.wte.transpose(1, 2)).view(m, b, t, vocab)
@@ -245,8 +264,9 @@ class StackedGPT(MemberLayers):
 def build(ordered: Sequence[Cfg], slices: list[Slice], vocab_size: int, h1: int, h2: int, device: str,
           dtype: torch.dtype) -> StackedGPT:
     """The stacked GPT of these members (sharing model.n_layer, n_head, n_embd, block_size, dropout,
-    bias, norm), each initialised from its own seed's "init" stream (member_weights), with dropout
-    masks from its "dropout" stream where model.dropout > 0. `slices`: slices.slices_for(ordered,
+    attn_dropout, bias, norm), each initialised from its own seed's "init" stream (member_weights),
+    with dropout masks from its "dropout" stream where model.dropout > 0 and attention dropout masks
+    from its "attn_dropout" stream where model.attn_dropout > 0. `slices`: slices.slices_for(ordered,
     keys, n_layer, device, dtype); (h1, h2): the FFN's widths before and after the activation."""
     model = ordered[0].model
     n_layer, n_head, d = int(model.n_layer), int(model.n_head), int(model.n_embd)
@@ -264,7 +284,10 @@ def build(ordered: Sequence[Cfg], slices: list[Slice], vocab_size: int, h1: int,
         i = 2 + 4 * layer
         attn = CausalSelfAttention(stacked(i), stacked(i + 1), n_head, bias)
         blocks.append(Block(attn, MLP(stacked(i + 2), stacked(i + 3), bias), norm, bias))
-    p = float(model.dropout)
     seeds = [c.seed for c in ordered]
-    dropout = MemberDropout(p, seeds, {s: generator(s, "dropout") for s in dict.fromkeys(seeds)}, device) if p else None
-    return StackedGPT(stacked(0), stacked(1), blocks, norm, bias, slices, dropout)
+
+    def dropout(p: float, stream: str) -> MemberDropout | None:
+        return MemberDropout(p, seeds, {s: generator(s, stream) for s in dict.fromkeys(seeds)}, device) if p else None
+
+    return StackedGPT(stacked(0), stacked(1), blocks, norm, bias, slices, dropout(float(model.dropout), "dropout"),
+                      dropout(float(model.get("attn_dropout", 0.0)), "attn_dropout"))

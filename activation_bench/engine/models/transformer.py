@@ -37,6 +37,7 @@ class TransformerConfig:
     ffn_mult: int = 4  # the feed-forward block's hidden width, in multiples of n_embd (ungated)
     ffn_match: str = "params"  # params | width: a gated unit's hidden width (see the module's docstring)
     dropout: float = 0.0  # after the embeddings, attention's and the feed-forward block's outputs
+    attn_dropout: float = 0.0  # on the attention probabilities (nanoGPT's attn_dropout takes its dropout)
     bias: bool = False  # biases in the Linears and norms (nanoGPT's CPU recipe: none)
     norm: str = "layer"  # layer | rms
 
@@ -81,6 +82,7 @@ class Transformer(Family):
         check(m.ffn_match in FFN_MATCH, f"unknown model.ffn_match '{m.ffn_match}'; valid: {', '.join(FFN_MATCH)}",
                 where)
         v.check_dropout(m.dropout, where)
+        v.check_dropout(m.attn_dropout, where, "model.attn_dropout")
         check(not cfg.activation.get("param_matched"), "activation.param_matched is the MLP's; with "
                 "model=transformer a gated unit's width is model.ffn_match's (params by default)", where)
         check(cfg.batch_size is not None, "model=transformer trains on random windows of the text: set "
@@ -94,6 +96,7 @@ class Transformer(Family):
                  f"FFN x{model['ffn_mult']} ({model['ffn_match']}-matched)", f"{model['norm']} norm"]
         parts += ["bias"] if model.get("bias") else []
         parts += [f"dropout {model['dropout']:g}"] if model.get("dropout") else []
+        parts += [f"attention dropout {model['attn_dropout']:g}"] if model.get("attn_dropout") else []
         return ", ".join(parts)
 
     def layers(self, model: dict[str, Any]) -> int:
@@ -102,7 +105,7 @@ class Transformer(Family):
     def stack_key(self, cfg: Cfg) -> tuple:
         m = cfg.model
         return ("transformer", _vocab(cfg), m.n_layer, m.n_head, m.n_embd, m.block_size, ffn_widths(cfg),
-                float(m.dropout), bool(m.bias), m.norm)
+                float(m.dropout), float(m.attn_dropout), bool(m.bias), m.norm)
 
     def params(self, cfg: Cfg) -> int:
         """One member's parameters (the head tied to the token embedding, counted once)."""
