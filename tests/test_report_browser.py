@@ -65,12 +65,15 @@ def chromium(tmp_path: Path, page: Path, *extra: str) -> str:
     return proc.stdout
 
 
-def probe(tmp_path: Path, html: str) -> dict:
-    """The probe's findings for a page: its CSP meta replaced by one that lets the probe run."""
+def probe(tmp_path: Path, html: str, rendered: Dom | None = None) -> dict:
+    """The probe's findings for a page: its CSP meta replaced by one that lets the probe run.
+    `rendered`, if given, is fed the rendered DOM too (the probe adds no section, table or figure)."""
     html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
     page = tmp_path / "probe.html"
     page.write_text(html.replace("<head>", "<head>\n" + PROBE, 1), encoding="utf-8")
     dom = chromium(tmp_path, page, "--virtual-time-budget=5000", "--dump-dom")
+    if rendered is not None:
+        rendered.feed(dom)
     found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert found, dom[-2000:]
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
@@ -139,12 +142,18 @@ def test_nothing_fetched_or_blocked_and_figures_rendered(report, tmp_path):
     assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
 
 
-def test_the_probe_sees_failed_and_external_loads(tmp_path):
-    """The check above can fail: the same probe on a page with a missing and an external image."""
+def test_the_probe_sees_failed_and_external_loads_and_clipped_text(tmp_path):
+    """The checks of the probe can fail: the same probe (one browser start) on a page with a missing
+    and an external image, and a figure whose title starts left of its edge (the clipping check of
+    test_long_expression_labels_are_never_clipped)."""
     html = ('<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="default-src \'none\'">'
-            '</head><body><img src="missing.png"><img src="https://example.invalid/a.png"></body></html>')
+            '</head><body><img src="missing.png"><img src="https://example.invalid/a.png">'
+            '<figure><svg viewBox="0 0 200 50" width="400" height="100">'
+            '<text x="-40" y="20" font-size="12">a title cut on the left</text>'
+            '<text x="10" y="40" font-size="12">inside</text></svg></figure></body></html>')
     found = probe(tmp_path, html)
-    assert len(found["blocked"]) == 2 and all(w == 0 for _, w in found["images"])
+    assert len(found["blocked"]) == 2 and len(found["images"]) == 2 and all(w == 0 for _, w in found["images"])
+    assert [c[1] for c in found["clipped"]] == ["a title cut on the left"] and found["texts"] == 2
 
 
 def test_screenshot_is_drawn(report, tmp_path):
@@ -165,22 +174,12 @@ def test_classification_report_renders_accuracy_tables_and_curves(tmp_path):
     out = tmp_path / "report.html"
     result = CliRunner().invoke(app, ["report", str(sweep), "-o", str(out), "--no-shapes"])
     assert result.exit_code == 0, result.output
-    dom = Dom()
-    dom.feed(chromium(tmp_path, out, "--dump-dom"))
+    dom = Dom()  # read from the probe's rendering: one browser start for both
+    found = probe(tmp_path, out.read_text(encoding="utf-8"), dom)
     assert dom.sections == SECTIONS and len(dom.figures) == 4  # ranking; train_loss; val and test with accuracy
-    found = probe(tmp_path, out.read_text(encoding="utf-8"))
     assert found["blocked"] == [] and found["fetched"] == []
     assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
     assert found["svgs"][2][1] > 1.3 * found["svgs"][1][1]  # the accuracy row below the loss row
-
-
-def test_the_probe_sees_clipped_text(tmp_path):
-    """The clipping check below can fail: a figure whose title starts left of its edge."""
-    html = ('<!DOCTYPE html><html><head></head><body><figure><svg viewBox="0 0 200 50" width="400" height="100">'
-            '<text x="-40" y="20" font-size="12">a title cut on the left</text>'
-            '<text x="10" y="40" font-size="12">inside</text></svg></figure></body></html>')
-    found = probe(tmp_path, html)
-    assert [c[1] for c in found["clipped"]] == ["a title cut on the left"] and found["texts"] == 2
 
 
 LONG = "exp(-abs(sinh(x) - x)) * max(x, 0)"
