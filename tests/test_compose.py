@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
@@ -12,6 +15,7 @@ from activation_bench.config import compose, files, validate
 from activation_bench.config.compose import compose_many
 from activation_bench.config.files import config_dir, group_options
 from activation_bench.config.schema import NOT_GLOBBED, SPLICED, _register_schema
+from activation_bench.errors import UsageError
 
 
 def hydra_composed(overrides: list[str]) -> dict:
@@ -27,10 +31,34 @@ def hydra_composed(overrides: list[str]) -> dict:
 OPTIONS = [(g, o) for g in SPLICED for o in group_options(g) if o not in NOT_GLOBBED]
 
 
+# a model family that does not take the default data (normal) is composed with data it takes
+WITH = {"model=cnn": ["data=mnist1d"], "model=transformer": ["data=python_docs", "batch_size=4"]}
+
+
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_direct_option_load_equals_hydra_compose(group: str, option: str) -> None:
-    ours = compose_many([[f"{group}={option}"]])[0]
-    assert ours.plain() == hydra_composed([f"{group}={option}"])
+    overrides = [f"{group}={option}", *WITH.get(f"{group}={option}", [])]
+    ours = compose_many([overrides])[0]
+    assert ours.plain() == hydra_composed(overrides)
+
+
+def _composed_or_refused(compose: Callable[[list[str]], dict], overrides: list[str]) -> Any:
+    try:
+        return compose(overrides)
+    except UsageError as exc:
+        return str(exc).split(" (in: ")[0]
+
+
+def test_model_data_and_activation_spliced_together_equal_hydra() -> None:
+    """Each family's subtree is spliced beside the data's and the activation's (one composition per
+    option, not per combination): the same configs as Hydra's, and the same refusals."""
+    members = [[f"model={model}", f"data={data}", f"activation={act}", "seed=1", *extra]
+               for model, extra in (("mlp", []), ("cnn", ["model.channels=[4,4]", "model.kernel=[3,3]"]),
+                                    ("transformer", ["batch_size=4", "model.n_embd=32"]))
+               for data in ("normal", "mnist1d", "iris", "python_docs") for act in ("relu", "swiglu")]
+    for member in members:
+        ours = _composed_or_refused(lambda m: compose_many([m])[0].plain(), member)
+        assert ours == _composed_or_refused(hydra_composed, member), member
 
 
 def test_many_members_with_scalar_overrides_equal_hydra() -> None:

@@ -13,7 +13,7 @@ DTYPES = ("float32", "float64")
 DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 ENGINES = ("eager", "compiled", "auto")  # engine/compiled/choose.py: eager, or its compiled step (auto: by size)
-SPLICED = ("activation", "data")  # groups whose options only set their own subtree (package = group)
+SPLICED = ("activation", "data", "model")  # groups whose options only set their own subtree (package = group)
 # options that need user input (activation=custom a _target_, activation=expr an fn, data=csv a file,
 # the image sources their files, data=text a file, data=shakespeare its file; the text sources also need a
 # model with a window, model=transformer, so a glob over data with the default model leaves them out)
