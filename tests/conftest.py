@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 from typer.testing import CliRunner
 
 # pytest -n auto runs one worker per core, each with torch's default of one thread per core: idle
@@ -13,6 +16,13 @@ from typer.testing import CliRunner
 # (read when torch loads OpenMP, so before any test imports torch) changes no result, only how
 # threads wait.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# CliRunner.invoke builds the app's whole click command tree on every call (typer.testing calls
+# typer.main.get_command each time: about 45 ms for actbench's, and the suite invokes it thousands of
+# times). Built once per app and process instead: a click command keeps no state between
+# invocations (each gets its own click Context), and the callbacks look their helpers up at call
+# time, so monkeypatching still reaches them.
+typer.testing._get_command = functools.cache(typer.main.get_command)
 
 # tiny models and few epochs keep the suite fast
 TINY = ["epochs=4", "data.n_samples=6", "data.input_dim=3", "model.hidden_dim=5"]
