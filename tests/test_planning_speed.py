@@ -171,3 +171,22 @@ def test_hydra_compositions_kept_for_the_process_follow_the_config_files(tmp_pat
     mlp = root / "model" / "mlp.yaml"
     mlp.write_text(mlp.read_text().replace("\ndepth: 1 ", "\ndepth: 3 "))
     assert [c["model"]["depth"] for c in compose_many(members)] == [3, 3, 2]
+
+
+def test_spliced_options_kept_for_the_process_follow_the_config_files(tmp_path, monkeypatch):
+    """An option composed without Hydra (data=uniform, kept by compose._option) is read afresh when
+    its file changes, and the type check of its keys works on a copy each time."""
+    import shutil
+
+    from activation_bench.config import compose, files
+
+    root = tmp_path / "configs"
+    shutil.copytree(files.config_dir(), root)
+    monkeypatch.setattr(files, "config_dir", lambda: root)
+    monkeypatch.setattr(compose, "config_dir", lambda: root)
+    members = [["data=uniform", "data.n_samples=7"], ["data=uniform"]]
+    first = compose_many(members)
+    assert compose_many(members) == first and [c["data"]["n_samples"] for c in first] == [7, 10]
+    uniform = root / "data" / "uniform.yaml"
+    uniform.write_text(uniform.read_text().replace("\nn_samples: 10", "\nn_samples: 12"))
+    assert [c["data"]["n_samples"] for c in compose_many(members)] == [7, 12]
