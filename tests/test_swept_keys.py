@@ -37,11 +37,15 @@ def _compare(runner, folder: str, *extra: str) -> dict:
     return json.loads(_ok(runner, ["compare", folder, "--format", "json", *extra]))
 
 
-# the default run's keys: the regression's (epochs), a float and a model key; every key is slow-marked
+# the default run's keys: the regression's (epochs), a float and a model key (reports' figures left
+# undrawn); every key, with the reports drawn, is slow-marked
 QUICK = ("epochs", "lr", "model.depth")
 
 
-def test_analysis_commands_with_some_keys_swept_alone_and_all_together(runner, tmp_path):
+def test_analysis_commands_with_some_keys_swept_alone_and_all_together(runner, tmp_path, monkeypatch):
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)  # the reports' tables and text, their figures built but not drawn
     _check(runner, tmp_path, {k: SWEPT[k] for k in QUICK})
 
 
