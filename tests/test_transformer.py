@@ -126,3 +126,14 @@ def test_the_feed_forward_block_takes_learned_and_expression_activations(runner,
     out = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", *TINY_GPT, "data=python_docs", *act])
     assert out.exit_code == 0, out.output
     assert _summary(runs_dir)["status"] == "complete"
+
+
+def test_memory_estimate_counts_the_written_out_attention_of_attention_dropout():
+    from activation_bench.config.compose import compose
+    from activation_bench.engine.models.transformer import Transformer
+
+    base = [*TINY_GPT, "data=python_docs"]
+    plain, dropped = (Transformer().memory(compose([*base, *o])) for o in ([], ["model.attn_dropout=0.1"]))
+    # two more [T, T] blocks per head, block and window: 2 x n_layer 1 x n_head 2 x T 8 x (batch 4 x T 8)
+    assert dropped.params == plain.params
+    assert dropped.activations - plain.activations == 2 * 1 * 2 * 8 * 4 * 8

@@ -119,14 +119,16 @@ class Transformer(Family):
 
     def memory(self, cfg: Cfg) -> Memory:
         """Parameters; a training step's saved values (per token and block: the norms, q, k, v,
-        attention's output and its T x T weights per head, the feed-forward block's widths; the
-        logits) over a batch; an evaluation pass's largest block of values over the fixed windows
-        (nothing kept for backward); the characters."""
+        attention's output and its T x T weights per head, three of them, five with attention
+        dropout's written-out attention: scores, probabilities, mask, dropped; the feed-forward
+        block's widths; the logits) over a batch; an evaluation pass's largest block of values over
+        the fixed windows (nothing kept for backward); the characters."""
         from activation_bench.data import text
 
         m = cfg.model
         d, (h1, h2), t, v = m.n_embd, ffn_widths(cfg), m.block_size, _vocab(cfg)
-        train = m.n_layer * (12 * d + 2 * h1 + h2 + 3 * m.n_head * t) + 3 * v
+        weights = 5 if m.get("attn_dropout") else 3
+        train = m.n_layer * (12 * d + 2 * h1 + h2 + weights * m.n_head * t) + 3 * v
         evaluate = 4 * d + h1 + h2 + m.n_head * t + 2 * v
         values = cfg.batch_size * t * train + int(cfg.data.eval_windows or 0) * t * evaluate
         return Memory(self.params(cfg), values + sum(text.split_sizes(cfg)), [h1] * m.n_layer)
