@@ -45,7 +45,7 @@ defaults' composition.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -240,27 +240,16 @@ def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | N
 # _compose_option's results by (the config folder's digest, group=option), kept for the process: one
 # costs about 20 ms (OmegaConf's copies and merge), tests compose hundreds of times. Only the group's
 # subtree of a result is used (spliced in, and the group's own keys type-checked on it), and that
-# subtree is a function of the files alone, whatever the base's other keys hold. Each use gets a
-# deep copy (scalar overrides are type-checked on it in place). None: only Hydra composes it.
+# subtree is a function of the files alone, whatever the base's other keys hold. None: only Hydra
+# composes it.
 _OPTIONS: dict[tuple[str, str], DictConfig | None] = {}
 
 
 def _option(base: DictConfig, text: str, files: _Files) -> DictConfig | None:
     """_compose_option for `group=option` (text), from _OPTIONS when it holds it."""
-    import copy
-
     digest = None if "${" in text else files.digest()
-    key = (digest or "", text)
-    if digest is None or key not in _OPTIONS:
-        group, option = text.split("=", 1)
-        cfg = _compose_option(base, group, option)
-        if digest is None:
-            return cfg
-        _OPTIONS[key] = copy.deepcopy(cfg)
-        while len(_OPTIONS) > _HYDRA_KEEP:
-            del _OPTIONS[next(iter(_OPTIONS))]
-        return cfg
-    return copy.deepcopy(_OPTIONS[key])
+    group, option = text.split("=", 1)
+    return _kept(_OPTIONS, None if digest is None else (digest, text), lambda: _compose_option(base, group, option))
 
 
 @functools.cache
@@ -304,34 +293,42 @@ class _Files:
 
 # Hydra's compositions by (the config folder's digest, overrides), kept for the process: one costs
 # 50-150 ms, and a study plans each sweep in a compose_many call of its own (tests call compose()
-# hundreds of times). Each use gets a deep copy (about 3 ms): scalar overrides are type-checked on
-# it in place. The oldest are dropped past _HYDRA_KEEP.
-_HYDRA: dict[tuple[str, tuple[str, ...]], DictConfig] = {}
-_HYDRA_KEEP = 64
+# hundreds of times).
+_HYDRA: dict[tuple[str, tuple[str, ...]], DictConfig | None] = {}
+_KEEP = 64  # compositions kept in each store (_HYDRA, _OPTIONS); the oldest are dropped past it
+
+
+def _kept(store: dict, key: Any, build: Callable[[], DictConfig | None]) -> DictConfig | None:
+    """build()'s result, kept in `store` under `key` (None: not kept) for the rest of the process.
+    Each use gets a deep copy (about 3 ms): scalar overrides are type-checked on it in place. A
+    build that raises keeps nothing."""
+    import copy
+
+    if key is not None and key in store:
+        return copy.deepcopy(store[key])
+    cfg = build()
+    if key is not None:
+        store[key] = copy.deepcopy(cfg)
+        while len(store) > _KEEP:
+            del store[next(iter(store))]
+    return cfg
 
 
 def _compose_one(hydra_compose: Any, overrides: list[str], files: _Files) -> DictConfig:
     """Hydra's composition of the overrides (over config.yaml), from _HYDRA when it holds it: the
     same files and overrides compose to the same config. Overrides with an interpolation (${...})
     are composed afresh every time, as are compositions that failed."""
-    import copy
-
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    def composed() -> DictConfig:
+        try:
+            return hydra_compose(config_name="config", overrides=overrides)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise UsageError(_friendly(exc, " ".join(overrides))) from None
+
     digest = None if any("${" in text for text in overrides) else files.digest()
-    key = (digest or "", tuple(overrides))
-    if digest is not None and key in _HYDRA:
-        return copy.deepcopy(_HYDRA[key])
-    try:
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise UsageError(_friendly(exc, " ".join(overrides))) from None
-    if digest is not None:
-        _HYDRA[key] = copy.deepcopy(cfg)
-        while len(_HYDRA) > _HYDRA_KEEP:
-            del _HYDRA[next(iter(_HYDRA))]
-    return cfg
+    return _kept(_HYDRA, None if digest is None else (digest, tuple(overrides)), composed)  # type: ignore[return-value]
 
 
 def _friendly(exc: BaseException, where: str) -> str:
