@@ -13,6 +13,9 @@ validation and test windows evaluated every epoch. --config readme: nanoGPT's RE
   nn.Embedding, nn.LayerNorm, F.scaled_dot_product_attention, the tied head), torch.optim.AdamW with
   nanoGPT's decay groups, clip_grad_norm_, get_batch's random windows, the same evaluation every
   epoch; --plain-models models of the grid give its model steps per second, start-up included.
+  Model i takes the grid's activation i (cycling), so that by default (one model per activation of
+  the grid) the loop trains the same mix of activations as the sweep: mish and elu cost more than
+  relu, and a loop over the cheap ones only would flatter it.
 
 The ratio is the median over interleaved rounds of model steps per second. Each round also times the
 sweep at a fifth of the epochs: the difference is the marginal time of the extra epochs, whose FLOPs
@@ -21,7 +24,7 @@ sweep at a fifth of the epochs: the difference is the marginal time of the extra
 at the step's products, timed around the rounds.
 
 Usage:
-    python benchmarks/transformer_throughput.py [--config tiny|readme] [--repeat 3] [--plain-models 4]
+    python benchmarks/transformer_throughput.py [--config tiny|readme] [--repeat 3] [--plain-models N]
     python benchmarks/transformer_throughput.py --quick      # a smoke run: 2 epochs, 1 round
     python benchmarks/transformer_throughput.py --plain N_MODELS EPOCHS CONFIG   # the plain worker (internal)
 """
@@ -40,12 +43,18 @@ CONFIGS = {  # n_layer, n_head, n_embd, block, batch, members, epochs
 STEPS, EVAL_WINDOWS, LR = 100, 32, 1e-3
 
 
+def grid_acts(config: str) -> list[str]:
+    """The activations of the config's sweep (each on 2 seeds)."""
+    members = CONFIGS[config][5]
+    return ACTS[:members // 2] if members < 16 else ACTS
+
+
 def _overrides(config: str, epochs: int) -> list[str]:
     n_layer, n_head, n_embd, block, batch, members, _ = CONFIGS[config]
     return ["model=transformer", "data=python_docs", f"model.n_layer={n_layer}", f"model.n_head={n_head}",
             f"model.n_embd={n_embd}", f"model.block_size={block}", f"batch_size={batch}", f"epochs={epochs}",
             f"data.steps={STEPS}", f"data.eval_windows={EVAL_WINDOWS}", f"lr={LR}", "weight_decay=0.1", "beta2=0.99",
-            "grad_clip=1.0", "-q", f"activation={','.join(ACTS[:members // 2] if members < 16 else ACTS)}",
+            "grad_clip=1.0", "-q", f"activation={','.join(grid_acts(config))}",
             f"seed=range({2 if members >= 2 else 1})"]
 
 
@@ -97,10 +106,10 @@ def plain(models: int, epochs: int, config: str) -> int:
                 x = blk(x)
             return self.ln_f(x) @ self.wte.weight.T
 
-    steps = 0
+    steps, acts = 0, grid_acts(config)
     for i in range(models):
         torch.manual_seed(i)
-        model = GPT(ACTS[i % len(ACTS)])
+        model = GPT(acts[i % len(acts)])
         decay = [p for p in model.parameters() if p.dim() >= 2]
         rest = [p for p in model.parameters() if p.dim() < 2]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
@@ -141,7 +150,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=CONFIGS, default="tiny")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--plain-models", type=int, default=4)
+    parser.add_argument("--plain-models", type=int, default=None,
+                        help="models the plain loop trains (default: one per activation of the grid, at least 4)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--plain", nargs=3, metavar=("MODELS", "EPOCHS", "CONFIG"))
     args = parser.parse_args()
@@ -154,6 +164,8 @@ def main() -> None:
     from activation_bench.host import cpu_model
 
     config = args.config
+    if args.plain_models is None:
+        args.plain_models = max(4, len(grid_acts(config)))
     *_, members, epochs = CONFIGS[config]
     if args.quick:
         epochs, args.repeat = 2, 1
