@@ -127,6 +127,28 @@ def test_two_tuned_keys():
     assert ev[["lr", "batch_size", "seed"]].values.tolist() == [["0.001", "64", "2"], ["0.001", "64", "3"]]
 
 
+def test_two_keys_with_the_grid_on_the_tuning_seeds_only():
+    # studies/transformers/tuned.yaml's layout: a non-rectangular (lr, warmup) grid on seeds 0-2,
+    # each group's chosen pair alone on seeds 3-5; compare reads the split from the runs
+    grid = {("0.001", "50"): -1.0, ("0.01", "50"): -1.5, ("0.01", "500"): -2.0, ("0.03", "500"): -1.8}
+    rows = [{"activation": act, "lr": lr, "warmup_steps": wu, "seed": str(s), "log10": sc + (0.3 if act == "relu"
+             and (lr, wu) == ("0.01", "500") else 0.0), "value": 1.0, "status": "ok"}
+            for act in ("relu", "geglu") for (lr, wu), sc in grid.items() for s in (0, 1, 2)]
+    judged = {"relu": ("0.03", "500"), "geglu": ("0.01", "500")}
+    rows += [{"activation": act, "lr": lr, "warmup_steps": wu, "seed": str(s), "log10": -3.0, "value": 1.0,
+              "status": "ok"} for act, (lr, wu) in judged.items() for s in (3, 4, 5)]
+    values = pd.DataFrame(rows)
+    keys = ["lr", "warmup_steps"]
+    assert tune.grid_seeds(values, ["activation"], keys) == ["0", "1", "2"]
+    sel = tune.select(values, ["activation"], keys, ["0", "1", "2"], ["3", "4", "5"])
+    assert sel.chosen[["activation", *keys]].values.tolist() == [["relu", "0.03", "500"], ["geglu", "0.01", "500"]]
+    assert "chosen lr=0.03, the grid's largest value, for activation=relu" in " ".join(sel.notes)
+    ev = tune.evaluated(values, sel)
+    assert sorted(ev["seed"]) == ["3", "3", "4", "4", "5", "5"]  # the judging seeds only, at each choice
+    assert {tuple(r) for r in ev[["activation", *keys]].values.tolist()} == {("relu", *judged["relu"]),
+                                                                             ("geglu", *judged["geglu"])}
+
+
 def test_group_missing_a_grid_value_is_named_and_left_out():
     rows = [(act, lr, s, -1.0) for act in ("relu", "gelu") for lr in GRID for s in range(4)]
     rows = [r for r in rows if not (r[0] == "gelu" and r[1] == "0.1")]
