@@ -3,6 +3,7 @@ first release (so sweeps made earlier keep their hashes)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -58,10 +59,7 @@ def config_hash(cfg: Cfg) -> str:
     import json
 
     doc = {k: v for k, v in cfg.items() if k not in NOT_HASHED}
-    held = _held(cfg)
-    tree = _TREES.get(held)
-    if tree is None:
-        tree = _TREES[held] = _drop_tree(held)
+    tree = _drop_tree(_held(cfg))
     if tree:
         doc = _without(doc, tree)[0]
     text = json.dumps(doc, sort_keys=True, allow_nan=True)
@@ -87,8 +85,6 @@ def _by_parent() -> tuple[tuple[tuple[str, ...], tuple[tuple[int, str, Any], ...
 
 
 _BY_PARENT = _by_parent()
-# which groups hold -> the tree of keys to leave out ({name: subtree or _LEAF}), built once each
-_TREES: dict[tuple[bool, ...], dict[str, Any]] = {}
 
 
 def _check_table() -> None:
@@ -120,8 +116,10 @@ def _held(cfg: dict) -> tuple[bool, ...]:
     return tuple(all(holds[i] for i in group) for group in _GROUP_KEYS)
 
 
+@functools.cache
 def _drop_tree(held: tuple[bool, ...]) -> dict[str, Any]:
-    """The keys of the groups that hold, as a tree: {"data": {"path": _LEAF, ...}, "engine": _LEAF}."""
+    """The keys of the groups that hold, as a tree: {"data": {"path": _LEAF, ...}, "engine": _LEAF};
+    built once for each pattern of `held` (callers only read it)."""
     tree: dict[str, Any] = {}
     for group, holds in zip(LEGACY_DEFAULTS, held):
         if holds:

@@ -127,7 +127,7 @@ class Transformer(Family):
 
         m = cfg.model
         d, (h1, h2), t, v = m.n_embd, ffn_widths(cfg), m.block_size, _vocab(cfg)
-        weights = 5 if m.get("attn_dropout") else 3
+        weights = 5 if m.attn_dropout else 3
         train = m.n_layer * (12 * d + 2 * h1 + h2 + weights * m.n_head * t) + 3 * v
         evaluate = 4 * d + h1 + h2 + m.n_head * t + 2 * v
         values = cfg.batch_size * t * train + int(cfg.data.eval_windows or 0) * t * evaluate
