@@ -169,6 +169,22 @@ def test_dry_run_prints_the_plan_and_writes_nothing(runner, tmp_path, monkeypatc
     assert files_under(tmp_path) == [path]
 
 
+def test_a_later_sweep_whose_folder_holds_another_grid_is_refused_before_any_training(runner, tmp_path, monkeypatch):
+    """The wine sweep's folder holds a sweep of another grid: the dry run says so, and the run trains
+    nothing (the iris sweep, planned first, is not started)."""
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path)
+    (tmp_path / "runs" / "wine").mkdir(parents=True)
+    (tmp_path / "runs" / "wine" / "sweep.yaml").write_text("overrides: [seed=0, data=wine]\n", encoding="utf-8")
+    before = files_under(tmp_path)
+    for command in (["study", "run", str(path), "--dry-run"], ["study", "run", str(path), "-q"]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (f"error: {path}: sweeps.wine: {Path('runs') / 'wine'} holds a different sweep "
+                                         "(seed=0 data=wine); choose another --name")
+    assert files_under(tmp_path) == before
+
+
 def test_output_runs_dir_and_report_name(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = _write(tmp_path, STUDY.replace("output: out", "output: out\nreport: tiny.html").split("figures:")[0])

@@ -156,6 +156,7 @@ def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPla
     directory = runs_dir / (store.check_name(name) if name else sweep_name(overrides))
     keys, labels = sweep_labels(grid.keys, grid.labels, cfgs)
     names = [member_name(i, lab) for i, lab in enumerate(labels)]
+    check_same_sweep(directory, list(overrides))  # refused here: a study's later sweep before its first trains
     return SweepPlan(directory, list(overrides), keys, grid.members, labels, names,
                      cfgs, [config_hash(c) for c in cfgs])
 
@@ -176,24 +177,29 @@ def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str,
         raise
 
 
-def write_sweep_file(p: SweepPlan) -> None:
+def check_same_sweep(directory: Path, overrides: list[str]) -> None:
+    """UsageError where `directory` holds the sweep.yaml of a sweep with other overrides (resuming it
+    would mix two grids); a missing or damaged sweep.yaml passes (write_sweep_file rewrites it)."""
     import yaml
 
+    existing = directory / "sweep.yaml"
+    if not existing.is_file():
+        return
+    try:
+        old = yaml.safe_load(existing.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return
+    if isinstance(old, dict) and list(old.get("overrides") or []) != overrides:
+        raise UsageError(f"{directory} holds a different sweep ({' '.join(map(str, old['overrides']))}); "
+                         "choose another --name")
+
+
+def write_sweep_file(p: SweepPlan) -> None:
     from activation_bench.cfg import dump_yaml
 
     store.ensure_root(p.directory.parent)
     store.inside(p.directory.parent, p.directory)
-    existing = p.directory / "sweep.yaml"
-    if existing.exists():
-        try:
-            old = yaml.safe_load(existing.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            old = None  # a damaged sweep.yaml is rewritten below
-        if isinstance(old, dict) and list(old.get("overrides") or []) != p.overrides:
-            raise UsageError(
-                f"{p.directory} holds a different sweep ({' '.join(old['overrides'])}); "
-                "choose another --name"
-            )
+    check_same_sweep(p.directory, p.overrides)
     p.directory.mkdir(parents=True, exist_ok=True)
     doc = {
         "overrides": p.overrides,
@@ -203,7 +209,7 @@ def write_sweep_file(p: SweepPlan) -> None:
             for n, m, lab, h in zip(p.names, p.members, p.labels, p.hashes)
         ],
     }
-    store.atomic_write(existing, dump_yaml(doc))
+    store.atomic_write(p.directory / "sweep.yaml", dump_yaml(doc))
 
 
 def done_hashes(directory: Path) -> dict[str, tuple[Path, dict]]:
