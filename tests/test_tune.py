@@ -10,6 +10,7 @@ import pytest
 
 from activation_bench.analysis import expected_best, tune
 from activation_bench.errors import UsageError
+from activation_bench.render.tuned_curves import choice_label
 
 
 def table(rows: list[tuple]) -> pd.DataFrame:
@@ -181,6 +182,12 @@ def test_own_grid_tunes_each_group_over_the_values_its_runs_have():
                             "lr 0.001, 0.01, 0.1 | activation=gelu: lr 0.0001, 0.001, 0.01")
     # 0.01 is inside relu's grid and gelu's largest: the edge is each group's own
     assert own.notes[1:] == ["chosen lr=0.01, the largest value of its own grid, for activation=gelu: widen the grid"]
+    # the tables' and legends' "grid max" marks follow the same own grids (0.01 is inside the common one)
+    relu, gelu = (own.chosen.iloc[i] for i in range(2))
+    assert own.grid_of(relu) == {"lr": ["0.001", "0.01", "0.1"]}
+    assert own.grid_of(gelu) == {"lr": ["0.0001", "0.001", "0.01"]}
+    assert shared.grid_of(relu) == shared.grid == {"lr": ["0.0001", "0.001", "0.01", "0.1"]}
+    assert [choice_label(own, relu), choice_label(own, gelu)] == ["lr 0.01", "lr 0.01, grid max"]
     ev = tune.evaluated(values, own)
     assert ev[["activation", "lr", "seed"]].values.tolist() == [
         ["relu", "0.01", "2"], ["relu", "0.01", "3"], ["gelu", "0.01", "2"], ["gelu", "0.01", "3"]]

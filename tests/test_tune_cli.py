@@ -92,6 +92,18 @@ def test_the_table_marks_a_chosen_value_at_the_grids_edge(tmp_path):
     assert "ratio 95% CI" in result.stdout
 
 
+def test_with_own_grids_the_table_marks_the_end_of_each_groups_own_grid(tmp_path):
+    """relu has no runs at lr 0.1: its own grid is 0.001, 0.01, and its choice 0.01 is that grid's
+    largest value (inside the grid both groups share), as the warning says."""
+    csv = write_table(tmp_path / "r.csv", leak=True, drop=(("relu", "a", "0.1"),))
+    result = invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr", "--tune-grid", "own",
+                    "--baseline", "activation=relu")
+    assert result.exit_code == 0, result.output
+    lines = {ln.split()[0]: ln for ln in result.stdout.splitlines() if ln.strip().startswith(("relu", "gelu"))}
+    assert "0.01 (grid max)" in lines["relu"] and "0.1 (grid max)" in lines["gelu"]
+    assert "chosen lr=0.01, the largest value of its own grid, for activation=relu" in result.stderr
+
+
 def test_compare_tune_csv_has_a_column_per_tuned_key(tmp_path):
     csv = write_table(tmp_path / "r.csv", tasks=("a", "b"))
     result = invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr", "--tune-seeds", "3", "-f", "csv")

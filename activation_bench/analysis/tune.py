@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -168,6 +169,19 @@ class Selection:
     notes: list[str] = field(default_factory=list)
     higher_is_better: bool = False
     own_grid: bool = False
+
+    def grid_of(self, row: Any) -> dict[str, list[str]]:
+        """The grid the group of `row` (a chosen or table row: its group columns) was tuned over: the
+        common grid, or with own_grid the values its own runs have of each key (grid order), so that
+        a value is called the grid's end only where it is the end of the values that group tried."""
+        if not self.own_grid:
+            return self.grid
+        mine = self.scores
+        for c in self.group_cols:
+            value = row[c]
+            spelled = "(none)" if value is None or (isinstance(value, float) and math.isnan(value)) else value
+            mine = mine[mine[c].astype(str) == str(spelled)]
+        return {k: [v for v in self.grid[k] if v in set(mine[k].astype(str))] for k in self.keys}
 
 
 def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str], tune_seeds: Sequence[str],

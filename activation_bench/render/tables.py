@@ -161,7 +161,7 @@ def _ratio_ci(row: pd.Series) -> str:
 def _tuned_cell(res: CompareResult, row: pd.Series, key: str) -> str:
     """A tuned value, marked where it is the grid's smallest or largest (a note says: widen the grid)."""
     value = str(row[key])
-    grid = res.tuning.grid.get(key, []) if res.tuning is not None else []
+    grid = res.tuning.grid_of(row).get(key, []) if res.tuning is not None else []
     if len(grid) > 1 and value in (grid[0], grid[-1]):
         return f"{value} (grid {'min' if value == grid[0] else 'max'})"
     return value

@@ -119,9 +119,10 @@ def choice_label(sel: Selection, row: Any) -> str:
     """A group's chosen values as the legend says them: `lr 0.003`; at an end of a numeric grid of
     at least two values `lr 0.1, grid max` (or `grid min`); several keys joined by "; "."""
     parts = []
+    grids = sel.grid_of(row)
     for key in sel.keys:
         value = str(row[key])
-        grid = sel.grid.get(key, [])
+        grid = grids.get(key, [])
         nums = [_number(v) for v in grid]
         text = f"{key} {_short(value)}"
         if len(grid) >= 2 and not any(math.isnan(x) for x in nums):
