@@ -185,6 +185,34 @@ def test_a_later_sweep_whose_folder_holds_another_grid_is_refused_before_any_tra
     assert files_under(tmp_path) == before
 
 
+ONE_RATE_EACH = """\
+title: one rate per sweep
+runs_dir: runs
+output: out
+sweeps:
+  slow: {grid: ['activation=gelu,relu', 'seed=range(4)'], overrides: [lr=1e-2, data=iris, epochs=3, model.hidden_dim=4]}
+  fast: {grid: ['activation=gelu,relu', 'seed=range(4)'], overrides: [lr=1e-1, data=iris, epochs=3, model.hidden_dim=4]}
+comparisons:
+  c: {sweeps: [slow, fast], metric: early_stop, loss: test_loss, tune: [lr], tune_seeds: 2}
+"""
+
+
+def test_a_key_set_once_per_sweep_to_different_values_is_tuned_over(runner, tmp_path, monkeypatch):
+    """lr is swept in neither sweep but differs between them (compare reads each sweep's single values
+    from its sweep.yaml): the study tunes over it; with one sweep it has one value and is refused."""
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, ONE_RATE_EACH)
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "out" / "c.json").read_text())
+    assert doc["tuning"]["grid"] == {"lr": ["0.01", "0.1"]}
+    assert sorted(r["activation"] for r in doc["rows"]) == ["gelu", "relu"]
+    path = _write(tmp_path, ONE_RATE_EACH.replace("sweeps: [slow, fast]", "sweeps: [slow]"))
+    result = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
+    assert result.exit_code == 2
+    assert "'lr' is not swept in slow (swept: activation, seed) and has one value in all of them" in result.stderr
+
+
 def test_output_runs_dir_and_report_name(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = _write(tmp_path, STUDY.replace("output: out", "output: out\nreport: tiny.html").split("figures:")[0])
