@@ -229,3 +229,21 @@ def test_single_value_sweeps_keep_their_fixed_value(tmp_path):
     doc = compare_json(*[str(tmp_path / f"sweep-{lr}") for lr in LRS], "--metric", "early_stop", "--tune", "lr")
     assert {r["activation"]: r["lr"] for r in doc["rows"]} == BEST
     assert doc["tuning"]["grid"] == {"lr": list(LRS)}
+
+
+def test_tuning_that_leaves_out_the_baseline_or_every_group_says_why(tmp_path):
+    """relu lacks lr 0.1 (the grid's other group has it): left out, and as the baseline the error says
+    so instead of 'no runs'; with both groups lacking a value nothing is left to compare."""
+    csv = write_table(tmp_path / "r.csv", drop=(("relu", "a", "0.1"),))
+    result = invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr", "--baseline", "activation=relu")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: --baseline activation=relu: left out by the tuning: activation=relu: no tuning run with lr=0.1 "
+        "(the grid's other groups have it): left out, not tuned over fewer values; --tune-grid own tunes each "
+        "group over the values its own runs have")
+    csv = write_table(tmp_path / "r2.csv", drop=(("relu", "a", "0.1"), ("gelu", "a", "0.001")))
+    result = invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --tune: every group was left out: activation=relu: no tuning run with "
+                                    "lr=0.1") and "(and 1 more groups); --tune-grid own" in result.stderr
+    assert invoke("compare", str(csv), "--metric", "early_stop", "--tune", "lr", "--tune-grid", "own").exit_code == 0
