@@ -259,8 +259,7 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     table = group_stats(values, group_cols, metric, loss)
     if selection is not None:
         table = _with_choice(table, selection)
-    if selection is not None:
-        _check_kept(selection, baseline, loaded.runs, values)
+        _check_kept(selection, baseline, values)
     base = parse_baseline(baseline, group_cols, values)
     pair_cols: list[str] = []
     if base is not None:
@@ -285,21 +284,18 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     return res
 
 
-def _check_kept(sel: Selection, baseline: str | None, runs: pd.DataFrame, values: pd.DataFrame) -> None:
+def _check_kept(sel: Selection, baseline: str | None, values: pd.DataFrame) -> None:
     """UsageError where the tuning left out every group, or the baseline's group, saying why (its note)."""
-    why = [n for n in sel.notes if ": no tuning run with " in n]
+    why = {label: next((n for n in sel.notes if n.startswith(f"{label}: ")), label) for label in sel.dropped}
     hint = "" if sel.own_grid else "; --tune-grid own tunes each group over the values its own runs have"
     if sel.chosen.empty:
         more = f" (and {len(why) - 1} more groups)" if len(why) > 1 else ""
-        raise UsageError(f"--tune: every group was left out: {why[0] if why else 'no tuning runs'}{more}{hint}")
+        raise UsageError(f"--tune: every group was left out: {next(iter(why.values()), 'no tuning runs')}{more}{hint}")
     key, _, raw = (baseline or "").partition("=")
-    key = key.strip()
-    if key in values.columns and key in runs.columns:
-        want = canon(raw)
-        if not (values[key].astype(str) == want).any() and (runs[key].astype(str) == want).any():
-            mine = [n for n in why if f"{key}={want}" in n.split(": no tuning run with ")[0].split(", ")]
-            reason = mine[0] if mine else "see --tune"
-            raise UsageError(f"--baseline {baseline}: left out by the tuning: {reason}{hint}")
+    key, want = key.strip(), canon(raw)
+    left = [reason for label, reason in why.items() if f"{key}={want}" in label.split(", ")]
+    if left and key in values.columns and not (values[key].astype(str) == want).any():
+        raise UsageError(f"--baseline {baseline}: left out by the tuning: {left[0]}{hint}")
 
 
 def _check_power(power: Any, metric: Metric, how: str) -> None:

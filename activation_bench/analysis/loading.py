@@ -179,8 +179,14 @@ def _fixed_overrides(path: Path) -> dict[str, str | None]:
         doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return {}
+    return fixed_values(doc.get("overrides") or [] if isinstance(doc, dict) else [])
+
+
+def fixed_values(overrides: Sequence[object]) -> dict[str, str | None]:
+    """The single-valued `KEY=VALUE` items of a sweep's overrides, canonical (what _fixed_overrides
+    reads from its sweep.yaml; a study checks its tuned keys with it before the sweep is written)."""
     out: dict[str, str | None] = {}
-    for item in doc.get("overrides") or [] if isinstance(doc, dict) else []:
+    for item in overrides:
         key, sep, value = str(item).partition("=")
         if sep and key and key[0].isalpha() and not key.startswith("hydra") \
                 and not any(ch in value for ch in ",()[]{}*"):

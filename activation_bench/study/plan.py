@@ -88,20 +88,16 @@ def _logged(fail: Fail, key: str, column: str, parts: list[PlannedSweep], why: s
 
 
 def _swept(fail: Fail, key: str, part: TuneFields, parts: list[PlannedSweep]) -> None:
-    """Each tuned key takes several values: swept in one of the sweeps, or set to a different value in
-    each (as compare reads it: a sweep's single values come from its sweep.yaml)."""
+    """Each tuned key takes several values: swept in one of the sweeps, or set to a different single
+    value in each (as compare reads it from each sweep.yaml: loading.fixed_values)."""
+    from activation_bench.analysis.loading import fixed_values
+
     for k in part.tune or []:
-        values = {repr(_value(c, k)) for s in parts for c in s.plan.cfgs}
-        if not any(k in s.plan.keys for s in parts) and len(values) < 2:
+        if any(k in s.plan.keys for s in parts):
+            continue
+        if len({fixed_values(s.plan.overrides).get(k) for s in parts} - {None}) < 2:
             fail(f"{key}.tune", f"'{k}' is not swept in {', '.join(s.name for s in parts)} "
                  f"(swept: {_keys(parts)}) and has one value in all of them: tuning chooses among a grid")
-
-
-def _value(cfg: object, key: str) -> object:
-    """A composed config's value at a dotted key (None where it has none)."""
-    for part in key.split("."):
-        cfg = cfg.get(part) if hasattr(cfg, "get") else None
-    return cfg
 
 
 def _tasks(fail: Fail, key: str, part: RankingSpec, parts: list[PlannedSweep]) -> None:
