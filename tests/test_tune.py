@@ -193,6 +193,21 @@ def test_own_grid_tunes_each_group_over_the_values_its_runs_have():
         ["relu", "0.01", "2"], ["relu", "0.01", "3"], ["gelu", "0.01", "2"], ["gelu", "0.01", "3"]]
 
 
+def test_own_grid_of_two_keys_lists_each_keys_values_ascending_and_finds_its_ends_by_value():
+    # relu: lr 3e-3, 1e-2, 3e-2 at warmup 1000, and warmup 500 and 2000 added at lr 1e-2 only (a grid
+    # widened around its choice): in grid order (lr first) the combinations give warmup 1000 before 500
+    combos = [("0.003", "1000"), ("0.01", "500"), ("0.01", "1000"), ("0.01", "2000"), ("0.03", "1000")]
+    scores = {("0.01", "1000"): -3.0, ("0.01", "500"): -2.0, ("0.01", "2000"): -2.5}
+    values = pd.DataFrame([{"activation": "relu", "lr": lr, "warmup_steps": w, "seed": str(s),
+                            "log10": scores.get((lr, w), -1.0), "status": "ok"}
+                           for lr, w in combos for s in range(4)])
+    sel = tune.select(values, ["activation"], ["lr", "warmup_steps"], ["0", "1"], ["2", "3"], own_grid=True)
+    assert sel.chosen[["lr", "warmup_steps"]].values.tolist() == [["0.01", "1000"]]
+    assert sel.notes == ["each group tuned over its own grid (--tune-grid own): activation=relu: "
+                         "lr 0.003, 0.01, 0.03; warmup_steps 500, 1000, 2000"]  # 1000 is inside: no edge note
+    assert sel.grid_of(sel.chosen.iloc[0]) == {"lr": ["0.003", "0.01", "0.03"], "warmup_steps": ["500", "1000", "2000"]}
+
+
 def test_own_grid_still_leaves_out_a_group_missing_one_of_its_values_on_the_tuning_seeds():
     rows = [(act, lr, s, -1.0) for act in ("relu", "gelu") for lr in GRID for s in range(4)]
     rows = [r for r in rows if not (r[0] == "gelu" and r[1] == "0.01" and r[2] < 2)]

@@ -233,8 +233,8 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
     chosen = best[[*group_cols, *keys]].assign(tune_score=best["score"].to_numpy(float),
                                                tune_n=best["n_ok"].to_numpy(int))
     if own_grid:
-        notes.append(_own_grid_note(keep_codes, needs, group_cols, keys))
-    grids = [_grid_of(needs[c], keys) if own_grid else grid for c in keep_codes]
+        notes.append(_own_grid_note(keep_codes, needs, group_cols, keys, grid))
+    grids = [_grid_of(needs[c], keys, grid) if own_grid else grid for c in keep_codes]
     notes.extend(_edge_notes(chosen, group_cols, keys, grids, own=own_grid))
     short = kept[(kept["n_ok"] + kept["n_failed"]) < len(tune_seeds)].groupby("_g", sort=False).size()
     for code, count in short.items():
@@ -256,18 +256,19 @@ def _own_combos(sp: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str]
             for g, c in out.items()}
 
 
-def _grid_of(combos: Sequence[tuple], keys: Sequence[str]) -> dict[str, list[str]]:
-    """The values of each key among these combinations (in the order given: grid order)."""
-    return {k: list(dict.fromkeys(c[i] for c in combos)) for i, k in enumerate(keys)}
+def _grid_of(combos: Sequence[tuple], keys: Sequence[str], grid: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The values of each key among these combinations, in grid order (ascending). Not the order the
+    combinations come in: with two keys, (lr 1e-2, warmup 500) sorts after (lr 3e-3, warmup 1000)."""
+    return {k: [v for v in grid[k] if v in {c[i] for c in combos}] for i, k in enumerate(keys)}
 
 
 def _own_grid_note(codes: Sequence[tuple], needs: dict[tuple, list[tuple]], group_cols: Sequence[str],
-                   keys: Sequence[str]) -> str:
+                   keys: Sequence[str], grid: dict[str, list[str]]) -> str:
     """The one note that names each kept group's own grid."""
     parts = []
     for code in codes:
-        grid = _grid_of(needs[code], keys)
-        parts.append(f"{_describe(group_cols, code)}: " + "; ".join(f"{k} {', '.join(grid[k])}" for k in keys))
+        own = _grid_of(needs[code], keys, grid)
+        parts.append(f"{_describe(group_cols, code)}: " + "; ".join(f"{k} {', '.join(own[k])}" for k in keys))
     return "each group tuned over its own grid (--tune-grid own): " + " | ".join(parts)
 
 
