@@ -25,6 +25,7 @@ at the step's products, timed around the rounds.
 
 Usage:
     python benchmarks/transformer_throughput.py [--config tiny|readme] [--repeat 3] [--plain-models N]
+    python benchmarks/transformer_throughput.py --jobs 2     # the sweep as 2 processes of one thread each
     python benchmarks/transformer_throughput.py --quick      # a smoke run: 2 epochs, 1 round
     python benchmarks/transformer_throughput.py --plain N_MODELS EPOCHS CONFIG   # the plain worker (internal)
 """
@@ -153,6 +154,9 @@ def main() -> None:
     parser.add_argument("--plain-models", type=int, default=None,
                         help="models the plain loop trains (default: one per activation of the grid, at least 4)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="with N > 1 the sweep runs as N processes (--launcher joblib --jobs N), each with "
+                             "cores/N torch threads; the plain loop is unchanged")
     parser.add_argument("--plain", nargs=3, metavar=("MODELS", "EPOCHS", "CONFIG"))
     args = parser.parse_args()
     if args.plain:
@@ -173,10 +177,13 @@ def main() -> None:
     import torch
 
     print(f"transformer throughput, --config {config}: {members} models x {epochs * STEPS} steps; "
-          f"{torch.get_num_threads()} threads; {cpu_model()}; torch {torch.__version__}")
+          f"{torch.get_num_threads()} threads; {cpu_model()}; torch {torch.__version__}; "
+          f"{args.jobs} sweep process{'es' if args.jobs > 1 else ''}")
+    jobs = ["--launcher", "joblib", "--jobs", str(args.jobs)] if args.jobs > 1 else []
 
     def sweep(epochs_: int):  # noqa: ANN202
-        return lambda runs: ["actbench", "sweep", *_overrides(config, epochs_), "--runs-dir", runs, "--name", "b"]
+        return lambda runs: ["actbench", "sweep", *_overrides(config, epochs_), "--runs-dir", runs, "--name", "b",
+                             *jobs]
 
     walls: list[float] = []
     shorts: list[float] = []
