@@ -169,6 +169,8 @@ class Selection:
     notes: list[str] = field(default_factory=list)
     higher_is_better: bool = False
     own_grid: bool = False
+    # with own_grid, each kept group's own grid, keyed by its group values as text (_text_code)
+    own_grids: dict[tuple[str, ...], dict[str, list[str]]] = field(default_factory=dict)
 
     def grid_of(self, row: Any) -> dict[str, list[str]]:
         """The grid the group of `row` (a chosen or table row: its group columns) was tuned over: the
@@ -176,12 +178,13 @@ class Selection:
         a value is called the grid's end only where it is the end of the values that group tried."""
         if not self.own_grid:
             return self.grid
-        mine = self.scores
-        for c in self.group_cols:
-            value = row[c]
-            spelled = "(none)" if value is None or (isinstance(value, float) and math.isnan(value)) else value
-            mine = mine[mine[c].astype(str) == str(spelled)]
-        return {k: [v for v in self.grid[k] if v in set(mine[k].astype(str))] for k in self.keys}
+        code = _text_code([row[c] for c in self.group_cols])
+        return self.own_grids.get(code, {k: [] for k in self.keys})
+
+
+def _text_code(values: Sequence[object]) -> tuple[str, ...]:
+    """A group's values as text, missing ones spelled "(none)" as _spelled does: the key of own_grids."""
+    return tuple("(none)" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values)
 
 
 def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str], tune_seeds: Sequence[str],
@@ -232,17 +235,17 @@ def select(values: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
         else kept.iloc[:0].drop(columns="_g")
     chosen = best[[*group_cols, *keys]].assign(tune_score=best["score"].to_numpy(float),
                                                tune_n=best["n_ok"].to_numpy(int))
+    own = {code: _grid_of(needs[code], keys, grid) for code in keep_codes} if own_grid else {}
     if own_grid:
-        notes.append(_own_grid_note(keep_codes, needs, group_cols, keys, grid))
-    grids = [_grid_of(needs[c], keys, grid) if own_grid else grid for c in keep_codes]
-    notes.extend(_edge_notes(chosen, group_cols, keys, grids, own=own_grid))
+        notes.append(_own_grid_note(own, group_cols, keys))
+    notes.extend(_edge_notes(chosen, group_cols, keys, [own.get(c, grid) for c in keep_codes], own=own_grid))
     short = kept[(kept["n_ok"] + kept["n_failed"]) < len(tune_seeds)].groupby("_g", sort=False).size()
     for code, count in short.items():
         notes.append(f"{_describe(group_cols, code)}: {count} grid value(s) have runs on fewer than the "
                      f"{len(tune_seeds)} tuning seeds; scored on the runs there are")
     return Selection(keys, group_cols, list(tune_seeds), list(eval_seeds), grid, chosen.reset_index(drop=True),
                      kept.drop(columns="_g").reset_index(drop=True), selected_on, dropped, notes, higher_is_better,
-                     own_grid)
+                     own_grid, {_text_code(code): g for code, g in own.items()})
 
 
 def _own_combos(sp: pd.DataFrame, group_cols: Sequence[str], keys: Sequence[str],
@@ -262,13 +265,11 @@ def _grid_of(combos: Sequence[tuple], keys: Sequence[str], grid: dict[str, list[
     return {k: [v for v in grid[k] if v in {c[i] for c in combos}] for i, k in enumerate(keys)}
 
 
-def _own_grid_note(codes: Sequence[tuple], needs: dict[tuple, list[tuple]], group_cols: Sequence[str],
-                   keys: Sequence[str], grid: dict[str, list[str]]) -> str:
-    """The one note that names each kept group's own grid."""
+def _own_grid_note(own: dict[tuple, dict[str, list[str]]], group_cols: Sequence[str], keys: Sequence[str]) -> str:
+    """The one note that names each kept group's own grid (`own`: per group's key tuple, in group order)."""
     parts = []
-    for code in codes:
-        own = _grid_of(needs[code], keys, grid)
-        parts.append(f"{_describe(group_cols, code)}: " + "; ".join(f"{k} {', '.join(own[k])}" for k in keys))
+    for code, g in own.items():
+        parts.append(f"{_describe(group_cols, code)}: " + "; ".join(f"{k} {', '.join(g[k])}" for k in keys))
     return "each group tuned over its own grid (--tune-grid own): " + " | ".join(parts)
 
 
