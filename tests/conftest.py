@@ -28,6 +28,20 @@ typer.testing._get_command = functools.cache(typer.main.get_command)
 TINY = ["epochs=4", "data.n_samples=6", "data.input_dim=3", "model.hidden_dim=5"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_user_cache(tmp_path_factory: pytest.TempPathFactory):
+    """No test reads or writes the user's real cache: actbench's cache ($ACTBENCH_CACHE_DIR: generated
+    data, downloaded image files, tiny shakespeare, the compiled engine's store) and every other
+    XDG cache (matplotlib's font list) point into a temporary folder for the whole session (one per
+    xdist worker). A test that needs a file there writes it; one that sets its own folder with
+    monkeypatch gets this one back afterwards."""
+    root = tmp_path_factory.mktemp("user-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ACTBENCH_CACHE_DIR", str(root / "activation-bench"))
+        mp.setenv("XDG_CACHE_HOME", str(root / "xdg"))
+        yield root
+
+
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()

@@ -28,3 +28,17 @@ def test_suite_runs_in_parallel():
     assert test[:3] == ["python", "-m", "pytest"] and "-n" in test, test  # pytest-xdist, in the dev extra
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert re.search(r'^dev = \[.*"pytest-xdist', pyproject, re.M), "pytest-xdist missing from the dev extra"
+
+
+def test_ci_runs_them_on_a_fresh_environment_with_an_empty_home():
+    """CI starts from nothing: a new venv (not the machine's Python, which may hold packages placed by
+    hand) and an empty home without XDG folders or actbench's cache variable (no cached data set, no
+    tiny shakespeare), both set before the install; a suite that leans on either fails there."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    install = ci.index(readme_commands()[0])
+    before = ci[:install]
+    assert any(re.fullmatch(r'python3? -m venv "\$\w+/venv"', line) for line in before), before
+    assert any(line.startswith(". ") and line.endswith('/venv/bin/activate"') for line in before), before
+    assert any(line.startswith('export HOME="$') for line in before), before
+    unset = next(line.split()[1:] for line in before if line.startswith("unset "))
+    assert {"XDG_CACHE_HOME", "ACTBENCH_CACHE_DIR", "PYTHONPATH"} <= set(unset), unset

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
@@ -116,10 +117,20 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory, wheel) -> Path:
-    """A fresh venv (seeing this environment's packages) with the wheel installed; returns its bin/."""
+    """A fresh venv with the wheel installed, seeing the packages of the environment running the tests
+    (a venv or not) through a .pth file that names its site-packages; returns its bin/. Not
+    --system-site-packages: that shows the *base* interpreter's packages, which lack the
+    dependencies where the tests run in a venv."""
     root = tmp_path_factory.mktemp("venv")
-    _check([sys.executable, "-m", "venv", "--system-site-packages", root], root)
+    _check([sys.executable, "-m", "venv", root], root)
     bin_dir = root / ("Scripts" if os.name == "nt" else "bin")
+    purelib = _check([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     root).stdout.strip()
+    ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    # after the venv's own site-packages on sys.path: the wheel's copy is found first. Lines of a .pth
+    # that are paths are appended as they are; the editable install's own .pth files in those folders
+    # are not processed (only site directories' are), so the checkout is not importable from there.
+    (Path(purelib) / "_tests_environment.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
     # --ignore-installed: this environment's editable install of the same name and version is not
     # uninstalled (it lies outside the venv) nor taken as the installed copy
     _check([bin_dir / "python", "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
