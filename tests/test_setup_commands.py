@@ -42,3 +42,10 @@ def test_ci_runs_them_on_a_fresh_environment_with_an_empty_home():
     assert any(line.startswith('export HOME="$') for line in before), before
     unset = next(line.split()[1:] for line in before if line.startswith("unset "))
     assert {"XDG_CACHE_HOME", "ACTBENCH_CACHE_DIR", "PYTHONPATH"} <= set(unset), unset
+
+
+def test_the_readme_and_the_performance_page_stay_a_read():
+    """The README stays under 15 KB (a first read; details live in docs/) and docs/performance.md a
+    page of current figures of at most 400 lines (history lives in git, not in the page)."""
+    assert len((ROOT / "README.md").read_bytes()) < 15_000
+    assert len((ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()) <= 400

@@ -36,7 +36,8 @@ Config keys (Hydra overrides, KEY=VALUE):\n
                         data.task=classification for class labels (strings or integers)\n
   data=function data.fn=exp_sin  function fitting (xy, bessel_j0, exp_sin4, ellipkinc, ...)\n
   data.val_fraction=0.2 data.test_fraction=0.2 data.standardize=true data.dropna=false  (real data)\n
-  model=mlp|cnn         the model family (cnn: convolution blocks on sequences and images)\n
+  model=mlp|cnn|transformer  the model family (cnn: convolution blocks on sequences and images;\n
+                        transformer: a small GPT on text data)\n
   model.hidden_dim=64   hidden width; model.depth=1 hidden layers (model=mlp)\n
   model.dropout=0       dropout after every hidden activation (training only); log.train_eval=false\n
                         also logs train_eval_loss, the training loss with dropout off\n

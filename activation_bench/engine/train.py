@@ -85,7 +85,7 @@ class RunResult:
     train_eval_loss: list[float] | None = None  # log.train_eval: the training split's loss, dropout off
     # log.preact_stats: (epoch, layer, stat, value) rows, how normal each layer's pre-activations are
     preact: list[tuple[int, int, str, float]] | None = None
-    engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled.py)
+    engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled/choose.py)
     threads: int = 0  # torch's intra-op threads while the stack trained: CPU results depend on the count
 
 

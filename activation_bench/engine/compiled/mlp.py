@@ -1,5 +1,5 @@
 """The compiled step of every other MLP: depth > 1, dropout, batch and layer norm, residual skips,
-regression and classification (compiled.py keeps its hand-written step for the plain depth-1 MLP).
+regression and classification (compiled/plain.py keeps its hand-written step for the plain depth-1 MLP).
 
 The model's forward is written here once as a pure function of the stack's parameters, the same
 ops as StackedMLP's eager forward (norm.standardize is shared with the eager norm); its gradient is

@@ -110,8 +110,9 @@ class MemberDropout:
 
 
 class MemberLayers(nn.Module):
-    """What the stacked MLP and the stacked convnet (cnn.py) share: per hidden layer, each slice
-    of members' activation, and the normalization between the layer's product and its
+    """What the stacked MLP, the stacked convnet (stacked_cnn.py) and the stacked GPT
+    (stacked_gpt.py, a block's feed-forward unit per hidden layer) share: per hidden layer, each
+    slice of members' activation, and the normalization between the layer's product and its
     activation."""
 
     slices: list[Slice]

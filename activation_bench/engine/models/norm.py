@@ -32,7 +32,7 @@ def standardize(h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
                 dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """gamma * (h - mean) / sqrt(var + eps) + beta, mean and biased var over `dim`: (output, mean,
     var, h - mean, rstd). The one definition of the forward: `_Normalize` (eager) and the compiled
-    step (compiled_mlp.py, differentiated there by torch.func) both call it."""
+    step (compiled/mlp.py, differentiated there by torch.func) both call it."""
     mean = h.mean(dim, keepdim=True)
     d = h - mean
     var = d.square().mean(dim, keepdim=True)

@@ -147,7 +147,7 @@ class StackedCNN(MemberLayers):
         return [(rows * math.prod(b.conv_positions), b.c_out) for b in self.geometry]
 
     def per_member_params(self) -> int:
-        """One member's parameters, the output padding left out (activation parameters: members.py)."""
+        """One member's parameters, the output padding left out (activation parameters: slices.param_counts)."""
         conv = sum(w[0].numel() for w in self.conv_ws) + sum(b[0].numel() for b in self.conv_bs or [])
         norms = sum(p[0].numel() for n in self.norms or [] for p in n.parameters())
         return conv + norms + (self.w_out.shape[1] + 1) * self.n_out

@@ -113,7 +113,7 @@ class StackedMLP(MemberLayers):
         return [(rows, w.shape[-1]) for w in self.ws]
 
     def per_member_params(self) -> int:
-        """One member's parameters, the output padding left out (activation parameters: members.py)."""
+        """One member's parameters, the output padding left out (activation parameters: slices.param_counts)."""
         h2 = self.w2.shape[-1] if self.n_out == 1 else self.w2.shape[1]
         norms = [p for n in self.norms for p in n.parameters()] if self.norms is not None else []
         return sum(p[0].numel() for p in (*self.ws, *self.bs, *norms)) + (h2 + 1) * self.n_out
