@@ -1,0 +1,102 @@
+"""A text's test split judged whole (data.eval_windows null): each member's best-validation weights kept,
+the split's every window evaluated at that epoch and the last, the per-window losses written and the
+comparison's interval over those windows (analysis/windows.py)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from activation_bench.cli.main import app
+from activation_bench.engine.whole_split import BestWeights
+
+TINY = ["model=transformer", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "model.block_size=8",
+        "batch_size=4", "epochs=4", "data.steps=3", "data.val_windows=4", "data=python_docs"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    from typer.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("whole")
+    out = CliRunner().invoke(app, ["sweep", "--runs-dir", str(root), "-q", *TINY, "--name", "s",
+                                   "activation=gelu,relu", "seed=range(3)", "lr=3e-2"])
+    assert out.exit_code == 0, out.output
+    return root / "s"
+
+
+def _column(path: Path, name: str) -> list[float]:
+    with path.open() as fh:
+        return [float(row[name]) for row in csv.DictReader(fh)]
+
+
+def test_the_judged_test_loss_is_the_mean_over_every_window_at_the_chosen_epochs(sweep):
+    for run in sorted(p for p in sweep.iterdir() if p.is_dir()):
+        s = json.loads((run / "summary.json").read_text())
+        val, test = _column(run / "losses.csv", "val_loss"), _column(run / "losses.csv", "test_loss")
+        best = min(range(len(val)), key=lambda i: (val[i], i))  # the earliest lowest validation loss
+        assert s["early_stop_epoch"] == best + 1
+        judged = {i for i, v in enumerate(test) if not math.isnan(v)}
+        assert judged == {best, len(test) - 1}  # evaluated at those two epochs only
+        windows = run / "test_windows.csv"
+        assert len(_column(windows, "final_loss")) == s["data"]["test_scored"] // 8 == (s["data"]["test_characters"]
+                                                                                        - 1) // 8
+        for col, epoch in (("final_loss", len(test) - 1), ("early_stop_loss", best)):
+            assert test[epoch] == pytest.approx(np.mean(_column(windows, col)), rel=1e-6)
+        assert s["early_stop_test_loss"] == test[best] and s["final_test_loss"] == test[-1]
+
+
+def test_compare_gives_an_interval_over_the_windows_beside_the_seed_interval(runner, sweep):
+    args = ["compare", str(sweep), "--metric", "early_stop", "--format", "json"]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    (gelu,) = [r for r in doc["rows"] if r["activation"] == "gelu"]
+    assert gelu["window_ratio_lo"] <= gelu["ratio"] <= gelu["window_ratio_hi"]
+    assert 0 < gelu["window_ratio_hi"] - gelu["window_ratio_lo"] < 0.2
+    assert any("2,000 bootstrap resamples" in n and "windows of 8 characters" in n for n in doc["methods"])
+    again = runner.invoke(app, args)
+    assert again.stdout == out.stdout  # one fixed draw: the same table every time
+    md = runner.invoke(app, ["compare", str(sweep), "--metric", "final", "--loss", "test_loss",
+                             "--format", "markdown"])
+    assert md.exit_code == 0 and "95% CI (windows)" in md.stdout, md.output
+
+
+def test_metrics_and_curves_that_need_every_epoch_are_refused(runner, sweep, tmp_path):
+    out = runner.invoke(app, ["compare", str(sweep), "--metric", "best", "--loss", "test_loss"])
+    assert out.exit_code == 2 and "use early_stop or final" in out.stderr
+    out = runner.invoke(app, ["plot", str(sweep), "--loss", "test_loss", "-o", str(tmp_path / "p.png")])
+    assert out.exit_code == 2 and "test_loss has no curve" in out.stderr
+    out = runner.invoke(app, ["report", str(sweep), "-o", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+
+
+def test_sampled_runs_have_no_window_interval(runner, tmp_path):
+    out = runner.invoke(app, ["sweep", "--runs-dir", str(tmp_path), "-q", *TINY, "data.eval_windows=4", "--name",
+                              "s", "activation=gelu,relu", "seed=range(2)", "epochs=2"])
+    assert out.exit_code == 0, out.output
+    assert not list(tmp_path.rglob("test_windows.csv"))
+    out = runner.invoke(app, ["compare", str(tmp_path / "s"), "--metric", "early_stop", "--format", "markdown"])
+    assert out.exit_code == 0 and "windows" not in out.stdout, out.output
+
+
+def test_best_weights_keep_each_members_earliest_lowest_validation():
+    model = torch.nn.Linear(1, 1)
+    model.weight = torch.nn.Parameter(torch.zeros(3, 2))  # [members, ...]
+    del model.bias
+    model.register_parameter("bias", None)
+    best = BestWeights(model, 3, torch.float32, "cpu")
+    for epoch, val in enumerate(([3.0, 2.0, float("nan")], [1.0, 2.0, 5.0], [1.0, 3.0, 4.0])):
+        with torch.no_grad():
+            model.weight.fill_(epoch)
+        best.update(model, torch.tensor(val), epoch)
+    assert best.epoch.tolist() == [1, 0, 2] and best.val.tolist() == [1.0, 2.0, 4.0]
+    assert best.p0[:, 0].tolist() == [1.0, 0.0, 2.0]
+    best.swap(model)
+    assert model.weight[:, 0].tolist() == [1.0, 0.0, 2.0] and best.p0[:, 0].tolist() == [2.0, 2.0, 2.0]
