@@ -100,3 +100,34 @@ def test_best_weights_keep_each_members_earliest_lowest_validation():
     assert best.p0[:, 0].tolist() == [1.0, 0.0, 2.0]
     best.swap(model)
     assert model.weight[:, 0].tolist() == [1.0, 0.0, 2.0] and best.p0[:, 0].tolist() == [2.0, 2.0, 2.0]
+
+
+def _sources(tmp_path: Path) -> dict[str, list[str]]:
+    from tests.test_images import write_mnist
+
+    write_mnist(tmp_path)
+    return {"table": ["data=diabetes"], "class table": ["data=digits"], "function": ["data=function"],
+            "image": ["data=mnist", f"data.root={tmp_path}", "model=cnn"], "synthetic": ["data.n_val=30"]}
+
+
+@pytest.mark.parametrize("kind", ["table", "class table", "function", "image", "synthetic"])
+def test_every_table_image_and_function_source_evaluates_its_whole_splits(tmp_path, monkeypatch, kind):
+    """docs/reproducibility.md: only the text sources sample a held-out split; every other source's
+    validation and test losses are taken on every row of the split, after every epoch."""
+    from activation_bench.config.compose import compose
+    from activation_bench.engine import train as engine
+
+    cfg = compose([*_sources(tmp_path)[kind], "epochs=2"])
+    data = engine.load_data(cfg)
+    n_train, n_val, n_test, _ = engine.data_shapes(cfg)
+    rows = [0 if t is None else len(t) for t in (data.x_val, data.x_test)]
+    assert rows == [n_val, n_test] and n_val > 0
+    if data.info and "rows" in data.info:  # the split sizes add up to every row of the source
+        assert (data.info["n_val"], data.info["n_test"]) == (n_val, n_test)
+        assert data.info["n_train"] + n_val + n_test == data.info["rows"]
+    seen: list[int] = []
+    predict = engine._Stack.predict
+    monkeypatch.setattr(engine._Stack, "predict", lambda self, x: (seen.append(x.shape[1]), predict(self, x))[1])
+    (result,) = engine.train([cfg])
+    assert seen.count(n_val) >= 2 and (n_test == 0 or seen.count(n_test) >= 2)  # every row, every epoch
+    assert len(result.val_loss) == 2 and not any(math.isnan(v) for v in result.val_loss)
