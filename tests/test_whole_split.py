@@ -131,3 +131,18 @@ def test_every_table_image_and_function_source_evaluates_its_whole_splits(tmp_pa
     (result,) = engine.train([cfg])
     assert seen.count(n_val) >= 2 and (n_test == 0 or seen.count(n_test) >= 2)  # every row, every epoch
     assert len(result.val_loss) == 2 and not any(math.isnan(v) for v in result.val_loss)
+
+
+def test_pair_by_seed_pairs_groups_trained_at_their_own_recipes(runner, sweep, tmp_path):
+    other = tmp_path / "o"
+    out = runner.invoke(app, ["sweep", "--runs-dir", str(other), "-q", *TINY, "--name", "s", "activation=silu",
+                              "seed=range(3)", "lr=1e-2"])
+    assert out.exit_code == 0, out.output
+    args = ["compare", str(sweep), str(other / "s"), "--metric", "early_stop", "--by", "activation", "--format", "json"]
+    rows = {r["activation"]: r for r in json.loads(runner.invoke(app, args).stdout)["rows"]}
+    assert rows["silu"]["n_pairs"] == 0  # paired on lr too by default: silu trained at another rate
+    doc = json.loads(runner.invoke(app, [*args, "--pair-by", "seed"]).stdout)
+    rows = {r["activation"]: r for r in doc["rows"]}
+    assert rows["silu"]["n_pairs"] == 3 and rows["silu"]["window_ratio_lo"] <= rows["silu"]["window_ratio_hi"]
+    out = runner.invoke(app, [*args, "--pair-by", "seed,colour"])
+    assert out.exit_code == 2 and "--pair-by colour: no such config column" in out.stderr

@@ -235,12 +235,14 @@ def _with_params(table: pd.DataFrame, loaded: Loaded, group_cols: list[str]) -> 
 
 def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
             baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR,
-            power: Any = None, tune: TuneSpec | None = None) -> CompareResult:
+            power: Any = None, tune: TuneSpec | None = None, pair_by: Sequence[str] | None = None) -> CompareResult:
     """Group, summarise and pair-compare the loaded runs. Rows come best first within each
     combination of the group columns other than the baseline key. `power` (a power.PowerSpec)
     adds the columns seeds_needed and min_detectable_ratio to the comparisons. `tune` (a
     tune.TuneSpec): each group at its tuned values, statistics on the evaluation seeds only.
-    `loss` is the compared column, a loss or an accuracy (see the module docstring)."""
+    `loss` is the compared column, a loss or an accuracy (see the module docstring). `pair_by`: the
+    columns a pair shares (default: seed and every other varying column but the baseline key and the
+    tuned keys); e.g. seed alone where each group trains at its own recipe (lr, warmup) chosen elsewhere."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
     how = scale(metric, loss)
     _check_power(power, metric, how)
@@ -266,7 +268,7 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     window_facts = None
     if base is not None:
         skip = {base[0], *(tune.keys if tune is not None else ())}
-        pair_cols = [c for c in varying_columns(loaded) if c not in skip]
+        pair_cols = _pair_cols(loaded, pair_by) if pair_by else [c for c in varying_columns(loaded) if c not in skip]
         comp = comparisons(values, group_cols, base, metric, pair_cols, notes, loss)
         comp, window_facts = _window_interval(comp, loaded, values, judged, group_cols, base, pair_cols, metric, loss)
         if power is not None:
@@ -288,6 +290,16 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         res.budget.notes.append(f"no warning for --metric {metric.label}: the verdict is read at a fixed epoch "
                                 "or loss, not at the end of the budget")
     return res
+
+
+def _pair_cols(loaded: Loaded, pair_by: Sequence[str]) -> list[str]:
+    """--pair-by's columns (repeat or comma list), checked against the config columns."""
+    cols = list(dict.fromkeys(c.strip() for item in pair_by for c in str(item).split(",") if c.strip()))
+    unknown = [c for c in cols if c not in loaded.config_cols]
+    if unknown:
+        raise UsageError(f"--pair-by {','.join(unknown)}: no such config column (columns: "
+                         f"{', '.join(loaded.config_cols) or 'none'})")
+    return cols
 
 
 def _window_interval(comp: pd.DataFrame, loaded: Loaded, values: pd.DataFrame, judged: np.ndarray,
