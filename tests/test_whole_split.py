@@ -146,3 +146,20 @@ def test_pair_by_seed_pairs_groups_trained_at_their_own_recipes(runner, sweep, t
     assert rows["silu"]["n_pairs"] == 3 and rows["silu"]["window_ratio_lo"] <= rows["silu"]["window_ratio_hi"]
     out = runner.invoke(app, [*args, "--pair-by", "seed,colour"])
     assert out.exit_code == 2 and "--pair-by colour: no such config column" in out.stderr
+
+
+def test_every_shipped_text_study_pins_how_its_held_out_splits_are_evaluated():
+    """A published study keeps its tables: each text sweep names data.eval_windows (N: sampled, as the
+    studies before the whole-split test; null: the whole test split), so a new default changes none."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "studies"
+    seen = 0
+    for path in sorted(root.rglob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for name, sweep in (doc.get("sweeps") or {}).items():
+            words = [str(w) for w in [*sweep.get("overrides", []), *sweep.get("grid", [])]]
+            if any(w in ("data=shakespeare", "data=python_docs", "data=text") for w in words):
+                seen += 1
+                assert any(w.startswith("data.eval_windows=") for w in words), f"{path.name}: {name}"
+    assert seen >= 10
