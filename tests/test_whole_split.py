@@ -163,3 +163,18 @@ def test_every_shipped_text_study_pins_how_its_held_out_splits_are_evaluated():
                 seen += 1
                 assert any(w.startswith("data.eval_windows=") for w in words), f"{path.name}: {name}"
     assert seen >= 10
+
+
+def test_the_early_stop_number_is_the_run_stopped_at_that_epoch(runner, sweep, tmp_path):
+    """The kept weights are the chosen epoch's: the same run trained for that many epochs (a constant
+    learning rate: nothing else depends on the epoch count) judges the same windows bit for bit."""
+    runs = [(json.loads((r / "summary.json").read_text()), r) for r in sorted(sweep.iterdir()) if r.is_dir()]
+    s, run = next((s, r) for s, r in runs if s["early_stop_epoch"] < s["epochs"])
+    act = (run / "config.yaml").read_text().split("activation:\n  name: ")[1].split()[0]
+    out = runner.invoke(app, ["run", "--runs-dir", str(tmp_path), "-q", *TINY, f"activation={act}", "lr=3e-2",
+                              f"seed={s['seed']}", f"epochs={s['early_stop_epoch']}"])
+    assert out.exit_code == 0, out.output
+    short = json.loads(next(tmp_path.rglob("summary.json")).read_text())
+    assert short["final_test_loss"] == s["early_stop_test_loss"] != s["final_test_loss"]
+    assert _column(next(tmp_path.rglob("test_windows.csv")), "final_loss") == _column(run / "test_windows.csv",
+                                                                                         "early_stop_loss")
