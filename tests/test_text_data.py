@@ -164,7 +164,8 @@ def test_shakespeare_reads_data_root_and_checks_its_sha256(tmp_path, monkeypatch
     (b"abc\ndef\xff ghi" * 20, {}, "not UTF-8 text: byte 7 (0xff, line 2)"),
     ("x" * 60, {}, "its validation split has 3 characters, and each split needs more than block_size + 1 = 5"),
     (TEXT, {"steps": 0}, "data.steps (optimiser steps per epoch) must be a positive integer, got 0"),
-    (TEXT, {"eval_windows": None}, "data.eval_windows"),
+    (TEXT, {"val_windows": None}, "data.val_windows (fixed windows of the validation split) must be a positive"),
+    (TEXT, {"eval_windows": 0}, "data.eval_windows"),
     (TEXT, {"n_samples": 10}, "data.n_samples does not apply to data=text"),
     (TEXT, {"input_dim": 64}, "data.input_dim does not apply"),
     (TEXT, {"target": "random"}, "data.target does not apply"),
@@ -193,6 +194,7 @@ def test_text_needs_a_window_length_and_a_path(tmp_path):
 def test_text_keys_and_task_refused_elsewhere():
     for override, message in (("data.steps=5", "data.steps applies to the text sources"),
                               ("data.eval_windows=5", "data.eval_windows applies to the text sources"),
+                              ("data.val_windows=5", "data.val_windows applies to the text sources"),
                               ("data.task=language_model", "data.task=language_model applies to the text sources")):
         with pytest.raises(UsageError, match=message):
             compose([override])
@@ -246,6 +248,25 @@ def test_a_good_text_config_composes(tmp_path, monkeypatch):
     _write(tmp_path)
     cfg = compose(["model=transformer", "batch_size=4", "data=text", "data.path=t.txt", "model.block_size=4"])
     assert cfg.data.path == str(tmp_path / "t.txt") and len(cfg.data.sha256) == 64
-    assert (cfg.data.steps, cfg.data.eval_windows, cfg.data.task) == (100, 64, "language_model")
+    assert (cfg.data.steps, cfg.data.eval_windows, cfg.data.val_windows, cfg.data.task) == (100, None, 64,
+                                                                                           "language_model")
     cfg = compose(["model=transformer", "batch_size=4", "data=python_docs"])
-    assert text.make_dataset(cfg).x_val.shape == (64, cfg.model.block_size)
+    ds, block = text.make_dataset(cfg), cfg.model.block_size
+    assert ds.x_val.shape == (64, block)
+    assert ds.x_test.shape == ((text.split_sizes(cfg)[2] - 1) // block, block)  # the whole test split
+    # data.eval_windows=N samples both splits, as runs made before the whole test split did
+    cfg = compose(["model=transformer", "batch_size=4", "data=python_docs", "data.eval_windows=5"])
+    assert cfg.data.val_windows is None and text.make_dataset(cfg).x_test.shape == (5, block)
+
+
+def test_the_whole_test_split_scores_every_character_but_the_first_and_the_tail(tmp_path):
+    cfg = _cfg(path=str(_write(tmp_path)), block=4, eval_windows=None, val_windows=3)
+    text.validate(cfg)
+    ds = text.make_dataset(cfg)
+    test = text.corpus(cfg.data).tokens[173:]  # 10 characters: (10 - 1) // 4 = 2 windows
+    assert ds.x_val.shape == (3, 4) and ds.x_test.shape == ds.y_test.shape == (2, 4)
+    assert ds.x_test.flatten().tolist() == test[:8].tolist() and ds.y_test.flatten().tolist() == test[1:9].tolist()
+    assert (ds.info["test_windows"], ds.info["test_scored"], ds.info["val_scored"]) == ("whole", 8, 12)
+    for n, block in ((10, 4), (9, 4), (55_770, 32), (55_770, 64)):
+        w = text.whole_count(n, block)
+        assert w * block + 1 <= n < (w + 1) * block + 1  # no window more fits

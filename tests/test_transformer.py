@@ -1,6 +1,6 @@
 """model=transformer through the commands: a run and a sweep on text, a member of a stack equal to
-the same run alone bit for bit, gated units at matched parameters, resume after a signal, and bad
-input refused in one line."""
+the same run alone bit for bit (held-out splits sampled, or the test split judged whole), gated units
+at matched parameters, resume after a signal, and bad input refused in one line."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from tests.test_checkpoint import _run, assert_same_outputs
 
 TINY_GPT = ["model=transformer", "model.n_layer=1", "model.n_embd=16", "model.n_head=2", "model.block_size=8",
             "batch_size=4", "epochs=2", "data.steps=3", "data.eval_windows=4"]
+# the test split judged whole (the default): validation on 4 fixed windows, the test split's every window
+WHOLE = ["data.eval_windows=null", "data.val_windows=4"]
 
 
 @pytest.fixture
@@ -40,18 +42,23 @@ def test_a_transformer_run_on_a_text_file(runner, runs_dir, text_file):
     assert header == "epoch,train_loss,val_loss,test_loss,val_acc,test_acc"
 
 
-def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path):
-    sweep = ["sweep", "--runs-dir", str(tmp_path), "-q", *TINY_GPT, "data=python_docs", "--name", "s",
+@pytest.mark.parametrize("held_out", [[], WHOLE], ids=["sampled", "whole"])
+def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path, held_out):
+    sweep = ["sweep", "--runs-dir", str(tmp_path), "-q", *TINY_GPT, *held_out, "data=python_docs", "--name", "s",
              "activation=gelu,relu,relu2,swiglu,bilinear", "seed=range(2)", "model.dropout=0.1"]
     out = runner.invoke(app, sweep)
     assert out.exit_code == 0, out.output
     for act in ("relu2", "swiglu"):
         alone = tmp_path / f"alone-{act}"
-        out = runner.invoke(app, ["run", "--runs-dir", str(alone), "-q", *TINY_GPT, "data=python_docs",
+        out = runner.invoke(app, ["run", "--runs-dir", str(alone), "-q", *TINY_GPT, *held_out, "data=python_docs",
                                   f"activation={act}", "seed=1", "model.dropout=0.1"])
         assert out.exit_code == 0, out.output
         (member,) = (tmp_path / "s").glob(f"*activation={act}_seed=1*/losses.csv")
         assert next(alone.rglob("losses.csv")).read_bytes() == member.read_bytes()
+        windows = sorted(p.name for p in member.parent.iterdir() if p.name == "test_windows.csv")
+        assert windows == (["test_windows.csv"] if held_out else [])
+        if held_out:  # every window of the whole test split, the same in the stack as alone
+            assert next(alone.rglob("test_windows.csv")).read_bytes() == (member.parent / windows[0]).read_bytes()
     # compare names each group's parameter count where they differ (here: the gated units' 2/3 width)
     out = runner.invoke(app, ["compare", str(tmp_path / "s"), "--loss", "val_loss", "--format", "csv"])
     assert out.exit_code == 0, out.output
@@ -78,8 +85,9 @@ def test_gated_units_match_the_ungated_parameter_count(runner, runs_dir):
     assert counts["swiglu", "width"] - counts["gelu", "params"] == 3 * 16 * 64 - ffn
 
 
-def test_a_stopped_transformer_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
-    args = [*TINY_GPT, "data=python_docs", "epochs=4", "model.dropout=0.1", "model.attn_dropout=0.1"]
+@pytest.mark.parametrize("held_out", [[], WHOLE], ids=["sampled", "whole"])
+def test_a_stopped_transformer_resumes_bit_for_bit(runner, tmp_path, monkeypatch, held_out):
+    args = [*TINY_GPT, *held_out, "data=python_docs", "epochs=4", "model.dropout=0.1", "model.attn_dropout=0.1"]
     assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
     assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@2.1").exit_code == 143
     assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from activation_bench.analysis import windows
 from activation_bench.analysis.budget import budget_check, validation_column
 from activation_bench.analysis.configs import canon
 from activation_bench.analysis.loading import Loaded, load, varying_columns
@@ -215,7 +216,7 @@ def output_columns(res: CompareResult) -> list[str]:
     """A result's columns in output order: group columns, tuned keys, group statistics, then the
     tuning, comparison and --power columns it has."""
     how = res.scale
-    extra = [*TUNE_COLS, *compare_cols(how), *extra_cols(how), "is_baseline"]
+    extra = [*TUNE_COLS, *compare_cols(how), *windows.COLS.get(how, []), *extra_cols(how), "is_baseline"]
     params = ["params"] if "params" in res.table.columns else []
     return [*res.group_cols, *params, *res.tuned_keys, *stat_cols(how)] + [c for c in extra if c in res.table.columns]
 
@@ -234,12 +235,14 @@ def _with_params(table: pd.DataFrame, loaded: Loaded, group_cols: list[str]) -> 
 
 def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
             baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR,
-            power: Any = None, tune: TuneSpec | None = None) -> CompareResult:
+            power: Any = None, tune: TuneSpec | None = None, pair_by: Sequence[str] | None = None) -> CompareResult:
     """Group, summarise and pair-compare the loaded runs. Rows come best first within each
     combination of the group columns other than the baseline key. `power` (a power.PowerSpec)
     adds the columns seeds_needed and min_detectable_ratio to the comparisons. `tune` (a
     tune.TuneSpec): each group at its tuned values, statistics on the evaluation seeds only.
-    `loss` is the compared column, a loss or an accuracy (see the module docstring)."""
+    `loss` is the compared column, a loss or an accuracy (see the module docstring). `pair_by`: the
+    columns a pair shares (default: seed and every other varying column but the baseline key and the
+    tuned keys); e.g. seed alone where each group trains at its own recipe (lr, warmup) chosen elsewhere."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
     how = scale(metric, loss)
     _check_power(power, metric, how)
@@ -262,10 +265,12 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         _check_kept(selection, baseline, values)
     base = parse_baseline(baseline, group_cols, values)
     pair_cols: list[str] = []
+    window_facts = None
     if base is not None:
         skip = {base[0], *(tune.keys if tune is not None else ())}
-        pair_cols = [c for c in varying_columns(loaded) if c not in skip]
+        pair_cols = _pair_cols(loaded, pair_by) if pair_by else [c for c in varying_columns(loaded) if c not in skip]
         comp = comparisons(values, group_cols, base, metric, pair_cols, notes, loss)
+        comp, window_facts = _window_interval(comp, loaded, values, judged, group_cols, base, pair_cols, metric, loss)
         if power is not None:
             from activation_bench.analysis.power import add_power
 
@@ -273,7 +278,10 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         table = table.merge(comp, on=list(group_cols), how="left") if group_cols else table
         table["is_baseline"] = table[base[0]] == base[1]
     table = _order(_tidy(_with_params(table, loaded, group_cols)), group_cols, base, how)
-    res = CompareResult(table, list(group_cols), metric, loss, base, pair_cols, notes, floor, power, selection)
+    if base is None:  # no pairs: the note on a whole test split's windows still applies
+        window_facts = windows.add_interval(pd.DataFrame(), loaded, list(judged), {}, group_cols, metric, loss)[1]
+    res = CompareResult(table, list(group_cols), metric, loss, base, pair_cols, notes, floor, power, selection,
+                        windows=window_facts)
     res.table = table[output_columns(res)].reset_index(drop=True)
     res.budget = budget_check(loaded, group_cols, judged if selection is not None else None, selection,
                               validation_column(tune), loss, order=res.table)
@@ -282,6 +290,28 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         res.budget.notes.append(f"no warning for --metric {metric.label}: the verdict is read at a fixed epoch "
                                 "or loss, not at the end of the budget")
     return res
+
+
+def _pair_cols(loaded: Loaded, pair_by: Sequence[str]) -> list[str]:
+    """--pair-by's columns (repeat or comma list), checked against the config columns."""
+    cols = list(dict.fromkeys(c.strip() for item in pair_by for c in str(item).split(",") if c.strip()))
+    unknown = [c for c in cols if c not in loaded.config_cols]
+    if unknown:
+        raise UsageError(f"--pair-by {','.join(unknown)}: no such config column (columns: "
+                         f"{', '.join(loaded.config_cols) or 'none'})")
+    return cols
+
+
+def _window_interval(comp: pd.DataFrame, loaded: Loaded, values: pd.DataFrame, judged: np.ndarray,
+                     group_cols: list[str], base: tuple[str, str], pair_cols: list[str], metric: Metric,
+                     loss: str) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """comp with the bootstrap interval over a whole test split's windows (analysis/windows.py) where the
+    judged runs have per-window values; the pairs are pair_up's, made with run positions as values."""
+    if windows.column(metric, loss) is None:
+        return comp, None
+    pairs = pair_up(values.assign(value=judged.astype(float)), group_cols, base, pair_cols, [])
+    return windows.add_interval(comp, loaded, list(judged), windows.pair_positions(pairs, group_cols), group_cols,
+                                metric, loss)
 
 
 def _check_kept(sel: Selection, baseline: str | None, values: pd.DataFrame) -> None:

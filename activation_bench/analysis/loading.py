@@ -41,6 +41,19 @@ def higher_is_better(column: str) -> bool:
     return is_accuracy(column)
 
 
+def judged_only(loaded: Loaded, column: str) -> np.ndarray:
+    """Per run: whether its `column` holds values at some epochs only, NaN at others where the training
+    loss is finite: a text's whole test split, judged at the epoch of lowest validation loss and at
+    the last (engine/whole_split.py). Such a column has no curve and its NaN is no divergence."""
+    if column not in loaded.losses or column == "train_loss" or not len(loaded.epoch):
+        return np.zeros(len(loaded.runs), dtype=bool)
+    y, train = loaded.losses[column], loaded.losses["train_loss"]
+    starts = np.minimum(loaded.bounds[:-1], len(y) - 1)
+    counts = np.diff(loaded.bounds) > 0
+    gap = np.isnan(y) & np.isfinite(train)
+    return np.logical_or.reduceat(gap, starts) & np.logical_or.reduceat(np.isfinite(y), starts) & counts
+
+
 @dataclass
 class Loaded:
     """Runs from all inputs. `runs` has one row per run (config columns as canonical strings,

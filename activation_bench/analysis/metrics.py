@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.loading import Loaded, higher_is_better, is_accuracy
+from activation_bench.analysis.loading import Loaded, higher_is_better, is_accuracy, judged_only
 from activation_bench.errors import UsageError
 
 FLOOR = 1e-13  # losses at or below this are the float floor: clipped, and equal ones tie
@@ -88,6 +88,12 @@ def run_values(loaded: Loaded, metric: Metric, loss: str = "train_loss", floor: 
     y, starts = loaded.losses[loss], loaded.bounds[:-1]
     counts = np.diff(loaded.bounds)
     nonfinite = ~np.isfinite(y)
+    judged = judged_only(loaded, loss)
+    if judged.any():  # a whole test split, judged at the epoch of lowest val_loss and at the last only
+        if metric.kind not in ("final", "early_stop"):
+            raise UsageError(f"--metric {metric.label} of {loss}: these runs judge the whole test split at their "
+                             "epoch of lowest val_loss and at their last only; use early_stop or final")
+        nonfinite &= ~(np.isnan(y) & judged[loaded.run_index()])  # not evaluated there: no divergence
     if is_accuracy(loss) and "train_loss" in loaded.losses:
         nonfinite |= ~np.isfinite(loaded.losses["train_loss"])
     empty = counts == 0

@@ -27,6 +27,7 @@ class CompareResult:
     power: Any = None  # a power.PowerSpec when --power was given
     tuning: Any = None  # a tune.Selection when --tune was given
     budget: Any = None  # a budget.BudgetCheck: the runs still improving when the budget ran out
+    windows: Any = None  # a whole test split's windows (analysis/windows.py): facts for its method note
 
     @property
     def all_warnings(self) -> list[str]:
@@ -83,6 +84,10 @@ def method_notes(res: CompareResult) -> list[str]:
             lines.append("Tests use the pairs where both runs reached it (n_pairs); the win rate also counts "
                          "reaching it against not reaching it as a win.")
     lines.append("Diverged runs (NaN/inf loss) are counted apart and left out of every statistic.")
+    if res.windows is not None:
+        from activation_bench.analysis.windows import method_note as windows_note
+
+        lines.append(windows_note(res.windows, res.loss))
     if res.tuning is not None:
         from activation_bench.analysis.tune import method_note
 

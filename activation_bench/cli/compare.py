@@ -100,6 +100,10 @@ def compare(
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
     tune_grid: TuneGridOpt = None,
+    pair_by: Annotated[list[str] | None, typer.Option(
+        "--pair-by", help="Pair each run with the baseline run that shares these columns (repeat or comma list; "
+        "default: seed and every other varying column). --pair-by seed where each group trains at its own "
+        "recipe (learning rate, warmup) chosen elsewhere.", show_default=False)] = None,
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
@@ -124,6 +128,8 @@ def compare(
       actbench compare runs/my-lr-sweep --metric early_stop --tune lr --baseline activation=relu
 
       actbench compare runs/my-digits-sweep --metric early_stop --loss test_acc --tune lr --tune-on val_acc
+
+      actbench compare runs/my-lr-sweep --metric early_stop --by activation --pair-by seed
     """
     # Long only on paper: the Typer options and the docstring (the --help text) take 40 of its lines.
     with reported():
@@ -149,7 +155,8 @@ def compare(
                 raise UsageError(f"--power works on loss metrics (log10 ratios) and accuracies (percentage "
                                  f"points), not --metric {m.label}")
         loaded = cmp.load(paths, loss or "train_loss")
-        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning)
+        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning,
+                             pair_by=pair_by)
         _warn(result.all_warnings)
         emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
 

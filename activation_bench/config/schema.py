@@ -48,10 +48,12 @@ class DataConfig:
     # user cache directory), and a stratified subsample of the training images per seed (null: all)
     root: str | None = None
     n_train: int | None = None
-    # text (data=text, python_docs, shakespeare; data/text.py): optimiser steps per epoch, and the fixed
-    # windows of the validation and test splits evaluated after each epoch; null for every other source
+    # text (data=text, python_docs, shakespeare; data/text.py): optimiser steps per epoch; eval_windows N:
+    # both held-out splits on N fixed windows after each epoch (null: the test split judged whole, the
+    # validation split on val_windows fixed windows after each epoch); null for every other source
     steps: int | None = None
     eval_windows: int | None = None
+    val_windows: int | None = None
 
 
 @dataclass

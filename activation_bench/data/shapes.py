@@ -32,7 +32,7 @@ def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
 
     d = cfg.data
     if text.is_text(d):  # "rows": the windows a member trains on per epoch, and the fixed ones it is judged on
-        return d.steps * cfg.batch_size, d.eval_windows, d.eval_windows, cfg.model.block_size
+        return d.steps * cfg.batch_size, *text.held_out_rows(cfg), cfg.model.block_size
     if tables.is_real(d):
         return tables.shapes(cfg)
     return d.n_samples, d.n_val, 0, d.input_dim

@@ -20,9 +20,18 @@ whole last 10% and has no test split.
 
 The window length is `model.block_size`; `batch_size` is the number of windows per member and step,
 `data.steps` the steps per epoch. Training windows are drawn at random (`sample`, nanoGPT's
-get_batch); the validation and test splits are evaluated on `data.eval_windows` fixed windows at
-evenly spaced offsets, the same for every seed and member (nanoGPT's estimate_loss draws random
-batches: noise a paired comparison does not need).
+get_batch). Held-out splits, the same windows for every seed and member (nanoGPT's estimate_loss draws
+random batches: noise a paired comparison does not need):
+
+- by default (`data.eval_windows` null) the validation split is estimated after every epoch on
+  `data.val_windows` fixed windows at evenly spaced offsets (the early-stopping signal), and the test
+  split is judged whole (`whole_windows`): every non-overlapping window of block_size characters,
+  window i reading characters i*B .. i*B+B-1 of the split and scoring their next characters
+  i*B+1 .. i*B+B, so characters 1 .. W*B are scored, W = (n - 1) // B (all but the first and the last
+  (n - 1) mod B); the engine evaluates it once at the end, at each member's epoch of lowest
+  validation loss and at its last epoch (engine/whole_split.py);
+- `data.eval_windows=N` (how runs before the whole-split test were made, kept so they reproduce):
+  both splits on N fixed evenly spaced windows after every epoch; `data.val_windows` does not apply.
 
 The corpus is read, checked and encoded once per process per file (path, size, mtime). Everything
 but `make_dataset` and `sample` is torch-free.
@@ -52,10 +61,11 @@ TASK = "language_model"  # data.task of every text source: next-character predic
 TRAIN_FRACTION = 0.9  # nanoGPT's
 SHAKESPEARE_FILE = Path("shakespeare_char") / "input.txt"  # under data.root, as in nanoGPT's data/
 SHAKESPEARE_CHARACTERS = 1_115_394
+CHUNK = 64  # windows per evaluation pass over a whole split (engine/whole_split.py)
 # the keys of other sources, which text leaves null
 OTHER_KEYS = ("n_samples", "input_dim", "mean", "std", "low", "high", "target", "features", "fn", "val_fraction",
               "test_fraction", "standardize", "dropna", "n_train")
-TEXT_KEYS = ("steps", "eval_windows")  # text only; null for every other source
+TEXT_KEYS = ("steps", "eval_windows", "val_windows")  # text only; null for every other source
 
 
 def is_text(data: Cfg) -> bool:
@@ -184,6 +194,31 @@ def windows(tokens: np.ndarray, block: int, count: int) -> tuple[np.ndarray, np.
     return tokens[idx], tokens[idx + 1]
 
 
+def whole_count(n: int, block: int) -> int:
+    """The number of non-overlapping windows of `block` characters whose targets fit in a split of n."""
+    return (n - 1) // block
+
+
+def whole_windows(tokens: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every non-overlapping window of a split [W, block] and its targets [W, block], W = whole_count:
+    window i reads tokens[i*block : (i+1)*block] and scores tokens[i*block+1 : (i+1)*block+1]."""
+    w = whole_count(len(tokens), block)
+    return tokens[: w * block].reshape(w, block), tokens[1 : w * block + 1].reshape(w, block)
+
+
+def judges_whole(d: Cfg) -> bool:
+    """Whether a text config's test split is judged whole (data.eval_windows null), not sampled."""
+    return d.get("eval_windows") is None
+
+
+def held_out_rows(cfg: Cfg) -> tuple[int, int]:
+    """(validation windows, test windows) a member is evaluated on (torch-free)."""
+    d, block = cfg.data, int(cfg.model.block_size)
+    if not judges_whole(d):
+        return int(d.eval_windows), int(d.eval_windows)
+    return int(d.val_windows), whole_count(split_sizes(cfg)[2], block)
+
+
 # ---------------------------------------------------------------------------------------------
 # tensors
 
@@ -191,33 +226,39 @@ def windows(tokens: np.ndarray, block: int, count: int) -> tuple[np.ndarray, np.
 def make_dataset(cfg: Cfg) -> Dataset:
     """The text as a data.Dataset, the same for every seed and member (cached per process): x = the
     training split's tokens [train_characters] int64 (`sample` draws the batches), y = an empty int64
-    tensor, x_val / y_val = the validation split's `data.eval_windows` fixed windows of
-    `model.block_size` characters and their next characters [eval_windows, block_size], x_test / y_test
-    the test split's likewise; info: source, sizes, vocabulary (and sha256 for a file)."""
+    tensor, x_val / y_val = the validation split's fixed windows of `model.block_size` characters and
+    their next characters [windows, block_size], x_test / y_test the test split's (the whole split's
+    non-overlapping windows by default, else `data.eval_windows` fixed windows as validation's); info:
+    source, sizes, the characters each held-out split scores, vocabulary (and sha256 for a file)."""
     c = corpus(cfg.data)
-    block, count = int(cfg.model.block_size), int(cfg.data.eval_windows)
-    key = (id(c), block, count)
+    whole = judges_whole(cfg.data)
+    block = int(cfg.model.block_size)
+    count = int(cfg.data.val_windows if whole else cfg.data.eval_windows)
+    key = (id(c), block, count, whole)
     if key not in _DATASETS or _DATASETS[key][0] is not c:
-        _DATASETS[key] = (c, _dataset(c, block, count))
+        _DATASETS[key] = (c, _dataset(c, block, count, whole))
         if len(_DATASETS) > 32:
             _DATASETS.pop(next(iter(_DATASETS)))
     return _DATASETS[key][1]
 
 
-_DATASETS: dict[tuple[int, int, int], tuple[Corpus, Any]] = {}
+_DATASETS: dict[tuple[int, int, int, bool], tuple[Corpus, Any]] = {}
 
 
-def _dataset(c: Corpus, block: int, count: int) -> Dataset:
+def _dataset(c: Corpus, block: int, count: int, whole: bool = False) -> Dataset:
     import torch
 
     from activation_bench.data.synthetic import Dataset
 
     n_train, n_val, n_test = _split_sizes(len(c.tokens))
     train, val, test = np.split(c.tokens, [n_train, n_train + n_val])
-    (xv, yv), (xt, yt) = windows(val, block, count), windows(test, block, count)
+    (xv, yv), (xt, yt) = windows(val, block, count), (whole_windows(test, block) if whole else
+                                                      windows(test, block, count))
     info: dict[str, Any] = {"source": c.source, "characters": len(c.tokens), "vocab_size": len(c.vocab),
                             "train_characters": n_train, "val_characters": n_val, "test_characters": n_test,
-                            "eval_windows": count, "block_size": block, "vocab": c.vocab}
+                            **({"val_windows": count, "test_windows": "whole", "val_scored": count * block,
+                                "test_scored": len(xt) * block} if whole else {"eval_windows": count}),
+                            "block_size": block, "vocab": c.vocab}
     if c.sha256 is not None:
         info["sha256"] = c.sha256
 
@@ -286,7 +327,7 @@ def check_task(data: Cfg, where: str = "") -> None:
 
 
 def check_not_text(data: Cfg, where: str = "") -> None:
-    """data.steps and data.eval_windows apply to text sources only."""
+    """data.steps, data.eval_windows and data.val_windows apply to text sources only."""
     for key in TEXT_KEYS:
         if data.get(key) is not None:
             raise UsageError(f"data.{key} applies to the text sources ({', '.join(TEXT)}), not data={data.name}"
@@ -317,8 +358,12 @@ def validate(cfg: Cfg, where: str = "") -> None:
     if d.name == "python_docs" and d.get("sha256") is not None:
         raise UsageError("data.sha256 does not apply to data=python_docs (no file: the interpreter's own text)"
                          + _at(where))
-    for key, what in (("steps", "optimiser steps per epoch"), ("eval_windows", "fixed windows of the validation "
-                                                                               "and test splits")):
+    if d.get("eval_windows") is not None:
+        d["val_windows"] = None  # eval_windows=N samples both splits: the validation sample is N windows
+    keys = (("steps", "optimiser steps per epoch"),
+            ("eval_windows", "fixed windows of the validation and test splits, null: the whole test split")
+            if d.get("eval_windows") is not None else ("val_windows", "fixed windows of the validation split"))
+    for key, what in keys:
         if not _positive(d.get(key)):
             raise UsageError(f"data.{key} ({what}) must be a positive integer, got {d.get(key)}" + _at(where))
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}

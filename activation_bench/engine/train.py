@@ -49,6 +49,7 @@ from activation_bench.engine.plan import (
 from activation_bench.engine.preact import PreactLog
 from activation_bench.engine.teacher import make_dataset
 from activation_bench.engine.vml import resolve_vml_kernels
+from activation_bench.engine.whole_split import BestWeights, Judged, judge
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -87,6 +88,9 @@ class RunResult:
     preact: list[tuple[int, int, str, float]] | None = None
     engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled/choose.py)
     threads: int = 0  # torch's intra-op threads while the stack trained: CPU results depend on the count
+    # a text's whole test split (whole_split.py): per window, the loss and accuracy at the epoch of lowest
+    # validation loss and at the last (test_windows.csv's columns)
+    test_windows: dict[str, list[float]] | None = None
 
 
 def load_data(cfg: Cfg) -> Dataset:
@@ -154,12 +158,16 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     if preact is not None:
         preact.add(0, stack.model, stack.x)  # at initialisation
     divergence = Divergence.none(m, stack.device)
-    run = checkpoint.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact}, epochs,
-                             start) if hooks is not None else None
+    # a text's whole test split: each member's best-validation weights kept, judged at the end (whole_split.py)
+    best = BestWeights(stack.model, m, stack.dtype, stack.device) if stack.whole_test else None
+    run = checkpoint.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact, "best": best},
+                             epochs, start) if hooks is not None else None
     done = run.resume() if run is not None else 0
     for epoch in range(done, epochs):
         losses.train[epoch] = _epoch(stack, epoch, grad_log, run)
         _evaluate(stack, losses, epoch)
+        if best is not None:
+            best.update(stack.model, losses.val[epoch], epoch)  # type: ignore[index]
         done = epoch + 1
         if preact is not None and preact.due(done):
             preact.add(done, stack.model, stack.x)
@@ -172,8 +180,10 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
             on_progress(done, epochs, losses.train[epoch])
         if run is not None:
             run.after_epoch(done)
+    judged = judge(stack.model, stack.predict, stack.test, best, losses.test, losses.test_acc,  # type: ignore[arg-type]
+                   done) if best is not None else None
     wall = run.wall() if run is not None else time.perf_counter() - start
-    return _results(stack, losses, divergence.at, done, grad_log, wall, n_real, preact)
+    return _results(stack, losses, divergence.at, done, grad_log, wall, n_real, preact, judged)
 
 
 @dataclass
@@ -204,6 +214,7 @@ class _Stack:
     compiled_step: compiled.Compiled | None = None
     family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
     windows: tuple[int, int] | None = None  # text: (data.steps, model.block_size) (`text_batches`)
+    whole_test: bool = False  # text, data.eval_windows null: `test` is the whole split, judged at the end only
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y (a language model's logits [M, B, T, V]
@@ -303,6 +314,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
                    {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
         windows=(first.data.steps, first.model.block_size) if is_text else None,
+        whole_test=is_text and text.judges_whole(first.data),
         classify=classifies(first), train_eval=bool(first.log.train_eval), family=family,
     )
 
@@ -351,7 +363,8 @@ def _evaluate(stack: _Stack, losses: Losses, epoch: int) -> None:
         return
     stack.model.eval()
     with torch.no_grad():
-        splits = ((stack.val, losses.val, losses.val_acc), (stack.test, losses.test, losses.test_acc),
+        test = None if stack.whole_test else stack.test  # a whole split is judged once, at the end
+        splits = ((stack.val, losses.val, losses.val_acc), (test, losses.test, losses.test_acc),
                   ((stack.x, stack.y), losses.train_eval, None))
         for split, out, acc in splits:
             if split is not None and out is not None and stack.compiled_step is not None:
@@ -367,7 +380,8 @@ def _evaluate(stack: _Stack, losses: Losses, epoch: int) -> None:
 
 
 def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done: int, grad_log: GradLog | None,
-             wall: float, n_real: int, preact: PreactLog | None = None) -> list[RunResult]:
+             wall: float, n_real: int, preact: PreactLog | None = None, judged: Judged | None = None
+             ) -> list[RunResult]:
     """Each member's RunResult, in input order (the padding copy of a lone member dropped)."""
     m = len(stack.ordered)
     cols = losses.per_member(done)
@@ -401,6 +415,7 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
             preact=preacts[pos] if preacts is not None else None,
             engine=stack.engine,
             threads=torch.get_num_threads(),
+            test_windows=judged.member(pos) if judged is not None else None,
         )
     return results[:n_real]  # type: ignore[return-value]
 

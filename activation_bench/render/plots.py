@@ -15,7 +15,11 @@ from typing import Any
 import numpy as np
 
 from activation_bench.analysis.compare import resolve_groups
-from activation_bench.analysis.loading import Loaded, is_accuracy  # accuracies: in %, on a linear axis
+from activation_bench.analysis.loading import (  # accuracies: in %, on a linear axis
+    Loaded,
+    is_accuracy,
+    judged_only,
+)
 from activation_bench.analysis.metrics import FLOOR, Metric, run_values
 from activation_bench.errors import UsageError
 from activation_bench.render import labels as fit
@@ -66,8 +70,10 @@ def curve_layout(loaded: Loaded, by: Sequence[str] | None) -> tuple[list[str], l
 
 
 def has_values(loaded: Loaded, column: str) -> bool:
-    """Whether any run has a finite value in the column (accuracy: a classification run)."""
-    return column in loaded.losses and bool(np.isfinite(loaded.losses[column]).any())
+    """Whether any run has a curve of the column: a finite value in it (accuracy: a classification run),
+    and not only at the epochs a whole test split was judged at (loading.judged_only)."""
+    return (column in loaded.losses and bool(np.isfinite(loaded.losses[column]).any())
+            and not judged_only(loaded, column).any())
 
 
 def companion_accuracy(loaded: Loaded, loss: str) -> str | None:
@@ -138,6 +144,9 @@ def curves_figure(loaded: Loaded, by: Sequence[str] | None = None, loss: str = "
     legend inside that panel's loss axes; `over`: what the title says the median is over."""
     if loss not in loaded.losses:
         raise UsageError(f"no input has a {loss} column")
+    if judged_only(loaded, loss).any():
+        raise UsageError(f"{loss} has no curve: the whole test split is judged at each run's epoch of lowest "
+                         "val_loss and at its last only (a text's data.eval_windows null); plot val_loss")
     if is_accuracy(loss) and not has_values(loaded, loss):
         raise UsageError(f"no run has {loss} values: accuracy needs classification runs (data.task=classification)")
     if accuracy is not None and not has_values(loaded, accuracy):

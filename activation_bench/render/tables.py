@@ -91,6 +91,8 @@ def _columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
         cols.append(("ratio", lambda r: "baseline" if _is_base(r) else fmt_num(r["ratio"]), True))
     if is_loss:
         cols.append(("ratio 95% CI", lambda r: _cmp(r, _ratio_ci(r)), True))
+    if "window_ratio_lo" in res.table.columns:  # a whole test split's windows resampled (analysis/windows.py)
+        cols.append(("95% CI (windows)", lambda r: _cmp(r, _ratio_ci(r, "window_")), True))
     power = [(f"seeds for {res.power.ratio:g}x", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
              ("min ratio", lambda r: _cmp(r, fmt_num(r["min_detectable_ratio"])), True)] if res.power else []
     return cols + _paired_tail(res, compact, power)
@@ -144,6 +146,9 @@ def _accuracy_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any,
         ("Δ 95% CI", lambda r: _cmp(r, "-" if _missing(r["diff_lo_pp"]) else
                                     f"[{fmt_pp(r['diff_lo_pp'])}, {fmt_pp(r['diff_hi_pp'])}]"), True),
     ]
+    if "window_diff_lo_pp" in res.table.columns:  # a whole test split's windows resampled (analysis/windows.py)
+        cols.append(("Δ 95% CI (windows)", lambda r: _cmp(r, "-" if _missing(r["window_diff_lo_pp"]) else
+                     f"[{fmt_pp(r['window_diff_lo_pp'])}, {fmt_pp(r['window_diff_hi_pp'])}]"), True))
     power = [(f"seeds for {res.power.label}", lambda r: _cmp(r, fmt_int(r["seeds_needed"])), True),
              ("min Δ pp", lambda r: _cmp(r, fmt_num(r["min_detectable_pp"])), True)] if res.power else []
     return cols + _paired_tail(res, compact, power)
@@ -153,8 +158,8 @@ def _ci_cell(row: pd.Series) -> str:
     return "-" if _missing(row["ci_low"]) else f"{fmt_num(row['ci_low'])}–{fmt_num(row['ci_high'])}"
 
 
-def _ratio_ci(row: pd.Series) -> str:
-    lo, hi = row.get("ratio_lo"), row.get("ratio_hi")
+def _ratio_ci(row: pd.Series, prefix: str = "") -> str:
+    lo, hi = row.get(f"{prefix}ratio_lo"), row.get(f"{prefix}ratio_hi")
     return "" if _missing(lo) or _missing(hi) else f"[{fmt_num(lo)}, {fmt_num(hi)}]"
 
 

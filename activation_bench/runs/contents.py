@@ -75,6 +75,18 @@ def _epoch_prefixes(n: int) -> list[str]:
     return _PREFIXES[:n]
 
 
+TEST_WINDOWS = "test_windows.csv"  # a text's whole test split, per window (engine/whole_split.py)
+
+
+def test_windows_csv(columns: dict[str, list[float]]) -> str:
+    """test_windows.csv: one row per window of the whole test split (window i scores characters
+    i*B+1 .. i*B+B of the split), its mean loss (nats per character) and accuracy at the epoch of
+    lowest validation loss and at the last, at full precision."""
+    names = list(columns)
+    rows = [f"{i}," + ",".join(vals) for i, vals in enumerate(zip(*(reprs(columns[c]) for c in names)))]
+    return f"window,{','.join(names)}\n" + "\n".join(rows) + "\n"
+
+
 def grads_csv(rows: Sequence[tuple[int, int, float, float]]) -> str:
     """grads.csv: long format, one row per logged epoch and hidden layer, raw floats."""
     return "epoch,layer,weight_grad_norm,act_norm\n" + "".join(f"{e},{k},{g!r},{a!r}\n" for e, k, g, a in rows)

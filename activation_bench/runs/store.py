@@ -26,7 +26,17 @@ from typing import TYPE_CHECKING
 
 from activation_bench.cfg import activation_label
 from activation_bench.errors import UsageError
-from activation_bench.runs.contents import COLUMNS, grads_csv, losses_csv, preact_csv, ran_config, saved_yaml, summary
+from activation_bench.runs.contents import (
+    COLUMNS,
+    TEST_WINDOWS,
+    grads_csv,
+    losses_csv,
+    preact_csv,
+    ran_config,
+    saved_yaml,
+    summary,
+    test_windows_csv,
+)
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -283,6 +293,8 @@ def _texts(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | 
         files.insert(2, ("grads.csv", grads_csv(result.grads)))
     if getattr(result, "preact", None) is not None:
         files.insert(2, ("preact.csv", preact_csv(result.preact)))
+    if getattr(result, "test_windows", None) is not None:
+        files.insert(2, (TEST_WINDOWS, test_windows_csv(result.test_windows)))
     return files
 
 

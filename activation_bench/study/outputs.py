@@ -88,7 +88,7 @@ def _comparisons(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
 
                 power = parse_power(c.power, accuracy=is_accuracy(c.loss or ""))
             res = cmp.compare(loaded, m, c.by, c.baseline, default_loss(loaded, m, c.loss), power=power,
-                              tune=_tune(c, c.by))
+                              tune=_tune(c, c.by), pair_by=c.pair_by)
         results[name] = _tables(out, name, res, tables.render)
     return results
 

@@ -64,6 +64,7 @@ class ComparisonSpec(TuneFields):
     loss: str | None = None
     by: list[str] | None = None
     baseline: str | None = None  # KEY=VALUE
+    pair_by: list[str] | None = None  # compare --pair-by
     power: str | None = None  # compare --power RATIO
     title: str | None = None
 

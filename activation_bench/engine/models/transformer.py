@@ -130,7 +130,11 @@ class Transformer(Family):
         weights = 5 if m.attn_dropout else 3
         train = m.n_layer * (12 * d + 2 * h1 + h2 + weights * m.n_head * t) + 3 * v
         evaluate = 4 * d + h1 + h2 + m.n_head * t + 2 * v
-        values = cfg.batch_size * t * train + int(cfg.data.eval_windows or 0) * t * evaluate
+        val, test = text.held_out_rows(cfg)  # a whole test split is evaluated CHUNK windows at a time
+        rows = val if not text.judges_whole(cfg.data) else max(val, min(test, text.CHUNK))
+        values = cfg.batch_size * t * train + rows * t * evaluate
+        if text.judges_whole(cfg.data):  # each member's best-validation weights, kept for the whole test split
+            values += self.params(cfg)
         return Memory(self.params(cfg), values + sum(text.split_sizes(cfg)), [h1] * m.n_layer)
 
     def macs(self, cfg: Cfg) -> int:
