@@ -52,6 +52,7 @@ class DataConfig:
     # windows of the validation and test splits evaluated after each epoch; null for every other source
     steps: int | None = None
     eval_windows: int | None = None
+    block_size: int | None = None  # text: the window length (null: model.block_size, the transformer's)
 
 
 @dataclass

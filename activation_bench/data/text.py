@@ -18,7 +18,8 @@ indices into it. The first 90% of the characters train (prepare.py's `int(n * 0.
 in two halves, validation then test (the test half gets the odd character). nanoGPT validates on the
 whole last 10% and has no test split.
 
-The window length is `model.block_size`; `batch_size` is the number of windows per member and step,
+The window length is `data.block_size` (null: `model.block_size`, the transformer's; `block_size`);
+`batch_size` is the number of windows per member and step,
 `data.steps` the steps per epoch. Training windows are drawn at random (`sample`, nanoGPT's
 get_batch); the validation and test splits are evaluated on `data.eval_windows` fixed windows at
 evenly spaced offsets, the same for every seed and member (nanoGPT's estimate_loss draws random
@@ -55,7 +56,7 @@ SHAKESPEARE_CHARACTERS = 1_115_394
 # the keys of other sources, which text leaves null
 OTHER_KEYS = ("n_samples", "input_dim", "mean", "std", "low", "high", "target", "features", "fn", "val_fraction",
               "test_fraction", "standardize", "dropna", "n_train")
-TEXT_KEYS = ("steps", "eval_windows")  # text only; null for every other source
+TEXT_KEYS = ("steps", "eval_windows", "block_size")  # text only; null for every other source
 
 
 def is_text(data: Cfg) -> bool:
@@ -195,7 +196,7 @@ def make_dataset(cfg: Cfg) -> Dataset:
     `model.block_size` characters and their next characters [eval_windows, block_size], x_test / y_test
     the test split's likewise; info: source, sizes, vocabulary (and sha256 for a file)."""
     c = corpus(cfg.data)
-    block, count = int(cfg.model.block_size), int(cfg.data.eval_windows)
+    block, count = block_size(cfg), int(cfg.data.eval_windows)
     key = (id(c), block, count)
     if key not in _DATASETS or _DATASETS[key][0] is not c:
         _DATASETS[key] = (c, _dataset(c, block, count))
@@ -293,6 +294,15 @@ def check_not_text(data: Cfg, where: str = "") -> None:
                              + _at(where))
 
 
+def block_size(cfg: Cfg) -> Any:
+    """The window length: data.block_size, else model.block_size (the transformer's); None: neither."""
+    own = cfg.data.get("block_size")
+    if own is not None:
+        return own
+    model = cfg.get("model")
+    return model.get("block_size") if isinstance(model, dict) else None
+
+
 def _positive(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
@@ -322,13 +332,20 @@ def validate(cfg: Cfg, where: str = "") -> None:
         if not _positive(d.get(key)):
             raise UsageError(f"data.{key} ({what}) must be a positive integer, got {d.get(key)}" + _at(where))
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
-    block = model.get("block_size")
+    name = model.get('name') or 'mlp'
+    if name == "mlp" or name == "cnn":
+        raise UsageError(f"data={d.name} is text: model={name} takes no token windows (model=transformer, or "
+                         "model=module with data.block_size)" + _at(where))
+    own, block = d.get("block_size"), block_size(cfg)
+    if own is not None and model.get("block_size") is not None and own != model.get("block_size"):
+        raise UsageError(f"data.block_size={own} and model.block_size={model.get('block_size')} disagree: the "
+                         "transformer's window is model.block_size (leave data.block_size null)" + _at(where))
     if block is None:
-        raise UsageError(f"data={d.name} is text: it needs a model with model.block_size, the window length "
-                         f"(model=transformer); model={model.get('name') or 'mlp'} has none" + _at(where))
+        raise UsageError(f"data={d.name} is text: it needs the window length, data.block_size (model={name} has "
+                         "no model.block_size)" + _at(where))
+    key = "data.block_size" if own is not None else "model.block_size"
     if not _positive(block):
-        raise UsageError(f"model.block_size (the window length) must be a positive integer, got {block}"
-                         + _at(where))
+        raise UsageError(f"{key} (the window length) must be a positive integer, got {block}" + _at(where))
     bs = cfg.get("batch_size")
     if bs is not None and not _positive(bs):
         raise UsageError(f"batch_size (windows per member and step) must be a positive integer, got {bs}"
@@ -350,7 +367,7 @@ def validate(cfg: Cfg, where: str = "") -> None:
     sizes = _split_sizes(len(c.tokens))
     for split, n in zip(("training", "validation", "test"), sizes):
         if n <= block + 1:
-            raise UsageError(f"data={d.name}: the text is too short for model.block_size={block}: its {split} split "
+            raise UsageError(f"data={d.name}: the text is too short for {key}={block}: its {split} split "
                              f"has {n} characters, and each split needs more than block_size + 1 = {block + 1} "
                              f"({len(c.tokens)} characters: {sizes[0]} training, {sizes[1]} validation, "
                              f"{sizes[2]} test)" + _at(where))

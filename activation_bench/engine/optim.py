@@ -65,7 +65,11 @@ def decay_flags(model: Any) -> list[bool]:
 def member_owners(model: Any) -> dict[int, int]:
     """Parameter index (in model.parameters() order) -> member, for the parameters that belong to one
     member and have no member axis: a per-member activation's (PReLU's weight, a learnable expression's
-    values, a user's module's), which gradient clipping counts toward that member's norm."""
+    values, a user's module's), which gradient clipping counts toward that member's norm. A model
+    whose parameters all belong to one member each (model=module's) says so with `owners()`."""
+    own = getattr(model, "owners", None)
+    if callable(own):
+        return dict(own())
     mine = {id(p): s.start for s in getattr(model, "slices", ()) if s.per_member
             for mod in s.modules for p in mod.parameters()}
     return {i: mine[id(p)] for i, p in enumerate(model.parameters()) if id(p) in mine}
@@ -143,11 +147,12 @@ class StackedOptimizer:
         grad_clip) scales them: total = the 2-norm of the vector of each parameter's 2-norm,
         scale = min(1, grad_clip / (total + 1e-6)). Returns new tensors (.grad stays as it was)."""
         stacked = {i: g for i, g in enumerate(grads) if i not in self.owners}
-        if not stacked:
-            raise ValueError("gradient clipping needs at least one stacked parameter")
-        m = next(iter(stacked.values())).shape[0]
-        rows = {i: torch.linalg.vector_norm(g.reshape(m, -1), 2, dim=1) for i, g in stacked.items()}  # [M] each
-        total = torch.linalg.vector_norm(torch.stack(list(rows.values()), dim=1), 2, dim=1)  # [M]
+        if stacked:
+            m = next(iter(stacked.values())).shape[0]
+            rows = {i: torch.linalg.vector_norm(g.reshape(m, -1), 2, dim=1) for i, g in stacked.items()}  # [M] each
+            total = torch.linalg.vector_norm(torch.stack(list(rows.values()), dim=1), 2, dim=1)  # [M]
+        else:  # every parameter one member's (model=module): each member's norm below
+            rows, total = {}, grads[0].new_zeros(max(self.owners.values()) + 1)
         for member in sorted(set(self.owners.values())):  # with its own parameters: its norms in parameter order
             norms = [rows[i][member] if i in rows else torch.linalg.vector_norm(grads[i], 2)
                      for i in range(len(grads)) if self.owners.get(i, member) == member]

@@ -86,6 +86,8 @@ class RunResult:
     # log.preact_stats: (epoch, layer, stat, value) rows, how normal each layer's pre-activations are
     preact: list[tuple[int, int, str, float]] | None = None
     engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled.py)
+    # the family's own facts about the built model (model=module: where the activation got in)
+    model_info: dict[str, Any] | None = None
     threads: int = 0  # torch's intra-op threads while the stack trained: CPU results depend on the count
 
 
@@ -111,7 +113,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     engine, why = _plan_engine(cfgs)
     if engine == "compiled":
         cfgs = compiled.pad(cfgs, _act_key)
-    elif n_real == 1:
+    elif n_real == 1 and registry.of(cfgs[0]).pads_alone:
         # A stack of one is padded with a copy of itself: with several threads, MKL's
         # single-matrix path rounds differently from its batched one, and padding makes a run
         # done alone bit-identical to the same member inside a sweep's stack.
@@ -203,7 +205,7 @@ class _Stack:
     engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled/choose.py) where it is used
     compiled_step: compiled.Compiled | None = None
     family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
-    windows: tuple[int, int] | None = None  # text: (data.steps, model.block_size) (`text_batches`)
+    windows: tuple[int, int] | None = None  # text: (data.steps, the window length) (`text_batches`)
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y (a language model's logits [M, B, T, V]
@@ -302,7 +304,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
         batch_size=first.batch_size or n, seeds=seeds,
         shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
                    {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
-        windows=(first.data.steps, first.model.block_size) if is_text else None,
+        windows=(first.data.steps, text.block_size(first)) if is_text else None,
         classify=classifies(first), train_eval=bool(first.log.train_eval), family=family,
     )
 
@@ -382,6 +384,7 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
     grads = grad_log.per_member(stops) if grad_log is not None else None
     preacts = preact.per_member(stops) if preact is not None else None
     learned = _learned(stack.model, m)
+    model_info = stack.model.info()
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(stack.order):
         stop = stops[pos]
@@ -400,6 +403,7 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
             learned=learned[pos],
             preact=preacts[pos] if preacts is not None else None,
             engine=stack.engine,
+            model_info=model_info,
             threads=torch.get_num_threads(),
         )
     return results[:n_real]  # type: ignore[return-value]

@@ -130,6 +130,11 @@ class MemberLayers(nn.Module):
         self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
                       if norm != "none" else None)
 
+    def info(self) -> dict | None:
+        """The family's facts about the built model for summary.json (model=module: where the
+        activation got in), or None."""
+        return None
+
     def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """Apply each slice's activation of this hidden layer to its members' rows of h."""
         return per_slice([s.modules[layer] for s in self.slices], h, [s.stop - s.start for s in self.slices])

@@ -61,9 +61,9 @@ def _builtin() -> None:
     if _BUILTIN_DONE:
         return
     _BUILTIN_DONE.append(True)
-    from activation_bench.engine.models import cnn, mlp, transformer
+    from activation_bench.engine.models import cnn, mlp, module, transformer
 
-    for shipped in (mlp.MLP(), cnn.CNN(), transformer.Transformer()):
+    for shipped in (mlp.MLP(), cnn.CNN(), transformer.Transformer(), module.Module()):
         register(shipped, config_file=True)
 
 
