@@ -1,0 +1,144 @@
+"""model=module (#67): a user's own torch.nn.Module, the activation passed in through its
+constructor (model.act_arg) or swapped in by type (model.replace); members equal their runs alone
+bit for bit; every data shape; bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose
+from activation_bench.engine import train
+from tests.conftest import assert_refused_by_run_and_sweep, files_under
+from tests.engine_helpers import stacked_and_alone
+
+M = "tests.module_models"
+ACT = ["model=module", f"model.target={M}:ActNet", "model.act_arg=act_layer", "data=digits", "data.n_train=150",
+       "epochs=2", "batch_size=64", "lr=0.01"]
+REPLACE = ["model=module", f"model.target={M}:Fixed", "model.replace=[torch.nn.ReLU]", "data=iris", "epochs=3",
+           "batch_size=32", "lr=0.01"]
+
+
+def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> None:
+    for field in ("train_loss", "val_loss", "test_loss", "val_acc", "test_acc", "n_params", "model_info"):
+        assert repr(getattr(alone, field)) == repr(getattr(stacked, field)), (field, labels)
+
+
+def test_act_layer_members_equal_their_runs_alone_bitwise_with_batch_norm_dropout_and_shuffling():
+    # two activations x two seeds: batch norm, nn.Dropout (each member's own stream), reshuffled
+    # minibatches, AdamW, the cosine schedule and per-member clipping
+    results = stacked_and_alone([*ACT, "activation=relu,silu", "seed=0,1", "shuffle=true", "weight_decay=0.1",
+                                 "schedule=cosine", "warmup_steps=2", "grad_clip=0.5"])
+    assert len(results) == 4
+    for labels, alone, stacked in results:
+        _same(alone, stacked, labels)
+        assert stacked.stack_size == 2 and alone.stack_size == 1
+        assert all(math.isfinite(v) for v in alone.train_loss)
+        assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2}}
+    by = {(lab["activation"], lab["seed"]): alone.train_loss for lab, alone, _ in results}
+    assert by[("relu", "0")] != by[("silu", "0")]  # the activation reached the model
+    assert by[("relu", "0")] != by[("relu", "1")]
+    # the parameter count is the module's own
+    net = __import__(M, fromlist=["ActNet"]).ActNet()
+    assert results[0][1].n_params == sum(p.numel() for p in net.parameters())
+
+
+def test_replace_members_equal_alone_with_learnable_activations():
+    # a hard-coded nn.ReLU model on a table: prelu (its own weights per site), rrelu (random slopes: the
+    # member's own generator)
+    grid = [*REPLACE, "activation=relu,prelu,tanh,rrelu", "seed=3"]
+    results = stacked_and_alone(grid)
+    for labels, alone, stacked in results:
+        _same(alone, stacked, labels)
+        assert alone.model_info["activation_sites"] == {"way": "replace", "via": "torch.nn.ReLU", "modules": 2}
+    losses = {lab["activation"]: alone.train_loss for lab, alone, _ in results}
+    assert len({tuple(v) for v in losses.values()}) == 4
+    params = {lab["activation"]: alone.n_params for lab, alone, _ in results}
+    assert params["prelu"] == params["relu"] + 2  # one fresh PReLU (one weight) per replaced site
+
+
+def test_first_member_equals_a_plain_pytorch_loop():
+    """A member starts from the module its seed builds and trains as torch.optim.Adam would."""
+    from activation_bench.data import splits
+    from activation_bench.data.synthetic import derived_seed
+    from tests.module_models import Fixed
+
+    cfg = compose([*REPLACE, "activation=tanh", "seed=5", "batch_size=null"])
+    (res,) = train.train([cfg])
+    torch.manual_seed(derived_seed(5, "init"))
+    net = Fixed()
+    net.body[1], net.body[3] = torch.nn.Tanh(), torch.nn.Tanh()
+    opt = torch.optim.Adam(net.parameters(), lr=0.01, fused=True)
+    data = splits.make_dataset(cfg)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(data.x), data.y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert res.train_loss == pytest.approx(losses, rel=1e-5)
+
+
+def test_run_writes_activation_sites_and_trains_sequences_and_text(runner, tmp_path):
+    (tmp_path / "tiny.txt").write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    runs = tmp_path / "runs"
+    cases = [
+        [f"model.target={M}:Seq1d", "model.act_arg=act_layer", "data=mnist1d", "data.n_train=60", "activation=gelu"],
+        [f"model.target={M}:TinyLM", "model.act_arg=act_layer", "data=text", f"data.path={tmp_path / 'tiny.txt'}",
+         "data.block_size=8", "data.steps=2", "data.eval_windows=4", "batch_size=4", "+model.kwargs.vocab=28",
+         "activation=expr", 'activation.fn="x*sigmoid(beta*x)"', "+activation.beta=1.0", "activation.learnable=true"],
+    ]
+    for i, case in enumerate(cases):
+        result = runner.invoke(app, ["run", "--runs-dir", str(runs), "--name", f"r{i}", "model=module", "epochs=1",
+                                     *case])
+        assert result.exit_code == 0, result.output
+        assert "activation sites" in result.output and "1 module built through act_layer" in result.output
+        summary = json.loads((runs / f"r{i}" / "summary.json").read_text())
+        assert summary["activation_sites"]["modules"] == 1
+        assert summary["status"] == "complete" and summary["n_params"] > 0
+
+
+BAD = {
+    "no-target": (["model=module", "model.act_arg=act_layer"], "needs model.target=module:attribute"),
+    "no-way": (["model=module", f"model.target={M}:ActNet"], "needs model.act_arg=NAME"),
+    "both": ([*ACT, "model.replace=[torch.nn.ReLU]"], "give one"),
+    "not-importing": (["model=module", "model.target=no_such_module_67:Net", "model.act_arg=act_layer"],
+                      "does not import: ModuleNotFoundError: No module named 'no_such_module_67'"),
+    "missing-attr": (["model=module", f"model.target={M}:Nope", "model.act_arg=act_layer"],
+                     "does not import: AttributeError"),
+    "not-callable": (["model=module", f"model.target={M}:NOT_CALLABLE", "model.act_arg=act_layer"],
+                     "not a class or a function"),
+    "not-a-module": (["model=module", f"model.target={M}:not_a_module", "model.act_arg=act_layer"],
+                     "gave a int, not a torch.nn.Module"),
+    "rejects-act-arg": (["model=module", f"model.target={M}:Fixed", "model.act_arg=act_layer", "data=iris"],
+                        "unexpected keyword argument 'act_layer'"),
+    "rejects-kwarg": ([*ACT, "+model.kwargs.depth=3"], "unexpected keyword argument 'depth'"),
+    "act-arg-unused": (["model=module", f"model.target={M}:Ignores", "model.act_arg=act_layer", "data=iris"],
+                       "never called model.act_arg=act_layer: no activation module was built through it (the model "
+                       "may fix its activation itself; it holds torch.nn.ReLU x 2: try model.replace)"),
+    "replace-nothing": ([*REPLACE, "model.replace=[torch.nn.GELU]"],
+                        "matched no module of model.target 'tests.module_models:Fixed'; it holds torch.nn.ReLU x 2"),
+    "functional": (["model=module", f"model.target={M}:Functional", "model.replace=[ReLU]", "data=iris"],
+                   "it holds torch.nn.Tanh x 1 (functional calls such as F.relu cannot be reached"),
+    "replace-bad-type": ([*REPLACE, "model.replace=[torch.nn.functional.relu]"], "is not a torch.nn.Module class"),
+    "raises": (["model=module", f"model.target={M}:Raises", "model.act_arg=act_layer", "data=iris"],
+               "failed in a check forward on a batch of shape [2, 4]: RuntimeError: the model broke here"),
+    "wrong-shape": ([*ACT, "+model.kwargs.n_out=3"], "the model's output has shape [2, 3]; 10 classes needs [2, 10]"),
+    "wrong-input": ([*REPLACE, "data=digits"], "failed in a check forward on a batch of shape [2, 1, 8, 8]"),
+    "gated": ([*ACT, "activation=swiglu"], "activation=swiglu is gated"),
+    "grad-log": ([*ACT, "log.grad_norms=true"], "log.grad_norms needs the shipped families' layers"),
+    "text-no-window": ([f"model.target={M}:TinyLM", "model=module", "model.act_arg=act_layer", "data=python_docs"],
+                       "it needs the window length, data.block_size"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_is_one_line_exit_2_nothing_written(runner, runs_dir, case):
+    args, message = BAD[case]
+    assert_refused_by_run_and_sweep(runner, runs_dir, args, message)
+    assert files_under(runs_dir) == []
