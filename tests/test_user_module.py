@@ -142,3 +142,57 @@ def test_bad_input_is_one_line_exit_2_nothing_written(runner, runs_dir, case):
     args, message = BAD[case]
     assert_refused_by_run_and_sweep(runner, runs_dir, args, message)
     assert files_under(runs_dir) == []
+
+
+# --------------------------------------------------------------------------------------------
+# every command on a user's module; checkpoints
+
+
+@pytest.fixture(scope="module")
+def module_sweep(tmp_path_factory: pytest.TempPathFactory):
+    from typer.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("module") / "runs"
+    args = ["sweep", "--runs-dir", str(root), "--name", "mod", "-q", "activation=relu,gelu", "lr=0.003,0.03",
+            "seed=range(4)", "shuffle=false,true", *REPLACE[:4], "epochs=2", "batch_size=32"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return root / "mod"
+
+
+def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, module_sweep, tmp_path):
+    from activation_bench.export.mlflow import collect
+
+    tuned = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2",
+             "--tune-on", "val_acc"]
+    out = runner.invoke(app, ["compare", str(module_sweep), *tuned, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert {row["activation"] for row in json.loads(out.stdout)["rows"]} == {"relu", "gelu"}
+    ranked = runner.invoke(app, ["rank", str(module_sweep), *tuned, "--task", "shuffle"])
+    assert ranked.exit_code == 0, ranked.output
+    page = tmp_path / "report.html"
+    report = runner.invoke(app, ["report", str(module_sweep), *tuned[:-2], "--tune-on", "val_acc", "-o", str(page)])
+    assert report.exit_code == 0, report.output
+    assert "tests.module_models:Fixed(), activation replacing torch.nn.ReLU" in page.read_text()
+    plot = runner.invoke(app, ["plot", str(module_sweep), "-o", str(tmp_path / "curves.png")])
+    assert plot.exit_code == 0, plot.output
+    plan = collect([module_sweep])
+    assert len(plan.members) == 32 and plan.members[0].params["model"] == "module"
+    summary = json.loads(next(module_sweep.glob("*/summary.json")).read_text())
+    assert summary["activation_sites"] == {"way": "replace", "via": "torch.nn.ReLU", "modules": 2}
+
+
+def test_search_candidates_go_into_the_users_module(runner, runs_dir):
+    out = runner.invoke(app, ["search", "--runs-dir", str(runs_dir), "--dry-run", "--candidates", "12",
+                              *REPLACE[:4], "epochs=2", "--select-on", "val_acc"])
+    assert out.exit_code == 0, out.output
+
+
+def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
+    from tests.test_checkpoint import _run, assert_same_outputs
+
+    args = [*ACT, "shuffle=true", "epochs=3", "activation=rrelu"]
+    assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
+    assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@1.2").exit_code == 143
+    assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0
+    assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
