@@ -196,3 +196,28 @@ def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
     assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@1.2").exit_code == 143
     assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
+# --------------------------------------------------------------------------------------------
+# examples/: He et al.'s CIFAR ResNets and the CIFAR-10 study file
+
+
+def test_cifar_resnets_have_the_papers_sizes():
+    from examples.cifar_resnet import resnet20, resnet56
+
+    sizes = [sum(p.numel() for p in f().parameters()) for f in (resnet20, resnet56)]
+    assert sizes == [269_722, 853_018]  # 0.27M and 0.85M (the paper: 0.27M, 0.86M)
+    assert resnet20()(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_cifar_study_is_planned_listing_the_code_it_imports(runner, tmp_path, monkeypatch):
+    from tests.test_images import write_cifar
+
+    write_cifar(tmp_path, per_batch=40)  # 200 training images: 160 after the validation split, batch 128
+    monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path))
+    out = runner.invoke(app, ["study", "run", "examples/cifar10-resnet20.yaml", "--dry-run", "--runs-dir",
+                              str(tmp_path / "runs"), "-o", str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("imports (runs the code of): examples.cifar_resnet (model.target)\n")
+    assert "96 members to train" in out.output
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
