@@ -133,7 +133,7 @@ BAD = {
     "gated": ([*ACT, "activation=swiglu"], "activation=swiglu is gated"),
     "grad-log": ([*ACT, "log.grad_norms=true"], "log.grad_norms needs the shipped families' layers"),
     "text-no-window": ([f"model.target={M}:TinyLM", "model=module", "model.act_arg=act_layer", "data=python_docs"],
-                       "it needs the window length, data.block_size"),
+                       "or data.block_size (model=module); model=module has none"),
 }
 
 

@@ -37,6 +37,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"grad_clip": 0.0},  # per-member gradient clipping
     {"schedule": "constant", "warmup_steps": 0, "decay_steps": None, "min_lr": 0.0},  # the learning-rate schedule
     {"model.attn_dropout": 0.0},  # a transformer's dropout on the attention probabilities
+    {"data.block_size": None},  # text: the window length as a data key (model=module, #67)
 )
 
 # Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever

@@ -332,17 +332,14 @@ def validate(cfg: Cfg, where: str = "") -> None:
         if not _positive(d.get(key)):
             raise UsageError(f"data.{key} ({what}) must be a positive integer, got {d.get(key)}" + _at(where))
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
-    name = model.get('name') or 'mlp'
-    if name == "mlp" or name == "cnn":
-        raise UsageError(f"data={d.name} is text: model={name} takes no token windows (model=transformer, or "
-                         "model=module with data.block_size)" + _at(where))
+    name = model.get("name") or "mlp"
     own, block = d.get("block_size"), block_size(cfg)
     if own is not None and model.get("block_size") is not None and own != model.get("block_size"):
         raise UsageError(f"data.block_size={own} and model.block_size={model.get('block_size')} disagree: the "
                          "transformer's window is model.block_size (leave data.block_size null)" + _at(where))
     if block is None:
-        raise UsageError(f"data={d.name} is text: it needs the window length, data.block_size (model={name} has "
-                         "no model.block_size)" + _at(where))
+        raise UsageError(f"data={d.name} is text: it needs a model with model.block_size, the window length "
+                         f"(model=transformer), or data.block_size (model=module); model={name} has none" + _at(where))
     key = "data.block_size" if own is not None else "model.block_size"
     if not _positive(block):
         raise UsageError(f"{key} (the window length) must be a positive integer, got {block}" + _at(where))

@@ -64,7 +64,11 @@ def imports(study: Study) -> list[tuple[str, str]]:
 
     found: dict[tuple[str, str], None] = {}
     for sw in study.spec.sweeps.values():
-        for ov in parse_overrides([*sw.grid, *sw.overrides]):
+        try:
+            parsed = parse_overrides([*sw.grid, *sw.overrides])
+        except UsageError:
+            continue  # planning refuses it, naming the sweep
+        for ov in parsed:
             if ov.key_or_group not in CODE_KEYS:
                 continue
             values = list(ov.sweep_iterator()) if ov.is_sweep_override() else ov.value()
