@@ -188,10 +188,11 @@ def test_search_candidates_go_into_the_users_module(runner, runs_dir):
     assert out.exit_code == 0, out.output
 
 
-def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [["activation=rrelu"], ["model.vmap=true", "+model.kwargs.dropout=0.0"]])
+def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch, extra):
     from tests.test_checkpoint import _run, assert_same_outputs
 
-    args = [*ACT, "shuffle=true", "epochs=3", "activation=rrelu"]
+    args = [*ACT, "shuffle=true", "epochs=3", *extra]
     assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
     assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@1.2").exit_code == 143
     assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0
@@ -221,3 +222,32 @@ def test_cifar_study_is_planned_listing_the_code_it_imports(runner, tmp_path, mo
     assert out.output.startswith("imports (runs the code of): examples.cifar_resnet (model.target)\n")
     assert "96 members to train" in out.output
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# model.vmap=true: one torch.func stack, equal to the members' runs alone within a tolerance
+
+VMAP_TOLERANCE = 1e-3  # relative, on every epoch's losses (docs/your-own-model.md: measured 2e-4 at 51 steps)
+
+
+def test_vmap_members_agree_with_their_runs_alone_within_the_stated_tolerance():
+    from activation_bench.config.compose import compose_many
+
+    grid = [*ACT, "+model.kwargs.dropout=0.0", "weight_decay=0.1", "grad_clip=0.5"]
+    cfgs = compose_many([[*grid, f"activation={a}", f"seed={s}", f"model.vmap={v}"]
+                         for v in ("true", "false") for a in ("relu", "prelu") for s in (0, 1)])
+    stacked = train.train(cfgs[:2]) + train.train(cfgs[2:4])  # vmap: two stacks of two (one per activation)
+    alone = [train.train([c])[0] for c in cfgs[4:]]  # members one after another, each alone
+    for v, a in zip(stacked, alone):
+        assert v.stack_size == 2 and v.n_params == a.n_params and v.model_info == a.model_info
+        for key in ("train_loss", "val_loss", "test_loss"):
+            assert getattr(v, key) == pytest.approx(getattr(a, key), rel=VMAP_TOLERANCE), key
+    assert stacked[0].train_loss != stacked[2].train_loss  # relu and prelu differ
+
+
+def test_vmap_refuses_random_draws_in_one_line(runner, runs_dir):
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*ACT, "model.vmap=true"],
+                                    "model.vmap=true cannot run model.target 'tests.module_models:ActNet': it draws "
+                                    "random numbers")
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*REPLACE, "model.vmap=true", "activation=rrelu"],
+                                    "it draws random numbers")
