@@ -251,3 +251,24 @@ def test_vmap_refuses_random_draws_in_one_line(runner, runs_dir):
                                     "random numbers")
     assert_refused_by_run_and_sweep(runner, runs_dir, [*REPLACE, "model.vmap=true", "activation=rrelu"],
                                     "it draws random numbers")
+
+
+def test_every_elementwise_registered_activation_and_a_target_one_go_in(runner, tmp_path):
+    """Each registered activation (the gated ones refused, saying why) builds, is counted and runs
+    the check forward; a user's _target_ activation trains."""
+    from activation_bench.config.compose import compose
+    from activation_bench.engine.activations import registry as activations
+    from activation_bench.engine.models import user_module
+    from activation_bench.errors import UsageError
+
+    for name in activations.names():
+        args = [*REPLACE, f"activation={name}"]
+        if activations.get_spec(name).gated:
+            with pytest.raises(UsageError, match="is gated"):
+                compose(args)
+            continue
+        assert user_module.probe(compose(args)).sites.modules == 2, name
+    result = runner.invoke(app, ["run", "--runs-dir", str(tmp_path), "--name", "t", *REPLACE, "activation=custom",
+                                 "activation._target_=torch.nn.Softsign"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "t" / "summary.json").read_text())["activation_sites"]["modules"] == 2
