@@ -56,23 +56,16 @@ def default_decay(params: Sequence[torch.Tensor]) -> list[bool]:
 
 
 def decay_flags(model: Any) -> list[bool]:
-    """The model's own flags of the parameters AdamW decays (a family's `decay_flags()`, e.g. the
-    transformer's: matrices and embeddings), else default_decay's."""
-    own = getattr(model, "decay_flags", None)
-    return list(own()) if callable(own) else default_decay(list(model.parameters()))
+    """The model's flags of the parameters AdamW decays (its `decay_flags()`: default_decay's, or a
+    family's own, e.g. the transformer's matrices and embeddings)."""
+    return list(model.decay_flags())
 
 
 def member_owners(model: Any) -> dict[int, int]:
     """Parameter index (in model.parameters() order) -> member, for the parameters that belong to one
-    member and have no member axis: a per-member activation's (PReLU's weight, a learnable expression's
-    values, a user's module's), which gradient clipping counts toward that member's norm. A model
-    whose parameters all belong to one member each (model=module's) says so with `owners()`."""
-    own = getattr(model, "owners", None)
-    if callable(own):
-        return dict(own())
-    mine = {id(p): s.start for s in getattr(model, "slices", ()) if s.per_member
-            for mod in s.modules for p in mod.parameters()}
-    return {i: mine[id(p)] for i, p in enumerate(model.parameters()) if id(p) in mine}
+    member and have no member axis (the model's `owners()`, base.MemberLayers): gradient clipping
+    counts them toward that member's norm."""
+    return dict(model.owners())
 
 
 class StackedOptimizer:
