@@ -73,6 +73,10 @@ class Module(Family):
         from activation_bench.engine.models import user_module
 
         user_module.probe(cfg, where)
+        if m.get("vmap"):
+            from activation_bench.engine.models import vmap_stack
+
+            vmap_stack.probe(cfg, where)
 
     def describe(self, model: dict[str, Any]) -> str:
         args = ", ".join(f"{k}={v}" for k, v in _kwargs(model).items())
@@ -114,6 +118,10 @@ class Module(Family):
         return 0  # eager only (no compiled step): engine=auto never asks
 
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
+        if ordered[0].model.get("vmap"):
+            from activation_bench.engine.models import vmap_stack
+
+            return vmap_stack.build(ordered, device, dtype)
         from activation_bench.engine.models import user_module
 
         return user_module.build(ordered, device, dtype)

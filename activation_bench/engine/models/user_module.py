@@ -223,7 +223,7 @@ def fit_output(out: Any, rows: int, expected: tuple[int, ...], what: str) -> tor
     return out
 
 
-def _expected(cfg: Cfg, rows: int) -> tuple[tuple[int, ...], str]:
+def expected_output(cfg: Cfg, rows: int) -> tuple[tuple[int, ...], str]:
     """The output shape a batch of `rows` must give, and the task in words."""
     from activation_bench.data import tables, text
     from activation_bench.data.shapes import n_outputs
@@ -286,13 +286,8 @@ def build(ordered: Sequence[Cfg], device: str, dtype: torch.dtype) -> StackedMod
     from activation_bench.data.shapes import model_input_shape
 
     first = ordered[0]
-    expected, what = _expected(first, 1)
-    members = [member(c, device, dtype) for c in ordered]
-    if first.model.get("vmap"):
-        from activation_bench.engine.models.vmap_stack import VmapStack
-
-        return VmapStack(members, model_input_shape(first), expected, what)
-    return StackedModules(members, model_input_shape(first), expected, what)
+    expected, what = expected_output(first, 1)
+    return StackedModules([member(c, device, dtype) for c in ordered], model_input_shape(first), expected, what)
 
 
 @dataclass(frozen=True)
@@ -313,7 +308,7 @@ def probe(cfg: Cfg, where: str = "") -> Probe:
     from activation_bench.data.shapes import model_input_shape
 
     shape = model_input_shape(cfg)
-    expected, what = _expected(cfg, PROBE_ROWS)
+    expected, what = expected_output(cfg, PROBE_ROWS)
     vocab = text.vocab_size(cfg) if text.is_text(cfg.data) else 0
     key = json.dumps([dict(cfg.model), dict(cfg.activation), shape, expected, what, vocab, cfg.dtype],
                      sort_keys=True, default=str)
@@ -355,33 +350,12 @@ def _probe(key: str) -> Probe:
     except ValueError as exc:
         raise UsageError(f"model.target '{model['target']}' on a batch of shape {[PROBE_ROWS, *shape]}: {exc}") \
             from None
-    if model.get("vmap"):
-        _probe_vmap(cfg, dtype, x)
     params = sum(p.numel() for p in m.parameters())
     return Probe(params, -(-values[0] // PROBE_ROWS), m.sites)
 
 
-def _probe_vmap(cfg: Cfg, dtype: torch.dtype, x: torch.Tensor) -> None:
-    """model.vmap=true: two members through one vmapped forward in training mode (the step's);
-    UsageError where the module draws random numbers or does what vmap cannot."""
-    from activation_bench.engine.models.vmap_stack import VmapStack
-
-    target = cfg.model["target"]
-    members = [member(_seeded(cfg, s), "cpu", dtype) for s in (0, 1)]
-    stack = VmapStack(members, tuple(x.shape[1:]), (PROBE_ROWS,), "")
-    try:
-        with torch.no_grad():
-            stack.train().raw(x[None].expand(2, *x.shape))
-    except Exception as exc:  # noqa: BLE001 - user code under vmap
-        if "random" in str(exc).lower():
-            raise UsageError(f"model.vmap=true cannot run model.target '{target}': it draws random numbers (dropout, "
-                             "a random activation), which under vmap could not come from each member's own stream; "
-                             "leave model.vmap off (members one after another, bit for bit)") from None
-        raise UsageError(f"model.vmap=true cannot run model.target '{target}' under torch.func.vmap: "
-                         f"{last_line(exc)} (leave model.vmap off)") from None
-
-
-def _seeded(cfg: Any, seed: int) -> Any:
+def seeded(cfg: Any, seed: int) -> Any:
+    """A config of model, activation and seed alone: what `member` reads."""
     from activation_bench.cfg import Cfg
 
     return Cfg.wrap({"model": dict(cfg.model), "activation": dict(cfg.activation), "seed": seed})

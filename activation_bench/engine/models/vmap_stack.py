@@ -17,8 +17,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from activation_bench.engine.models import user_module
 from activation_bench.engine.models.base import MemberLayers
-from activation_bench.engine.models.user_module import Member, fit_output
+from activation_bench.engine.models.user_module import Member, fit_output, last_line
+from activation_bench.errors import UsageError
 
 
 class VmapStack(MemberLayers):
@@ -71,3 +73,43 @@ class VmapStack(MemberLayers):
 
     def info(self) -> dict[str, Any] | None:
         return self.sites.info()
+
+
+def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
+    """The members (user_module.member, each from its seed) as one vmapped stack."""
+    from activation_bench.data.shapes import model_input_shape
+
+    first = ordered[0]
+    expected, what = user_module.expected_output(first, 1)
+    members = [user_module.member(c, device, dtype) for c in ordered]
+    return VmapStack(members, model_input_shape(first), expected, what)
+
+
+def probe(cfg: Any, where: str = "") -> None:
+    """model.vmap=true's check: two members through one vmapped forward in training mode (the
+    step's) on a small batch; UsageError where the module draws random numbers or does what vmap
+    cannot. Run after user_module.probe (the model builds and has the right output)."""
+    from activation_bench.data import text
+    from activation_bench.data.shapes import model_input_shape
+    from activation_bench.data.synthetic import DTYPES
+
+    target = cfg.model["target"]
+    dtype = DTYPES[cfg.dtype]
+    shape = model_input_shape(cfg)
+    rows = user_module.PROBE_ROWS
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randint(0, text.vocab_size(cfg), (2, rows, *shape), generator=gen) if text.is_text(cfg.data)
+         else torch.randn(2, rows, *shape, generator=gen, dtype=dtype))
+    stack = VmapStack([user_module.member(user_module.seeded(cfg, s), "cpu", dtype) for s in (0, 1)], shape,
+                      (rows,), "")
+    at = f" (in: {where})" if where else ""
+    try:
+        with torch.no_grad():
+            stack.train().raw(x)
+    except Exception as exc:  # noqa: BLE001 - user code under vmap
+        if "random" in str(exc).lower():
+            raise UsageError(f"model.vmap=true cannot run model.target '{target}': it draws random numbers (dropout, "
+                             "a random activation), which under vmap could not come from each member's own stream; "
+                             f"leave model.vmap off (members one after another, bit for bit){at}") from None
+        raise UsageError(f"model.vmap=true cannot run model.target '{target}' under torch.func.vmap: "
+                         f"{last_line(exc)} (leave model.vmap off){at}") from None
