@@ -101,6 +101,8 @@ def test_run_writes_activation_sites_and_trains_sequences_and_text(runner, tmp_p
         summary = json.loads((runs / f"r{i}" / "summary.json").read_text())
         assert summary["activation_sites"]["modules"] == 1
         assert summary["status"] == "complete" and summary["n_params"] > 0
+    learned = json.loads((runs / "r1" / "summary.json").read_text())["learned"]  # the learnable expression's
+    assert list(learned) == ["beta"] and len(learned["beta"]) == 1 and learned["beta"][0] != 1.0  # one site, trained
 
 
 BAD = {

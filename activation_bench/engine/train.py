@@ -383,7 +383,7 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
     preacts = preact.per_member(stops) if preact is not None else None
-    learned = _learned(stack.model, m)
+    learned = stack.model.learned(m)
     model_info = stack.model.info()
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(stack.order):
@@ -407,16 +407,6 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
             threads=torch.get_num_threads(),
         )
     return results[:n_real]  # type: ignore[return-value]
-
-
-def _learned(model: MemberLayers, m: int) -> list[dict[str, list[float]] | None]:
-    """Per member, its expression's learned parameters (one value per hidden layer), else None."""
-    out: list[dict[str, list[float]] | None] = [None] * m
-    for s in model.slices:
-        values = [mod.learned() for mod in s.modules if hasattr(mod, "learned")]
-        if s.per_member and values and values[0]:
-            out[s.start] = {k: [v[k] for v in values] for k in values[0]}
-    return out
 
 
 def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:

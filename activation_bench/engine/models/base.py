@@ -175,6 +175,16 @@ class MemberLayers(nn.Module):
         self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
                       if norm != "none" else None)
 
+    def learned(self, m: int) -> list[dict[str, list[float]] | None]:
+        """Per member (of m), its expression's learned parameters (one value per hidden layer),
+        else None (activation=expr with activation.learnable=true: summary.json's `learned`)."""
+        out: list[dict[str, list[float]] | None] = [None] * m
+        for s in self.slices:
+            values = [mod.learned() for mod in s.modules if hasattr(mod, "learned")]
+            if s.per_member and values and values[0]:
+                out[s.start] = {k: [v[k] for v in values] for k in values[0]}
+        return out
+
     def info(self) -> dict | None:
         """The family's facts about the built model for summary.json (model=module: where the
         activation got in), or None."""

@@ -262,6 +262,15 @@ class StackedModules(MemberLayers):
     def per_member_params(self) -> int:
         return sum(p.numel() for p in self.members[0].parameters())
 
+    def learned(self, m: int) -> list[dict[str, list[float]] | None]:
+        """Per member, a learnable expression's values: one per activation site, in module order."""
+        out: list[dict[str, list[float]] | None] = []
+        for member in self.members:
+            values = [mod.learned() for mod in member.net.modules() if callable(getattr(mod, "learned", None))]
+            values = [v for v in values if v]
+            out.append({k: [v[k] for v in values] for k in values[0]} if values else None)
+        return out
+
     def owners(self) -> dict[int, int]:
         mine = {id(p): i for i, m in enumerate(self.members) for p in m.parameters()}
         return {i: mine[id(p)] for i, p in enumerate(self.parameters())}
