@@ -263,6 +263,38 @@ def sample(tokens: torch.Tensor | list[torch.Tensor], gens: list[torch.Generator
     return w[..., :-1].contiguous(), w[..., 1:].contiguous()
 
 
+@dataclass(frozen=True)
+class Windows:
+    """How a text source feeds a training stack (the training loop asks `feed(cfg)` and knows
+    nothing else of text): one copy of the training tokens serves every member, each epoch is
+    `steps` batches of random windows of `block` tokens drawn from each seed's `stream` (members
+    sharing a seed see the same windows: paired)."""
+
+    steps: int
+    block: int
+    stream: str = "batches"
+
+    def batches(self, x: Any, gens: dict[int, Any], seeds: list[int], batch: int,
+                device: str) -> list[tuple[Any, Any]]:
+        """This epoch's batches [(x [M, batch, block], y)] of the members (seeds, in stack order) from
+        the tokens x [M, L] (rows sharing one copy) and each distinct seed's generator."""
+        import torch
+
+        distinct = list(gens)
+        which = torch.tensor([distinct.index(s) for s in seeds], device=device)
+        tokens = x[:1].expand(len(distinct), -1)
+        out = []
+        for _ in range(self.steps):
+            xs, ys = sample(tokens, [gens[s] for s in distinct], self.block, batch)
+            out.append((xs.index_select(0, which), ys.index_select(0, which)))
+        return out
+
+
+def feed(cfg: Cfg) -> Windows | None:
+    """A text member's batching (data.steps windows of the window length per epoch), else None."""
+    return Windows(int(cfg.data.steps), int(block_size(cfg))) if is_text(cfg.data) else None
+
+
 # ---------------------------------------------------------------------------------------------
 # checks of a composed config (config/validate.py; one line each)
 

@@ -205,7 +205,7 @@ class _Stack:
     engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled/choose.py) where it is used
     compiled_step: compiled.Compiled | None = None
     family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
-    windows: tuple[int, int] | None = None  # text: (data.steps, the window length) (`text_batches`)
+    windows: text.Windows | None = None  # text: random windows each epoch (data/text.py), else rows
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y (a language model's logits [M, B, T, V]
@@ -216,7 +216,7 @@ class _Stack:
         """This epoch's minibatches (a fresh permutation per member with shuffling; text: data.steps
         batches of random windows)."""
         if self.windows is not None:
-            return self.text_batches(*self.windows)
+            return self.windows.batches(self.x, self.shufflers, self.seeds, self.batch_size, self.device)
         if not self.shufflers:
             return self.fixed_batches
         n = self.x.shape[1]
@@ -228,19 +228,6 @@ class _Stack:
     def dtype(self) -> torch.dtype:
         """The losses' dtype: the inputs' (a text's are characters: the model's)."""
         return self.x.dtype if self.x.is_floating_point() else next(self.model.parameters()).dtype
-
-    def text_batches(self, steps: int, block: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """`steps` batches of `batch_size` random windows per member, nanoGPT's get_batch drawn from
-        each seed's "batches" stream (members sharing a seed see the same windows: paired)."""
-        distinct = list(self.shufflers)
-        which = torch.tensor([distinct.index(s) for s in self.seeds], device=self.device)
-        gens = [self.shufflers[s] for s in distinct]
-        tokens = self.x[:1].expand(len(distinct), -1)
-        out = []
-        for _ in range(steps):
-            xs, ys = text.sample(tokens, gens, block, self.batch_size)
-            out.append((xs.index_select(0, which), ys.index_select(0, which)))
-        return out
 
     @functools.cached_property
     def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -283,10 +270,10 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     ordered = [cfgs[i] for i in order]
     data = [load_data(c) for c in ordered]
     n, n_val, n_test, _ = data_shapes(first)
-    is_text = text.is_text(first.data)
+    feed = text.feed(first)  # text: random windows of one copy of the tokens; else the rows
 
     def stacked(attr: str) -> torch.Tensor:
-        if attr == "x" and is_text:  # one copy of the training characters serves every member
+        if attr == "x" and feed is not None:  # one copy of the training characters serves every member
             return data[0].x.to(device)[None].expand(len(data), -1)
         return torch.stack([getattr(d, attr) for d in data]).to(device)
 
@@ -302,9 +289,9 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
             first.batch_size or n, n)), decay_flags(model), member_owners(model)),
         hand=hand_gradient.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
-        shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
+        shufflers=({s: generator(s, feed.stream) for s in dict.fromkeys(seeds)} if feed is not None else
                    {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
-        windows=(first.data.steps, text.block_size(first)) if is_text else None,
+        windows=feed,
         classify=classifies(first), train_eval=bool(first.log.train_eval), family=family,
     )
 
