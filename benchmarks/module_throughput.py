@@ -110,6 +110,9 @@ def main() -> None:
     if args.quick:
         args.epochs, args.repeat = 1, 1
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from provenance import header
+
+    print(header())
     print(f"load average {os.getloadavg()[0]:.2f} (quiet below 1.5); torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; {len(ACTS) * SEEDS} members x {args.epochs} epochs")
     actbench(1, False), actbench(1, True), plain(1)  # warm-up: imports, data caches
