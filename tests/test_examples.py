@@ -226,6 +226,7 @@ PATHS = {
     "runs/cnn": "classes",
     "runs/gpt": "classes",
     "runs/mnist1d-cnn": "classes",
+    "runs/my-model": "classes",
     "runs/depth-study": "deep",
     "runs/my-deep-sweep": "deep",
     "runs/depth-real-diabetes": "deep",
@@ -502,6 +503,26 @@ def _fake_shakespeare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, study: Pa
     study.write_text(plain.replace("data=shakespeare,", "data=shakespeare, data.sha256=null,"), encoding="utf-8")
 
 
+def write_module_files(ex: Example) -> None:
+    """The files a `model.target=MODULE:ATTR` imports, into the working directory: mymodels.py is
+    docs/your-own-model.md's own ```python block, examples.NAME the checkout's examples/NAME.py."""
+    for word in ex.argv:
+        if not word.startswith("model.target="):
+            continue
+        module = word.split("=", 1)[1].split(":", 1)[0]
+        if module == "mymodels":
+            text = (ROOT / "docs" / "your-own-model.md").read_text(encoding="utf-8")
+            block = re.search(r"```python\n# mymodels.py\n(.*?)```", text, re.S)
+            assert block is not None, "docs/your-own-model.md: the ```python block of mymodels.py"
+            Path("mymodels.py").write_text(block.group(1), encoding="utf-8")
+        elif module.startswith("examples."):
+            Path("examples").mkdir(exist_ok=True)
+            name = module.split(".", 1)[1] + ".py"
+            Path("examples", name).write_bytes((ROOT / "examples" / name).read_bytes())
+        else:
+            raise AssertionError(f"{ex.key}: model.target={module}: teach write_module_files where it comes from")
+
+
 def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
           full: bool) -> None:
     """Run ex in tmp_path (its input files written there); every file it names as output must be there."""
@@ -517,6 +538,7 @@ def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypat
             Path(word).write_bytes((ROOT / word).read_bytes())
             if "data=shakespeare" in Path(word).read_text(encoding="utf-8"):
                 _fake_shakespeare(tmp_path, monkeypatch, Path(word))
+    write_module_files(ex)
     if any(w in ("data=mnist", "data=fashion_mnist", "data=cifar10") for w in ex.argv):
         from tests.test_images import write_cifar, write_mnist
 

@@ -154,3 +154,25 @@ def test_every_compiled_family_module_gives_what_the_compiled_engine_asks():
         if impl is not None:
             assert [n for n in needed if not hasattr(impl, n)] == [], name
     assert registry.family("transformer").compiled() is None  # eager only, said in one line
+
+
+def test_an_installed_packages_family_registers_through_its_entry_point(runner, runs_dir, monkeypatch):
+    """A package names its Family under the activation_bench.families entry point (docs/extending.md):
+    model=NAME trains with no module of actbench edited; a broken entry point is one line, exit 2."""
+    from importlib.metadata import EntryPoint
+
+    good = EntryPoint("toy", "tests.test_model_family:Toy", registry.ENTRY_POINTS)
+    monkeypatch.setattr(registry, "_entry_points", lambda: [good])
+    monkeypatch.setattr(registry, "_BUILTIN_DONE", [])
+    try:
+        result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "--name", "t", *TOY])
+        assert result.exit_code == 0, result.output
+        assert json.loads((runs_dir / "t" / "summary.json").read_text())["model"] == "toy 4"
+    finally:
+        registry.FAMILIES.pop("toy", None)
+    bad = EntryPoint("broken", "no_such_package_67:Family", registry.ENTRY_POINTS)
+    monkeypatch.setattr(registry, "_entry_points", lambda: [bad])
+    monkeypatch.setattr(registry, "_BUILTIN_DONE", [])
+    result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir / "b"), *TOY])
+    assert result.exit_code == 2 and "model family 'broken'" in result.stderr and "does not load" in result.stderr
+    assert files_under(runs_dir / "b") == []

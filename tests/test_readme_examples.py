@@ -39,3 +39,7 @@ def test_readme_transformer_example_runs_shortened(runner, tmp_path, monkeypatch
              "model.n_embd=64": "model.n_embd=16", "block_size=32": "block_size=8", "warmup_steps=50": "warmup_steps=2"}
     out = run_doc_block(runner, tmp_path, README, "## Transformers", short)
     assert "params" in out and "baseline" in out and "swiglu" in out
+
+
+def test_readme_stays_under_15_kb():
+    assert len(README.read_bytes()) < 15_000  # a user's page: details go to docs/

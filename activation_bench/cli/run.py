@@ -101,9 +101,11 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
     ]
     if result.val_loss:
         rows.append(("final val_loss", f"{result.val_loss[-1]:.6g}"))
-    model = registry.of(cfg).run_row(cfg.model)
+    family = registry.of(cfg)
+    model = family.run_row(cfg.model)
     if model is not None:
         rows.append(("model", model))
+    rows += family.info_rows(result.model_info)
     held = held_out(result)
     if held:
         def g(v: float | None) -> str:

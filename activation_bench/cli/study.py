@@ -82,6 +82,10 @@ def run(
         else:
             launching.check_launcher(launcher)
         study = spec.load(study_file, runs_dir, output)
+        if dry_run:
+            code = plan.imports(study)
+            if code:  # said before planning, which imports them and runs the models' constructors
+                typer.echo("imports (runs the code of): " + ", ".join(f"{m} ({k})" for m, k in code))
         sweeps = plan.plan(study)
         if dry_run:
             _print_plan(study, sweeps)

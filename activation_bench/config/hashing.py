@@ -38,6 +38,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"schedule": "constant", "warmup_steps": 0, "decay_steps": None, "min_lr": 0.0},  # the learning-rate schedule
     {"model.attn_dropout": 0.0},  # a transformer's dropout on the attention probabilities
     {"data.val_windows": None},  # text: the validation sample beside a whole test split (null with eval_windows)
+    {"data.block_size": None},  # text: the window length as a data key (model=module, #67)
 )
 
 # Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever

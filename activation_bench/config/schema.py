@@ -14,10 +14,12 @@ DISTRIBUTIONS = ("normal", "uniform")
 TARGETS = ("random", "teacher")
 ENGINES = ("eager", "compiled", "auto")  # engine/compiled/choose.py: eager, or its compiled step (auto: by size)
 SPLICED = ("activation", "data", "model")  # groups whose options only set their own subtree (package = group)
-# options that need user input (activation=custom a _target_, activation=expr an fn, data=csv a file,
-# the image sources their files, data=text a file, data=shakespeare its file; the text sources also need a
-# model with a window, model=transformer, so a glob over data with the default model leaves them out)
-NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10", "text", "python_docs", "shakespeare"}
+# options that need user input (activation=custom a _target_, activation=expr an fn, model=module a
+# target, data=csv a file, the image sources their files, data=text a file, data=shakespeare its file;
+# the text sources also need a model with a window, model=transformer, so a glob over data with the
+# default model leaves them out)
+NOT_GLOBBED = {"custom", "expr", "csv", "mnist", "fashion_mnist", "cifar10", "text", "python_docs", "shakespeare",
+               "module"}
 
 
 @dataclass
@@ -54,6 +56,7 @@ class DataConfig:
     steps: int | None = None
     eval_windows: int | None = None
     val_windows: int | None = None
+    block_size: int | None = None  # text: the window length (null: model.block_size, the transformer's)
 
 
 @dataclass

@@ -32,7 +32,7 @@ def data_shapes(cfg: Cfg) -> tuple[int, int, int, int]:
 
     d = cfg.data
     if text.is_text(d):  # "rows": the windows a member trains on per epoch, and the fixed ones it is judged on
-        return d.steps * cfg.batch_size, *text.held_out_rows(cfg), cfg.model.block_size
+        return d.steps * cfg.batch_size, *text.held_out_rows(cfg), text.block_size(cfg)
     if tables.is_real(d):
         return tables.shapes(cfg)
     return d.n_samples, d.n_val, 0, d.input_dim
@@ -43,3 +43,10 @@ def n_outputs(cfg: Cfg) -> int:
     from activation_bench.data import tables
 
     return tables.n_classes(cfg) if tables.is_classification(cfg.data) else 1
+
+
+def model_input_shape(cfg: Cfg) -> tuple[int, ...]:
+    """One sample's shape as a user's module (model=module) takes it: images [C, H, W] (digits
+    [1, 8, 8]), sequences [C, L] (MNIST-1D), text [T] token ids (T = the window length), tables and
+    synthetic data [features]."""
+    return input_shape(cfg) or (data_shapes(cfg)[3],)

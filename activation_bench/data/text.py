@@ -18,7 +18,8 @@ indices into it. The first 90% of the characters train (prepare.py's `int(n * 0.
 in two halves, validation then test (the test half gets the odd character). nanoGPT validates on the
 whole last 10% and has no test split.
 
-The window length is `model.block_size`; `batch_size` is the number of windows per member and step,
+The window length is `data.block_size` (null: `model.block_size`, the transformer's; `block_size`);
+`batch_size` is the number of windows per member and step,
 `data.steps` the steps per epoch. Training windows are drawn at random (`sample`, nanoGPT's
 get_batch). Held-out splits, the same windows for every seed and member (nanoGPT's estimate_loss draws
 random batches: noise a paired comparison does not need):
@@ -65,7 +66,7 @@ CHUNK = 64  # windows per evaluation pass over a whole split (engine/whole_split
 # the keys of other sources, which text leaves null
 OTHER_KEYS = ("n_samples", "input_dim", "mean", "std", "low", "high", "target", "features", "fn", "val_fraction",
               "test_fraction", "standardize", "dropna", "n_train")
-TEXT_KEYS = ("steps", "eval_windows", "val_windows")  # text only; null for every other source
+TEXT_KEYS = ("steps", "eval_windows", "val_windows", "block_size")  # text only; null for every other source
 
 
 def is_text(data: Cfg) -> bool:
@@ -213,7 +214,7 @@ def judges_whole(d: Cfg) -> bool:
 
 def held_out_rows(cfg: Cfg) -> tuple[int, int]:
     """(validation windows, test windows) a member is evaluated on (torch-free)."""
-    d, block = cfg.data, int(cfg.model.block_size)
+    d, block = cfg.data, int(block_size(cfg))
     if not judges_whole(d):
         return int(d.eval_windows), int(d.eval_windows)
     return int(d.val_windows), whole_count(split_sizes(cfg)[2], block)
@@ -226,13 +227,13 @@ def held_out_rows(cfg: Cfg) -> tuple[int, int]:
 def make_dataset(cfg: Cfg) -> Dataset:
     """The text as a data.Dataset, the same for every seed and member (cached per process): x = the
     training split's tokens [train_characters] int64 (`sample` draws the batches), y = an empty int64
-    tensor, x_val / y_val = the validation split's fixed windows of `model.block_size` characters and
+    tensor, x_val / y_val = the validation split's fixed windows of `block_size(cfg)` characters and
     their next characters [windows, block_size], x_test / y_test the test split's (the whole split's
     non-overlapping windows by default, else `data.eval_windows` fixed windows as validation's); info:
     source, sizes, the characters each held-out split scores, vocabulary (and sha256 for a file)."""
     c = corpus(cfg.data)
     whole = judges_whole(cfg.data)
-    block = int(cfg.model.block_size)
+    block = block_size(cfg)
     count = int(cfg.data.val_windows if whole else cfg.data.eval_windows)
     key = (id(c), block, count, whole)
     if key not in _DATASETS or _DATASETS[key][0] is not c:
@@ -303,6 +304,38 @@ def sample(tokens: torch.Tensor | list[torch.Tensor], gens: list[torch.Generator
     return w[..., :-1].contiguous(), w[..., 1:].contiguous()
 
 
+@dataclass(frozen=True)
+class Windows:
+    """How a text source feeds a training stack (the training loop asks `feed(cfg)` and knows
+    nothing else of text): one copy of the training tokens serves every member, each epoch is
+    `steps` batches of random windows of `block` tokens drawn from each seed's `stream` (members
+    sharing a seed see the same windows: paired)."""
+
+    steps: int
+    block: int
+    stream: str = "batches"
+
+    def batches(self, x: Any, gens: dict[int, Any], seeds: list[int], batch: int,
+                device: str) -> list[tuple[Any, Any]]:
+        """This epoch's batches [(x [M, batch, block], y)] of the members (seeds, in stack order) from
+        the tokens x [M, L] (rows sharing one copy) and each distinct seed's generator."""
+        import torch
+
+        distinct = list(gens)
+        which = torch.tensor([distinct.index(s) for s in seeds], device=device)
+        tokens = x[:1].expand(len(distinct), -1)
+        out = []
+        for _ in range(self.steps):
+            xs, ys = sample(tokens, [gens[s] for s in distinct], self.block, batch)
+            out.append((xs.index_select(0, which), ys.index_select(0, which)))
+        return out
+
+
+def feed(cfg: Cfg) -> Windows | None:
+    """A text member's batching (data.steps windows of the window length per epoch), else None."""
+    return Windows(int(cfg.data.steps), int(block_size(cfg))) if is_text(cfg.data) else None
+
+
 # ---------------------------------------------------------------------------------------------
 # checks of a composed config (config/validate.py; one line each)
 
@@ -332,6 +365,15 @@ def check_not_text(data: Cfg, where: str = "") -> None:
         if data.get(key) is not None:
             raise UsageError(f"data.{key} applies to the text sources ({', '.join(TEXT)}), not data={data.name}"
                              + _at(where))
+
+
+def block_size(cfg: Cfg) -> Any:
+    """The window length: data.block_size, else model.block_size (the transformer's); None: neither."""
+    own = cfg.data.get("block_size")
+    if own is not None:
+        return own
+    model = cfg.get("model")
+    return model.get("block_size") if isinstance(model, dict) else None
 
 
 def _positive(v: Any) -> bool:
@@ -367,13 +409,17 @@ def validate(cfg: Cfg, where: str = "") -> None:
         if not _positive(d.get(key)):
             raise UsageError(f"data.{key} ({what}) must be a positive integer, got {d.get(key)}" + _at(where))
     model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
-    block = model.get("block_size")
+    name = model.get("name") or "mlp"
+    own, block = d.get("block_size"), block_size(cfg)
+    if own is not None and model.get("block_size") is not None and own != model.get("block_size"):
+        raise UsageError(f"data.block_size={own} and model.block_size={model.get('block_size')} disagree: the "
+                         "transformer's window is model.block_size (leave data.block_size null)" + _at(where))
     if block is None:
         raise UsageError(f"data={d.name} is text: it needs a model with model.block_size, the window length "
-                         f"(model=transformer); model={model.get('name') or 'mlp'} has none" + _at(where))
+                         f"(model=transformer), or data.block_size (model=module); model={name} has none" + _at(where))
+    key = "data.block_size" if own is not None else "model.block_size"
     if not _positive(block):
-        raise UsageError(f"model.block_size (the window length) must be a positive integer, got {block}"
-                         + _at(where))
+        raise UsageError(f"{key} (the window length) must be a positive integer, got {block}" + _at(where))
     bs = cfg.get("batch_size")
     if bs is not None and not _positive(bs):
         raise UsageError(f"batch_size (windows per member and step) must be a positive integer, got {bs}"
@@ -395,7 +441,7 @@ def validate(cfg: Cfg, where: str = "") -> None:
     sizes = _split_sizes(len(c.tokens))
     for split, n in zip(("training", "validation", "test"), sizes):
         if n <= block + 1:
-            raise UsageError(f"data={d.name}: the text is too short for model.block_size={block}: its {split} split "
+            raise UsageError(f"data={d.name}: the text is too short for {key}={block}: its {split} split "
                              f"has {n} characters, and each split needs more than block_size + 1 = {block + 1} "
                              f"({len(c.tokens)} characters: {sizes[0]} training, {sizes[1]} validation, "
                              f"{sizes[2]} test)" + _at(where))

@@ -56,19 +56,16 @@ def default_decay(params: Sequence[torch.Tensor]) -> list[bool]:
 
 
 def decay_flags(model: Any) -> list[bool]:
-    """The model's own flags of the parameters AdamW decays (a family's `decay_flags()`, e.g. the
-    transformer's: matrices and embeddings), else default_decay's."""
-    own = getattr(model, "decay_flags", None)
-    return list(own()) if callable(own) else default_decay(list(model.parameters()))
+    """The model's flags of the parameters AdamW decays (its `decay_flags()`: default_decay's, or a
+    family's own, e.g. the transformer's matrices and embeddings)."""
+    return list(model.decay_flags())
 
 
 def member_owners(model: Any) -> dict[int, int]:
     """Parameter index (in model.parameters() order) -> member, for the parameters that belong to one
-    member and have no member axis: a per-member activation's (PReLU's weight, a learnable expression's
-    values, a user's module's), which gradient clipping counts toward that member's norm."""
-    mine = {id(p): s.start for s in getattr(model, "slices", ()) if s.per_member
-            for mod in s.modules for p in mod.parameters()}
-    return {i: mine[id(p)] for i, p in enumerate(model.parameters()) if id(p) in mine}
+    member and have no member axis (the model's `owners()`, base.MemberLayers): gradient clipping
+    counts them toward that member's norm."""
+    return dict(model.owners())
 
 
 class StackedOptimizer:
@@ -143,11 +140,12 @@ class StackedOptimizer:
         grad_clip) scales them: total = the 2-norm of the vector of each parameter's 2-norm,
         scale = min(1, grad_clip / (total + 1e-6)). Returns new tensors (.grad stays as it was)."""
         stacked = {i: g for i, g in enumerate(grads) if i not in self.owners}
-        if not stacked:
-            raise ValueError("gradient clipping needs at least one stacked parameter")
-        m = next(iter(stacked.values())).shape[0]
-        rows = {i: torch.linalg.vector_norm(g.reshape(m, -1), 2, dim=1) for i, g in stacked.items()}  # [M] each
-        total = torch.linalg.vector_norm(torch.stack(list(rows.values()), dim=1), 2, dim=1)  # [M]
+        if stacked:
+            m = next(iter(stacked.values())).shape[0]
+            rows = {i: torch.linalg.vector_norm(g.reshape(m, -1), 2, dim=1) for i, g in stacked.items()}  # [M] each
+            total = torch.linalg.vector_norm(torch.stack(list(rows.values()), dim=1), 2, dim=1)  # [M]
+        else:  # every parameter one member's (model=module): each member's norm below
+            rows, total = {}, grads[0].new_zeros(max(self.owners.values()) + 1)
         for member in sorted(set(self.owners.values())):  # with its own parameters: its norms in parameter order
             norms = [rows[i][member] if i in rows else torch.linalg.vector_norm(grads[i], 2)
                      for i in range(len(grads)) if self.owners.get(i, member) == member]

@@ -87,6 +87,8 @@ class RunResult:
     # log.preact_stats: (epoch, layer, stat, value) rows, how normal each layer's pre-activations are
     preact: list[tuple[int, int, str, float]] | None = None
     engine: str = "eager"  # the engine the stack trained with: eager or compiled (compiled/choose.py)
+    # the family's own facts about the built model (model=module: where the activation got in)
+    model_info: dict[str, Any] | None = None
     threads: int = 0  # torch's intra-op threads while the stack trained: CPU results depend on the count
     # a text's whole test split (whole_split.py): per window, the loss and accuracy at the epoch of lowest
     # validation loss and at the last (test_windows.csv's columns)
@@ -115,7 +117,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     engine, why = _plan_engine(cfgs)
     if engine == "compiled":
         cfgs = compiled.pad(cfgs, _act_key)
-    elif n_real == 1:
+    elif n_real == 1 and registry.of(cfgs[0]).pads_alone:
         # A stack of one is padded with a copy of itself: with several threads, MKL's
         # single-matrix path rounds differently from its batched one, and padding makes a run
         # done alone bit-identical to the same member inside a sweep's stack.
@@ -213,7 +215,7 @@ class _Stack:
     engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled/choose.py) where it is used
     compiled_step: compiled.Compiled | None = None
     family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
-    windows: tuple[int, int] | None = None  # text: (data.steps, model.block_size) (`text_batches`)
+    windows: text.Windows | None = None  # text: random windows each epoch (data/text.py), else rows
     whole_test: bool = False  # text, data.eval_windows null: `test` is the whole split, judged at the end only
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -225,7 +227,7 @@ class _Stack:
         """This epoch's minibatches (a fresh permutation per member with shuffling; text: data.steps
         batches of random windows)."""
         if self.windows is not None:
-            return self.text_batches(*self.windows)
+            return self.windows.batches(self.x, self.shufflers, self.seeds, self.batch_size, self.device)
         if not self.shufflers:
             return self.fixed_batches
         n = self.x.shape[1]
@@ -237,19 +239,6 @@ class _Stack:
     def dtype(self) -> torch.dtype:
         """The losses' dtype: the inputs' (a text's are characters: the model's)."""
         return self.x.dtype if self.x.is_floating_point() else next(self.model.parameters()).dtype
-
-    def text_batches(self, steps: int, block: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """`steps` batches of `batch_size` random windows per member, nanoGPT's get_batch drawn from
-        each seed's "batches" stream (members sharing a seed see the same windows: paired)."""
-        distinct = list(self.shufflers)
-        which = torch.tensor([distinct.index(s) for s in self.seeds], device=self.device)
-        gens = [self.shufflers[s] for s in distinct]
-        tokens = self.x[:1].expand(len(distinct), -1)
-        out = []
-        for _ in range(steps):
-            xs, ys = text.sample(tokens, gens, block, self.batch_size)
-            out.append((xs.index_select(0, which), ys.index_select(0, which)))
-        return out
 
     @functools.cached_property
     def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -292,10 +281,10 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     ordered = [cfgs[i] for i in order]
     data = [load_data(c) for c in ordered]
     n, n_val, n_test, _ = data_shapes(first)
-    is_text = text.is_text(first.data)
+    feed = text.feed(first)  # text: random windows of one copy of the tokens; else the rows
 
     def stacked(attr: str) -> torch.Tensor:
-        if attr == "x" and is_text:  # one copy of the training characters serves every member
+        if attr == "x" and feed is not None:  # one copy of the training characters serves every member
             return data[0].x.to(device)[None].expand(len(data), -1)
         return torch.stack([getattr(d, attr) for d in data]).to(device)
 
@@ -311,10 +300,10 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
             first.batch_size or n, n)), decay_flags(model), member_owners(model)),
         hand=hand_gradient.hand_gradient(model) if HAND_GRADIENT else None, device=device,
         batch_size=first.batch_size or n, seeds=seeds,
-        shufflers=({s: generator(s, "batches") for s in dict.fromkeys(seeds)} if is_text else
+        shufflers=({s: generator(s, feed.stream) for s in dict.fromkeys(seeds)} if feed is not None else
                    {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
-        windows=(first.data.steps, first.model.block_size) if is_text else None,
-        whole_test=is_text and text.judges_whole(first.data),
+        windows=feed,
+        whole_test=feed is not None and text.judges_whole(first.data),
         classify=classifies(first), train_eval=bool(first.log.train_eval), family=family,
     )
 
@@ -395,7 +384,8 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
     stops = [diverged_at[pos] or done for pos in range(m)]
     grads = grad_log.per_member(stops) if grad_log is not None else None
     preacts = preact.per_member(stops) if preact is not None else None
-    learned = _learned(stack.model, m)
+    learned = stack.model.learned(m)
+    model_info = stack.model.info()
     results: list[RunResult | None] = [None] * m
     for pos, original in enumerate(stack.order):
         stop = stops[pos]
@@ -414,20 +404,11 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
             learned=learned[pos],
             preact=preacts[pos] if preacts is not None else None,
             engine=stack.engine,
+            model_info=model_info,
             threads=torch.get_num_threads(),
             test_windows=judged.member(pos) if judged is not None else None,
         )
     return results[:n_real]  # type: ignore[return-value]
-
-
-def _learned(model: MemberLayers, m: int) -> list[dict[str, list[float]] | None]:
-    """Per member, its expression's learned parameters (one value per hidden layer), else None."""
-    out: list[dict[str, list[float]] | None] = [None] * m
-    for s in model.slices:
-        values = [mod.learned() for mod in s.modules if hasattr(mod, "learned")]
-        if s.per_member and values and values[0]:
-            out[s.start] = {k: [v[k] for v in values] for k in values[0]}
-    return out
 
 
 def _step(stack: _Stack, xb: torch.Tensor, yb: torch.Tensor, record: list[torch.Tensor] | None = None) -> torch.Tensor:

@@ -151,6 +151,7 @@ def summary(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] |
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "versions": dict(versions()),
     }
+    out.update(getattr(result, "model_info", None) or {})  # model=module: activation_sites (way, via, modules)
     if getattr(result, "learned", None):  # activation=expr with activation.learnable=true
         out["learned"] = {k: [v if math.isfinite(v) else None for v in vals] for k, vals in result.learned.items()}
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}

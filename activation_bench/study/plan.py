@@ -52,6 +52,33 @@ def plan(study: Study, force: bool = False) -> list[PlannedSweep]:
     return out
 
 
+# keys whose values name code to import: model=module's target and replaced types, a user's activation
+CODE_KEYS = ("model.target", "model.replace", "activation._target_")
+
+
+def imports(study: Study) -> list[tuple[str, str]]:
+    """Every module a study file's sweeps name for importing (their code runs when the sweeps are
+    planned and trained), as (module, key), from the file's own text: listed before planning runs
+    anything. A bare model.replace name is torch.nn's."""
+    from activation_bench.config.grid import parse_overrides
+
+    found: dict[tuple[str, str], None] = {}
+    for sw in study.spec.sweeps.values():
+        try:
+            parsed = parse_overrides([*sw.grid, *sw.overrides])
+        except UsageError:
+            continue  # planning refuses it, naming the sweep
+        for ov in parsed:
+            if ov.key_or_group not in CODE_KEYS:
+                continue
+            values = list(ov.sweep_iterator()) if ov.is_sweep_override() else ov.value()
+            for v in values if isinstance(values, list) else [values]:
+                text = str(v)
+                module = (text.partition(":")[0] if ":" in text else text.rpartition(".")[0]) or "torch.nn"
+                found[(module, ov.key_or_group)] = None
+    return list(found)
+
+
 def _cross_check(study: Study, sweeps: dict[str, PlannedSweep]) -> None:
     spec = study.spec
 

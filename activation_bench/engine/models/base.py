@@ -110,14 +110,59 @@ class MemberDropout:
 
 
 class MemberLayers(nn.Module):
-    """What the stacked MLP, the stacked convnet (stacked_cnn.py) and the stacked GPT
-    (stacked_gpt.py, a block's feed-forward unit per hidden layer) share: per hidden layer, each
+    """The contract of a stacked family's model, what the engine asks of it (train.py, optim.py,
+    checkpoint.py, diagnostics.py, the compiled steps), and what the stacked MLP, the stacked convnet
+    and the stacked GPT (a block's feed-forward unit per hidden layer) share: per hidden layer, each
     slice of members' activation, and the normalization between the layer's product and its
-    activation."""
+    activation. docs/extending.md shows a family of a package's own.
 
-    slices: list[Slice]
+    A model sets `slices` and `depth`, defines `forward(x [M, N, ...], record, preacts, batch_stats)
+    -> [M, N, outputs]` and the methods below that raise NotImplementedError; the rest have defaults.
+    Every parameter has the member axis first ([M, ...]), or belongs to one member (`owners`)."""
+
+    slices: list[Slice]  # the members' activation modules (slices.slices_for), [] where it has none
     norms: nn.ModuleList | None
-    depth: int  # hidden layers (the convnet's blocks); each model also gives pre_activation and next_input
+    depth: int  # hidden layers (the convnet's blocks) whose units the diagnostics log
+
+    # -- what the layers are (the default `hidden` pass, the unit shares, the logs) --
+    def pre_activation(self, layer: int, a: torch.Tensor, batch_stats: bool | None = None) -> torch.Tensor:
+        """Hidden layer `layer`'s activation input on its input a, [M, rows, units]."""
+        raise NotImplementedError
+
+    def layer_output(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The layer's output (the next layer's input, before dropout) from its activation output."""
+        raise NotImplementedError
+
+    def next_input(self, layer: int, a: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The next layer's input in a forward pass (layer_output, then dropout in training)."""
+        raise NotImplementedError
+
+    @property
+    def ws(self) -> list[torch.Tensor]:
+        """Each hidden layer's weight [M, ...] (log.grad_norms reads their gradients)."""
+        raise NotImplementedError
+
+    def activation_shapes(self, rows: int) -> list[tuple[int, int]]:
+        """Each hidden layer's activation input per member on `rows` samples: (rows', units)."""
+        raise NotImplementedError
+
+    def per_member_params(self) -> int:
+        """One member's parameters, its activations' left out (slices.param_counts adds them)."""
+        raise NotImplementedError
+
+    # -- with defaults --
+    def decay_flags(self) -> list[bool]:
+        """Which parameters (in parameters() order) AdamW decays: the matrices and kernels."""
+        from activation_bench.engine.optim import default_decay
+
+        return default_decay(list(self.parameters()))
+
+    def owners(self) -> dict[int, int]:
+        """Parameter index -> member, for the parameters of one member (no member axis): a
+        per-member activation's (PReLU's weight, a learnable expression's), which per-member
+        clipping counts toward that member's norm."""
+        mine = {id(p): s.start for s in self.slices if s.per_member for mod in s.modules for p in mod.parameters()}
+        return {i: mine[id(p)] for i, p in enumerate(self.parameters()) if id(p) in mine}
 
     def _init_layers(self, slices: list[Slice], ws: list[torch.Tensor], norm: str) -> None:
         """The slices (a slice given one module uses it in every layer), their modules registered
@@ -130,6 +175,21 @@ class MemberLayers(nn.Module):
         self.acts = nn.ModuleList(dict.fromkeys(m for s in slices for m in s.modules))
         self.norms = (nn.ModuleList(MemberNorm(norm, w.shape[0], w.shape[-1], w.dtype, str(w.device)) for w in ws)
                       if norm != "none" else None)
+
+    def learned(self, m: int) -> list[dict[str, list[float]] | None]:
+        """Per member (of m), its expression's learned parameters (one value per hidden layer),
+        else None (activation=expr with activation.learnable=true: summary.json's `learned`)."""
+        out: list[dict[str, list[float]] | None] = [None] * m
+        for s in self.slices:
+            values = [mod.learned() for mod in s.modules if hasattr(mod, "learned")]
+            if s.per_member and values and values[0]:
+                out[s.start] = {k: [v[k] for v in values] for k in values[0]}
+        return out
+
+    def info(self) -> dict | None:
+        """The family's facts about the built model for summary.json (model=module: where the
+        activation got in), or None."""
+        return None
 
     def activate(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """Apply each slice's activation of this hidden layer to its members' rows of h."""

@@ -30,6 +30,9 @@ class Family:
     name: str = ""
     schema: type = object  # the dataclass Hydra checks model.* against (configs/model/NAME.yaml extends it)
     eval_rows: int | None = None  # evaluation passes take this many rows at a time (None: a split at once)
+    # a run alone trains beside a copy of itself, so that batched kernels round as in a sweep's stack
+    # (False: the family's members share no arithmetic, model=module's)
+    pads_alone: bool = True
 
     # -- configuration side (no torch) --
     def validate(self, cfg: Cfg, where: str) -> None:
@@ -55,6 +58,10 @@ class Family:
         """The run summary's `model` row (None: no row)."""
         init = f", init {model['init_resolved']}" if model.get("init_resolved") else ""
         return self.describe(model) + init
+
+    def info_rows(self, info: dict[str, Any] | None) -> list[tuple[str, str]]:
+        """The run summary's rows of the built model's facts (RunResult.model_info); none by default."""
+        return []
 
     def stack_key(self, cfg: Cfg) -> tuple:
         """The model's shapes and settings: members with equal keys (and equal data and optimiser

@@ -6,7 +6,8 @@ asked for.
 
 Adding a family: one module that defines a `Family` subclass (family.py), one config file
 `configs/model/NAME.yaml`, and its line in `_builtin` below; a family of a user's or a test's calls
-`register` before composing, with or without a file (tests/test_model_family.py).
+`register` before composing, with or without a file (tests/test_model_family.py); an installed
+package's is named by an `activation_bench.families` entry point (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -61,10 +62,36 @@ def _builtin() -> None:
     if _BUILTIN_DONE:
         return
     _BUILTIN_DONE.append(True)
-    from activation_bench.engine.models import cnn, mlp, transformer
+    from activation_bench.engine.models import cnn, mlp, module, transformer
 
-    for shipped in (mlp.MLP(), cnn.CNN(), transformer.Transformer()):
+    for shipped in (mlp.MLP(), cnn.CNN(), transformer.Transformer(), module.Module()):
         register(shipped, config_file=True)
+    for entry in _entry_points():
+        _load(entry)
+
+
+ENTRY_POINTS = "activation_bench.families"  # an installed package's families (docs/extending.md)
+
+
+def _entry_points() -> list[Any]:
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=ENTRY_POINTS))
+
+
+def _load(entry: Any) -> None:
+    """Register the Family (an instance or a class) an installed package names under ENTRY_POINTS;
+    UsageError with one line where it does not load or is no Family."""
+    try:
+        obj = entry.load()
+    except Exception as exc:  # noqa: BLE001 - a package's code
+        raise UsageError(f"model family '{entry.name}' ({entry.value}, an {ENTRY_POINTS} entry point) does not "
+                         f"load: {type(exc).__name__}: {exc}") from None
+    family = obj() if isinstance(obj, type) else obj
+    if not isinstance(family, Family) or not family.name:
+        raise UsageError(f"model family '{entry.name}' ({entry.value}) is not a named "
+                         "activation_bench.engine.models.family.Family")
+    register(family)
 
 
 _BUILTIN_DONE: list[bool] = []

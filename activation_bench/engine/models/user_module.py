@@ -1,0 +1,370 @@
+"""model=module's torch side: import model.target, build a member (its own module, weights drawn
+from its seed's "init" stream) with the activation passed in (model.act_arg: a factory building a
+fresh module per call) or swapped in by type (model.replace), the check forward of validation
+(`probe`), and `StackedModules`, the stack whose members run one after another in its step.
+
+Exactness: member m's arithmetic is its own module's on its own rows; global random draws (a
+user's nn.Dropout) come from the member's own stream (its seed's "dropout"), swapped in around its
+forward; so a member trains in any stack as it does alone, bit for bit."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from activation_bench.data.synthetic import DTYPES, derived_seed
+from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models.base import MemberLayers
+from activation_bench.errors import UsageError
+
+if TYPE_CHECKING:
+    from activation_bench.cfg import Cfg
+
+PROBE_ROWS = 2  # the check forward's batch (two rows: batch norm's statistics need them)
+
+
+def _at(where: str) -> str:
+    return f" (in: {where})" if where else ""
+
+
+def last_line(exc: BaseException) -> str:
+    """An exception's last line, with its type: what a one-line error quotes."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__
+
+
+def _import(path: str) -> Any:
+    """`module:attribute` (or a dotted `package.module.Attr`), the current directory on sys.path
+    first as `python -m` puts it."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    module_name, sep, attr = path.partition(":")
+    if not sep:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"'{path}' is not module:attribute")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def import_target(path: str, where: str = "") -> Callable[..., Any]:
+    """model.target's class or function; UsageError with the import error's last line."""
+    if ":" not in path:
+        raise UsageError(f"model.target '{path}' is not module:attribute (e.g. mymodels:ResNet20, "
+                         f"timm:create_model){_at(where)}")
+    try:
+        obj = _import(path)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything while importing
+        raise UsageError(f"model.target '{path}' does not import: {last_line(exc)}{_at(where)}") from None
+    if not callable(obj):
+        raise UsageError(f"model.target '{path}' is a {type(obj).__name__}, not a class or a function returning a "
+                         f"torch.nn.Module{_at(where)}")
+    return obj
+
+
+def replace_types(names: Sequence[str], where: str = "") -> tuple[type, ...]:
+    """model.replace's module types: dotted paths (torch.nn.ReLU), module:attribute, or a bare
+    name of torch.nn (ReLU)."""
+    out = []
+    for name in names:
+        text = str(name)
+        try:
+            cls = getattr(nn, text) if "." not in text and ":" not in text else _import(text)
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"model.replace entry '{text}' does not import: {last_line(exc)}{_at(where)}") from None
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise UsageError(f"model.replace entry '{text}' is not a torch.nn.Module class{_at(where)}")
+        out.append(cls)
+    return tuple(out)
+
+
+class ActivationFactory:
+    """What model.act_arg passes: called as a class would be (timm's `act_layer(inplace=True)`,
+    torchvision's `activation_layer()`), it builds a fresh activation module per call and ignores
+    every argument (inplace, num_parameters, ...). Counts what it built."""
+
+    def __init__(self, act: dict[str, Any]) -> None:
+        self.act, self.built = act, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> nn.Module:
+        if any(isinstance(a, torch.Tensor) for a in args):
+            raise TypeError("the model calls its activation argument on a tensor (a function such as F.relu); "
+                            "model.act_arg passes a class-like factory of modules (try model.replace)")
+        self.built += 1
+        return activations.create_from_config(self.act)
+
+    def __repr__(self) -> str:
+        return f"actbench activation factory ({self.act.get('name') or self.act.get('_target_')})"
+
+
+def _activation_modules(net: nn.Module) -> str:
+    """The activation modules a model holds, by type and count ('' where none), for model.replace's
+    refusal: torch.nn's and any whose class or module is named like an activation."""
+    counts: dict[str, int] = {}
+    for mod in net.modules():
+        cls = type(mod)
+        if cls.__module__ == "torch.nn.modules.activation" or "activation" in cls.__module__.lower() \
+                or cls.__name__.lower().endswith(("activation", "act", "relu", "gelu", "silu", "swish", "mish")):
+            label = f"{cls.__module__.replace('torch.nn.modules.activation', 'torch.nn')}.{cls.__name__}"
+            counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{k} x {v}" for k, v in counts.items())
+
+
+def _swap(net: nn.Module, types: tuple[type, ...], factory: ActivationFactory) -> int:
+    """Replace every child module of one of `types`, at any depth, by a fresh activation module."""
+    n = 0
+    for name, child in list(net.named_children()):
+        if isinstance(child, types):
+            setattr(net, name, factory())
+            n += 1
+        else:
+            n += _swap(child, types, factory)
+    return n
+
+
+@dataclass(frozen=True)
+class Sites:
+    """Where the activation got in: "act_arg" (built through the constructor's argument) or
+    "replace" (modules swapped by type), and how many modules."""
+
+    way: str
+    modules: int
+    via: str  # the argument's name, or the replaced types
+
+    def info(self) -> dict[str, Any]:
+        return {"activation_sites": {"way": self.way, "via": self.via, "modules": self.modules}}
+
+
+def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tuple[nn.Module, Sites]:
+    """One instance of model.target with the activation in; UsageError with one line where it does
+    not build, is not a module, or the activation reaches no module."""
+    target = str(model["target"])
+    build = import_target(target, where)
+    factory = ActivationFactory(act)
+    kwargs = dict(model.get("kwargs") or {})
+    if model.get("act_arg"):
+        kwargs[str(model["act_arg"])] = factory
+    try:
+        net = build(**kwargs)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code
+        shown = ", ".join(f"{k}=" + ("<activation factory>" if v is factory else repr(v)) for k, v in kwargs.items())
+        raise UsageError(f"model.target '{target}' failed to build with ({shown}): {last_line(exc)}"
+                         f"{_at(where)}") from None
+    if not isinstance(net, nn.Module):
+        raise UsageError(f"model.target '{target}' gave a {type(net).__name__}, not a torch.nn.Module (name a module "
+                         f"class or a function returning one){_at(where)}")
+    if model.get("act_arg"):
+        if not factory.built:
+            held = _activation_modules(net)
+            raise UsageError(f"model.target '{target}' never called model.act_arg={model['act_arg']}: no activation "
+                             "module was built through it (the model may fix its activation itself"
+                             + (f"; it holds {held}: try model.replace" if held else "") + f"){_at(where)}")
+        return net, Sites("act_arg", factory.built, str(model["act_arg"]))
+    names = [str(t) for t in model.get("replace") or []]
+    n = _swap(net, replace_types(names, where), factory)
+    if not n:
+        held = _activation_modules(net)
+        raise UsageError(f"model.replace=[{', '.join(names)}] matched no module of model.target '{target}'; it holds "
+                         + (held if held else "no activation modules")
+                         + " (functional calls such as F.relu cannot be reached by replacing modules)" + _at(where))
+    return net, Sites("replace", n, ", ".join(names))
+
+
+class Member(nn.Module):
+    """One member's module, with its own streams: global random draws during its forward (a
+    user's nn.Dropout) come from `generator` (its seed's "dropout" stream, saved in checkpoints
+    as every module's `generator` is), and a stochastic activation's from its "activation" stream."""
+
+    def __init__(self, net: nn.Module, seed: int, device: str, sites: Sites) -> None:
+        super().__init__()
+        self.net, self.sites = net, sites
+        self.generator = torch.Generator(device=device).manual_seed(derived_seed(seed, "dropout"))
+        acts = torch.Generator(device=device).manual_seed(derived_seed(seed, "activation"))
+        for mod in net.modules():
+            if hasattr(mod, "generator") and (mod.generator is None or isinstance(mod.generator, torch.Generator)):
+                mod.generator = acts
+        self.cuda_rng = torch.device(device).type == "cuda"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        get = torch.cuda.get_rng_state if self.cuda_rng else torch.get_rng_state
+        put = torch.cuda.set_rng_state if self.cuda_rng else torch.set_rng_state
+        outside = get()
+        put(self.generator.get_state())
+        try:
+            return self.net(x)
+        finally:
+            self.generator.set_state(get())
+            put(outside)
+
+
+def fit_output(out: Any, rows: int, expected: tuple[int, ...], what: str) -> torch.Tensor:
+    """The member's output in the engine's shape (a regressor's [N] as [N, 1]); ValueError naming
+    both shapes otherwise."""
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"the model returned a {type(out).__name__}, not a tensor of shape {list(expected)} ({what})")
+    if expected[1:] == (1,) and tuple(out.shape) == (rows,):
+        out = out[:, None]
+    if tuple(out.shape) != expected:
+        raise ValueError(f"the model's output has shape {list(out.shape)}; {what} needs {list(expected)}")
+    return out
+
+
+def expected_output(cfg: Cfg, rows: int) -> tuple[tuple[int, ...], str]:
+    """The output shape a batch of `rows` must give, and the task in words."""
+    from activation_bench.data import tables, text
+    from activation_bench.data.shapes import n_outputs
+
+    if text.is_text(cfg.data):
+        v = text.vocab_size(cfg)
+        return (rows, int(text.block_size(cfg)), v), f"next-token prediction over {v} tokens"
+    k = n_outputs(cfg)
+    if tables.is_classification(cfg.data):
+        return (rows, k), f"{k} classes"
+    return (rows, 1), "regression"
+
+
+class StackedModules(MemberLayers):
+    """The stack of model=module: each member its own module, run one after another on its rows
+    of x [M, N, ...] (flat features reshaped to `input_shape`), outputs stacked [M, N, ...]. Every
+    parameter belongs to one member (`owners`: clipping per member); AdamW decays the matrices
+    and kernels (dim >= 2, nanoGPT's rule)."""
+
+    depth = 1
+
+    def __init__(self, members: list[Member], input_shape: tuple[int, ...], expected: tuple[int, ...],
+                 what: str) -> None:
+        nn.Module.__init__(self)
+        self.members = nn.ModuleList(members)
+        self.input_shape, self.expected, self.what = input_shape, expected, what
+        self.slices, self.norms = [], None
+
+    def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
+                preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
+        rows = x.shape[1]
+        want = (rows, *self.expected[1:])
+        return torch.stack([fit_output(m(x[i].reshape(rows, *self.input_shape)), rows, want, self.what)
+                            for i, m in enumerate(self.members)])
+
+    def per_member_params(self) -> int:
+        return sum(p.numel() for p in self.members[0].parameters())
+
+    def learned(self, m: int) -> list[dict[str, list[float]] | None]:
+        """Per member, a learnable expression's values: one per activation site, in module order."""
+        out: list[dict[str, list[float]] | None] = []
+        for member in self.members:
+            values = [mod.learned() for mod in member.net.modules() if callable(getattr(mod, "learned", None))]
+            values = [v for v in values if v]
+            out.append({k: [v[k] for v in values] for k in values[0]} if values else None)
+        return out
+
+    def owners(self) -> dict[int, int]:
+        mine = {id(p): i for i, m in enumerate(self.members) for p in m.parameters()}
+        return {i: mine[id(p)] for i, p in enumerate(self.parameters())}
+
+    def decay_flags(self) -> list[bool]:
+        return [p.dim() >= 2 for p in self.parameters()]
+
+    def info(self) -> dict[str, Any] | None:
+        return self.members[0].sites.info()
+
+
+def member(cfg: Cfg, device: str, dtype: torch.dtype, where: str = "") -> Member:
+    """A member's module: built on the CPU with the global generator seeded from its seed's "init"
+    stream (the caller's random state untouched), then moved to the device and dtype."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derived_seed(cfg.seed, "init"))
+        net, sites = construct(dict(cfg.model), dict(cfg.activation), where)
+    return Member(net.to(device=device, dtype=dtype), cfg.seed, device, sites)
+
+
+def build(ordered: Sequence[Cfg], device: str, dtype: torch.dtype) -> StackedModules:
+    from activation_bench.data.shapes import model_input_shape
+
+    first = ordered[0]
+    expected, what = expected_output(first, 1)
+    return StackedModules([member(c, device, dtype) for c in ordered], model_input_shape(first), expected, what)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the check forward learned: one member's parameters and the values its modules' outputs
+    hold per row (the memory estimate), and where the activation got in."""
+
+    params: int
+    values_per_row: int
+    sites: Sites
+
+
+def probe(cfg: Cfg, where: str = "") -> Probe:
+    """Build the model once (seed 0) and run it forward on PROBE_ROWS rows of the data's shape;
+    UsageError with one line where it raises or its output is not the task's shape. Cached per
+    model, activation and data shape."""
+    from activation_bench.data import text
+    from activation_bench.data.shapes import model_input_shape
+
+    shape = model_input_shape(cfg)
+    expected, what = expected_output(cfg, PROBE_ROWS)
+    vocab = text.vocab_size(cfg) if text.is_text(cfg.data) else 0
+    key = json.dumps([dict(cfg.model), dict(cfg.activation), shape, expected, what, vocab, cfg.dtype],
+                     sort_keys=True, default=str)
+    try:
+        return _probe(key)
+    except UsageError as exc:
+        raise UsageError(f"{exc}{_at(where)}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _probe(key: str) -> Probe:
+    from activation_bench.cfg import Cfg
+
+    model, act, shape, expected, what, vocab, dtype_name = json.loads(key)
+    dtype = DTYPES[dtype_name]
+    cfg = Cfg.wrap({"model": model, "activation": act, "seed": 0})
+    m = member(cfg, "cpu", dtype)
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randint(0, vocab, (PROBE_ROWS, *shape), generator=gen) if vocab
+         else torch.randn(PROBE_ROWS, *shape, generator=gen, dtype=dtype))
+    values = [0]
+
+    def count(_mod: nn.Module, _inp: Any, out: Any) -> None:
+        if isinstance(out, torch.Tensor):
+            values[0] += out.numel()
+
+    hooks = [mod.register_forward_hook(count) for mod in m.modules()]
+    try:
+        with torch.no_grad():
+            out = m(x)
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise UsageError(f"model.target '{model['target']}' failed in a check forward on a batch of shape "
+                         f"{[PROBE_ROWS, *shape]}: {last_line(exc)}") from None
+    finally:
+        for h in hooks:
+            h.remove()
+    try:
+        fit_output(out, PROBE_ROWS, tuple(expected), what)
+    except ValueError as exc:
+        raise UsageError(f"model.target '{model['target']}' on a batch of shape {[PROBE_ROWS, *shape]}: {exc}") \
+            from None
+    params = sum(p.numel() for p in m.parameters())
+    return Probe(params, -(-values[0] // PROBE_ROWS), m.sites)
+
+
+def seeded(cfg: Any, seed: int) -> Any:
+    """A config of model, activation and seed alone: what `member` reads."""
+    from activation_bench.cfg import Cfg
+
+    return Cfg.wrap({"model": dict(cfg.model), "activation": dict(cfg.activation), "seed": seed})

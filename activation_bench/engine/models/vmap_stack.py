@@ -1,0 +1,115 @@
+"""model.vmap=true (opt-in): model=module's members trained as one vectorised stack through
+torch.func: their parameters and buffers stacked (`stack_module_state`: [M, ...] leaves the
+stacked optimiser takes, batch norm's running statistics as stacked buffers updated in place) and
+one `functional_call` of the module under `vmap` per step. Faster than members one after another
+where each member's step is small (benchmarks/module_throughput.py), but not bit for bit a member's
+run alone: under vmap the members' convolutions and products are batched kernels that round
+differently from one member's (the measured tolerance: docs/your-own-model.md, tested in
+tests/test_user_module.py). Random draws inside the module (nn.Dropout, rrelu) are refused: under
+vmap they could not come from each member's own stream."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from activation_bench.engine.models import user_module
+from activation_bench.engine.models.base import MemberLayers
+from activation_bench.engine.models.user_module import Member, fit_output, last_line
+from activation_bench.errors import UsageError
+
+
+class VmapStack(MemberLayers):
+    """Members' modules as stacked tensors, run by one vmapped functional call of a template module
+    (kept on the meta device, outside the state dict)."""
+
+    depth = 1
+
+    def __init__(self, members: list[Member], input_shape: tuple[int, ...], expected: tuple[int, ...],
+                 what: str) -> None:
+        nn.Module.__init__(self)
+        nets = [m.net for m in members]
+        params, buffers = stack_module_state(nets)
+        self.template = [copy.deepcopy(nets[0]).to("meta")]  # a list: not a submodule
+        self.param_names, self.buffer_names = list(params), list(buffers)
+        self.stacked = nn.ParameterList(nn.Parameter(params[n].detach().clone()) for n in self.param_names)
+        for i, n in enumerate(self.buffer_names):
+            self.register_buffer(f"buffer_{i}", buffers[n].clone())
+        self.sites = members[0].sites
+        self.input_shape, self.expected, self.what = input_shape, expected, what
+        self.slices, self.norms = [], None
+
+    def train(self, mode: bool = True) -> VmapStack:
+        super().train(mode)
+        self.template[0].train(mode)
+        return self
+
+    def raw(self, x: torch.Tensor) -> Any:
+        """Every member's module on its rows of x [M, N, ...], vmapped: the outputs stacked."""
+        m, rows = x.shape[:2]
+        params = dict(zip(self.param_names, self.stacked))
+        buffers = {n: getattr(self, f"buffer_{i}") for i, n in enumerate(self.buffer_names)}
+        template = self.template[0]
+
+        def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], xi: torch.Tensor) -> torch.Tensor:
+            return functional_call(template, (p, b), (xi,))
+
+        return vmap(one, randomness="error")(params, buffers, x.reshape(m, rows, *self.input_shape))
+
+    def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
+                preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
+        rows = x.shape[1]
+        out = self.raw(x)
+        want = (rows, *self.expected[1:])
+        return torch.stack([fit_output(o, rows, want, self.what) for o in out.unbind(0)]) \
+            if out.shape[1:] != want else out
+
+    def per_member_params(self) -> int:
+        return sum(p[0].numel() for p in self.stacked)
+
+    def info(self) -> dict[str, Any] | None:
+        return self.sites.info()
+
+
+def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
+    """The members (user_module.member, each from its seed) as one vmapped stack."""
+    from activation_bench.data.shapes import model_input_shape
+
+    first = ordered[0]
+    expected, what = user_module.expected_output(first, 1)
+    members = [user_module.member(c, device, dtype) for c in ordered]
+    return VmapStack(members, model_input_shape(first), expected, what)
+
+
+def probe(cfg: Any, where: str = "") -> None:
+    """model.vmap=true's check: two members through one vmapped forward in training mode (the
+    step's) on a small batch; UsageError where the module draws random numbers or does what vmap
+    cannot. Run after user_module.probe (the model builds and has the right output)."""
+    from activation_bench.data import text
+    from activation_bench.data.shapes import model_input_shape
+    from activation_bench.data.synthetic import DTYPES
+
+    target = cfg.model["target"]
+    dtype = DTYPES[cfg.dtype]
+    shape = model_input_shape(cfg)
+    rows = user_module.PROBE_ROWS
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randint(0, text.vocab_size(cfg), (2, rows, *shape), generator=gen) if text.is_text(cfg.data)
+         else torch.randn(2, rows, *shape, generator=gen, dtype=dtype))
+    stack = VmapStack([user_module.member(user_module.seeded(cfg, s), "cpu", dtype) for s in (0, 1)], shape,
+                      (rows,), "")
+    at = f" (in: {where})" if where else ""
+    try:
+        with torch.no_grad():
+            stack.train().raw(x)
+    except Exception as exc:  # noqa: BLE001 - user code under vmap
+        if "random" in str(exc).lower():
+            raise UsageError(f"model.vmap=true cannot run model.target '{target}': it draws random numbers (dropout, "
+                             "a random activation), which under vmap could not come from each member's own stream; "
+                             f"leave model.vmap off (members one after another, bit for bit){at}") from None
+        raise UsageError(f"model.vmap=true cannot run model.target '{target}' under torch.func.vmap: "
+                         f"{last_line(exc)} (leave model.vmap off){at}") from None

@@ -1,0 +1,141 @@
+"""model=module's speed: 8 small ResNets on digits (relu and gelu x 4 seeds) trained by actbench,
+members one after another (the default) and as one torch.func stack (model.vmap=true), against
+the plain PyTorch loop a user would write training them one after another (rounds.fit_classifier:
+torch.optim.Adam, a shuffled DataLoader, the validation and test loss and accuracy every epoch).
+All three in this one process, interleaved in rounds (--repeat) so a shared machine's load falls
+on each; the ratio is the median over rounds of model-steps per second against the plain loop's.
+Also printed: how far model.vmap's members end from their runs alone (the largest relative
+difference of the final validation loss), the tolerance docs/your-own-model.md states.
+
+The model: a conv-BN-act stem and two residual blocks of width 8, global average pooling, a linear
+head; the activation through `act_layer` (docs/your-own-model.md's SmallResNet). Digits: 1,078
+training rows (8x8), batch 64, shuffle, Adam lr 1e-3, 17 steps an epoch.
+
+Usage:
+    python benchmarks/module_throughput.py [--epochs 10] [--repeat 3] [--threads 1]
+    python benchmarks/module_throughput.py --quick      # a smoke run: 1 epoch, 1 round
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+ACTS, SEEDS, BATCH, LR = ["relu", "gelu"], 4, 64, 1e-3
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, act_layer: type) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.act = act_layer(inplace=True)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.out = act_layer(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x + self.bn2(self.conv2(self.act(self.bn1(self.conv1(x))))))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self, act_layer: type = nn.ReLU, width: int = 8, num_classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                                  act_layer(inplace=True))
+        self.blocks = nn.Sequential(Block(width, act_layer), Block(width, act_layer))
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+
+def configs(epochs: int, vmap: bool) -> list:
+    from activation_bench.config.compose import compose_many
+
+    extra = ["model.vmap=true"] if vmap else []
+    return compose_many([["model=module", "model.target=module_throughput:SmallResNet", "model.act_arg=act_layer",
+                          "data=digits", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}", f"lr={LR}",
+                          f"activation={a}", f"seed={s}", *extra] for a in ACTS for s in range(SEEDS)])
+
+
+def actbench(epochs: int, vmap: bool) -> tuple[int, list[float]]:
+    """Model-steps, and each member's final validation loss, of actbench's engine on the grid."""
+    from activation_bench.engine import plan, train
+
+    cfgs = configs(epochs, vmap)
+    finals = [0.0] * len(cfgs)
+    for stack in plan.plan_stacks(cfgs):
+        for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
+            finals[i] = res.val_loss[-1]
+    return len(cfgs) * epochs * -(-1078 // BATCH), finals
+
+
+def plain(epochs: int) -> int:
+    from rounds import fit_classifier  # benchmarks/ is on sys.path when a script there runs
+
+    from activation_bench.config.compose import compose
+    from activation_bench.data import splits
+
+    steps = 0
+    for a, act in (("relu", nn.ReLU), ("gelu", nn.GELU)):
+        for seed in range(SEEDS):
+            d = splits.make_dataset(compose(["data=digits", f"seed={seed}", f"activation={a}"]))
+
+            def img(t: torch.Tensor) -> torch.Tensor:
+                return t.view(-1, 1, 8, 8)
+
+            torch.manual_seed(seed)
+            model = SmallResNet(lambda inplace=False, act=act: act())
+            steps += fit_classifier(model, img(d.x), d.y, [(img(d.x_val), d.y_val), (img(d.x_test), d.y_test)],
+                                    epochs, BATCH, LR)
+    return steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (0: torch's default)")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.quick:
+        args.epochs, args.repeat = 1, 1
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from provenance import header
+
+    print(header())
+    print(f"load average {os.getloadavg()[0]:.2f} (quiet below 1.5); torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; {len(ACTS) * SEEDS} members x {args.epochs} epochs")
+    actbench(1, False), actbench(1, True), plain(1)  # warm-up: imports, data caches
+    ratios: dict[str, list[float]] = {"sequential": [], "vmap": []}
+    tolerance = 0.0
+    for r in range(args.repeat):
+        t = time.perf_counter()
+        n_plain = plain(args.epochs)
+        rate_plain = n_plain / (time.perf_counter() - t)
+        finals = {}
+        for path in ("sequential", "vmap"):
+            t = time.perf_counter()
+            n, finals[path] = actbench(args.epochs, path == "vmap")
+            rate = n / (time.perf_counter() - t)
+            ratios[path].append(rate / rate_plain)
+            print(f"round {r + 1}: {path:10s} {rate:8.1f} model-steps/s, {rate / rate_plain:.2f}x plain "
+                  f"({rate_plain:.1f}/s)")
+        tolerance = max(tolerance, *(abs(v - s) / abs(s) for v, s in zip(finals["vmap"], finals["sequential"])))
+    for path, values in ratios.items():
+        print(f"{path}: median {statistics.median(values):.2f}x the plain loop over {len(values)} rounds")
+    print(f"model.vmap's final val_loss against the members one after another: largest relative difference "
+          f"{tolerance:.2e}")
+
+
+if __name__ == "__main__":
+    main()

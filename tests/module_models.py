@@ -1,0 +1,110 @@
+"""Models for model=module's tests, written as a user would (imported by model.target)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class ActNet(nn.Module):
+    """timm's convention: `act_layer` a class, called as act_layer(inplace=True). A conv-BN-act
+    stem, dropout, and a linear head on [N, 1, 8, 8] images."""
+
+    def __init__(self, act_layer: type = nn.ReLU, width: int = 8, n_out: int = 10, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, width, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(width)
+        self.act = act_layer(inplace=True)
+        self.drop = nn.Dropout(dropout)
+        self.fc = nn.Linear(width * 16, 16)
+        self.act2 = act_layer()
+        self.head = nn.Linear(16, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.shape[1:] == (1, 8, 8), x.shape
+        x = F.max_pool2d(self.drop(self.act(self.bn(self.conv(x)))), 2)
+        return self.head(self.act2(self.fc(x.flatten(1))))
+
+
+class Fixed(nn.Module):
+    """A model that hard-codes nn.ReLU modules (torchvision's ResNet does): model.replace's case.
+    Tables: [N, features]."""
+
+    def __init__(self, n_in: int = 4, n_out: int = 3, hidden: int = 8) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(inplace=True))
+        self.head = nn.Linear(hidden, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.dim() == 2, x.shape
+        return self.head(self.body(x))
+
+
+def fixed(n_in: int = 4, n_out: int = 3) -> nn.Module:
+    """A function returning a module."""
+    return Fixed(n_in, n_out)
+
+
+class Seq1d(nn.Module):
+    """[N, C, L] sequences (MNIST-1D)."""
+
+    def __init__(self, act_layer: type = nn.ReLU) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 4, 5, stride=2)
+        self.act = act_layer()
+        self.head = nn.Linear(4 * 18, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.shape[1:] == (1, 40), x.shape
+        return self.head(self.act(self.conv(x)).flatten(1))
+
+
+class TinyLM(nn.Module):
+    """Token ids [N, T] -> logits [N, T, vocab]."""
+
+    def __init__(self, vocab: int, act_layer: type = nn.ReLU, dim: int = 8) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 16), act_layer(), nn.Linear(16, dim))
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        assert idx.dtype == torch.int64 and idx.dim() == 2, (idx.dtype, idx.shape)
+        h = self.emb(idx)
+        return self.head(h + self.mlp(h))
+
+
+class Functional(nn.Module):
+    """Calls F.relu: no module to replace."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.out = nn.Tanh()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.fc(x)))
+
+
+class Raises(nn.Module):
+    def __init__(self, act_layer: type = nn.ReLU) -> None:
+        super().__init__()
+        self.act = act_layer()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("first line\nthe model broke here")
+
+
+def not_a_module(act_layer: type = nn.ReLU) -> int:
+    return 3
+
+
+NOT_CALLABLE = 3
+
+
+class Ignores(Fixed):
+    """Takes act_layer and never uses it (timm issue #202's ReXNet did so)."""
+
+    def __init__(self, act_layer: type = nn.ReLU) -> None:
+        super().__init__()

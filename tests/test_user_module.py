@@ -1,0 +1,276 @@
+"""model=module (#67): a user's own torch.nn.Module, the activation passed in through its
+constructor (model.act_arg) or swapped in by type (model.replace); members equal their runs alone
+bit for bit; every data shape; bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from activation_bench.cli.main import app
+from activation_bench.config.compose import compose
+from activation_bench.engine import train
+from tests.conftest import assert_refused_by_run_and_sweep, files_under
+from tests.engine_helpers import stacked_and_alone
+
+M = "tests.module_models"
+ACT = ["model=module", f"model.target={M}:ActNet", "model.act_arg=act_layer", "data=digits", "data.n_train=150",
+       "epochs=2", "batch_size=64", "lr=0.01"]
+REPLACE = ["model=module", f"model.target={M}:Fixed", "model.replace=[torch.nn.ReLU]", "data=iris", "epochs=3",
+           "batch_size=32", "lr=0.01"]
+
+
+def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> None:
+    for field in ("train_loss", "val_loss", "test_loss", "val_acc", "test_acc", "n_params", "model_info"):
+        assert repr(getattr(alone, field)) == repr(getattr(stacked, field)), (field, labels)
+
+
+def test_act_layer_members_equal_their_runs_alone_bitwise_with_batch_norm_dropout_and_shuffling():
+    # two activations x two seeds: batch norm, nn.Dropout (each member's own stream), reshuffled
+    # minibatches, AdamW, the cosine schedule and per-member clipping
+    results = stacked_and_alone([*ACT, "activation=relu,silu", "seed=0,1", "shuffle=true", "weight_decay=0.1",
+                                 "schedule=cosine", "warmup_steps=2", "grad_clip=0.5"])
+    assert len(results) == 4
+    for labels, alone, stacked in results:
+        _same(alone, stacked, labels)
+        assert stacked.stack_size == 2 and alone.stack_size == 1
+        assert all(math.isfinite(v) for v in alone.train_loss)
+        assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2}}
+    by = {(lab["activation"], lab["seed"]): alone.train_loss for lab, alone, _ in results}
+    assert by[("relu", "0")] != by[("silu", "0")]  # the activation reached the model
+    assert by[("relu", "0")] != by[("relu", "1")]
+    # the parameter count is the module's own
+    net = __import__(M, fromlist=["ActNet"]).ActNet()
+    assert results[0][1].n_params == sum(p.numel() for p in net.parameters())
+
+
+def test_replace_members_equal_alone_with_learnable_activations():
+    # a hard-coded nn.ReLU model on a table: prelu (its own weights per site), rrelu (random slopes: the
+    # member's own generator)
+    grid = [*REPLACE, "activation=relu,prelu,tanh,rrelu", "seed=3"]
+    results = stacked_and_alone(grid)
+    for labels, alone, stacked in results:
+        _same(alone, stacked, labels)
+        assert alone.model_info["activation_sites"] == {"way": "replace", "via": "torch.nn.ReLU", "modules": 2}
+    losses = {lab["activation"]: alone.train_loss for lab, alone, _ in results}
+    assert len({tuple(v) for v in losses.values()}) == 4
+    params = {lab["activation"]: alone.n_params for lab, alone, _ in results}
+    assert params["prelu"] == params["relu"] + 2  # one fresh PReLU (one weight) per replaced site
+
+
+def test_first_member_equals_a_plain_pytorch_loop():
+    """A member starts from the module its seed builds and trains as torch.optim.Adam would."""
+    from activation_bench.data import splits
+    from activation_bench.data.synthetic import derived_seed
+    from tests.module_models import Fixed
+
+    cfg = compose([*REPLACE, "activation=tanh", "seed=5", "batch_size=null"])
+    (res,) = train.train([cfg])
+    torch.manual_seed(derived_seed(5, "init"))
+    net = Fixed()
+    net.body[1], net.body[3] = torch.nn.Tanh(), torch.nn.Tanh()
+    opt = torch.optim.Adam(net.parameters(), lr=0.01, fused=True)
+    data = splits.make_dataset(cfg)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(data.x), data.y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert res.train_loss == pytest.approx(losses, rel=1e-5)
+
+
+def test_run_writes_activation_sites_and_trains_sequences_and_text(runner, tmp_path):
+    (tmp_path / "tiny.txt").write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    runs = tmp_path / "runs"
+    cases = [
+        [f"model.target={M}:Seq1d", "model.act_arg=act_layer", "data=mnist1d", "data.n_train=60", "activation=gelu"],
+        [f"model.target={M}:TinyLM", "model.act_arg=act_layer", "data=text", f"data.path={tmp_path / 'tiny.txt'}",
+         "data.block_size=8", "data.steps=2", "data.eval_windows=4", "batch_size=4", "+model.kwargs.vocab=28",
+         "activation=expr", 'activation.fn="x*sigmoid(beta*x)"', "+activation.beta=1.0", "activation.learnable=true"],
+    ]
+    for i, case in enumerate(cases):
+        result = runner.invoke(app, ["run", "--runs-dir", str(runs), "--name", f"r{i}", "model=module", "epochs=1",
+                                     *case])
+        assert result.exit_code == 0, result.output
+        assert "activation sites" in result.output and "1 module built through act_layer" in result.output
+        summary = json.loads((runs / f"r{i}" / "summary.json").read_text())
+        assert summary["activation_sites"]["modules"] == 1
+        assert summary["status"] == "complete" and summary["n_params"] > 0
+    learned = json.loads((runs / "r1" / "summary.json").read_text())["learned"]  # the learnable expression's
+    assert list(learned) == ["beta"] and len(learned["beta"]) == 1 and learned["beta"][0] != 1.0  # one site, trained
+
+
+BAD = {
+    "no-target": (["model=module", "model.act_arg=act_layer"], "needs model.target=module:attribute"),
+    "no-way": (["model=module", f"model.target={M}:ActNet"], "needs model.act_arg=NAME"),
+    "both": ([*ACT, "model.replace=[torch.nn.ReLU]"], "give one"),
+    "not-importing": (["model=module", "model.target=no_such_module_67:Net", "model.act_arg=act_layer"],
+                      "does not import: ModuleNotFoundError: No module named 'no_such_module_67'"),
+    "missing-attr": (["model=module", f"model.target={M}:Nope", "model.act_arg=act_layer"],
+                     "does not import: AttributeError"),
+    "not-callable": (["model=module", f"model.target={M}:NOT_CALLABLE", "model.act_arg=act_layer"],
+                     "not a class or a function"),
+    "not-a-module": (["model=module", f"model.target={M}:not_a_module", "model.act_arg=act_layer"],
+                     "gave a int, not a torch.nn.Module"),
+    "rejects-act-arg": (["model=module", f"model.target={M}:Fixed", "model.act_arg=act_layer", "data=iris"],
+                        "unexpected keyword argument 'act_layer'"),
+    "rejects-kwarg": ([*ACT, "+model.kwargs.depth=3"], "unexpected keyword argument 'depth'"),
+    "act-arg-unused": (["model=module", f"model.target={M}:Ignores", "model.act_arg=act_layer", "data=iris"],
+                       "never called model.act_arg=act_layer: no activation module was built through it (the model "
+                       "may fix its activation itself; it holds torch.nn.ReLU x 2: try model.replace)"),
+    "replace-nothing": ([*REPLACE, "model.replace=[torch.nn.GELU]"],
+                        "matched no module of model.target 'tests.module_models:Fixed'; it holds torch.nn.ReLU x 2"),
+    "functional": (["model=module", f"model.target={M}:Functional", "model.replace=[ReLU]", "data=iris"],
+                   "it holds torch.nn.Tanh x 1 (functional calls such as F.relu cannot be reached"),
+    "replace-bad-type": ([*REPLACE, "model.replace=[torch.nn.functional.relu]"], "is not a torch.nn.Module class"),
+    "raises": (["model=module", f"model.target={M}:Raises", "model.act_arg=act_layer", "data=iris"],
+               "failed in a check forward on a batch of shape [2, 4]: RuntimeError: the model broke here"),
+    "wrong-shape": ([*ACT, "+model.kwargs.n_out=3"], "the model's output has shape [2, 3]; 10 classes needs [2, 10]"),
+    "wrong-input": ([*REPLACE, "data=digits"], "failed in a check forward on a batch of shape [2, 1, 8, 8]"),
+    "gated": ([*ACT, "activation=swiglu"], "activation=swiglu is gated"),
+    "grad-log": ([*ACT, "log.grad_norms=true"], "log.grad_norms needs the shipped families' layers"),
+    "text-no-window": ([f"model.target={M}:TinyLM", "model=module", "model.act_arg=act_layer", "data=python_docs"],
+                       "or data.block_size (model=module); model=module has none"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_is_one_line_exit_2_nothing_written(runner, runs_dir, case):
+    args, message = BAD[case]
+    assert_refused_by_run_and_sweep(runner, runs_dir, args, message)
+    assert files_under(runs_dir) == []
+
+
+# --------------------------------------------------------------------------------------------
+# every command on a user's module; checkpoints
+
+
+@pytest.fixture(scope="module")
+def module_sweep(tmp_path_factory: pytest.TempPathFactory):
+    from typer.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("module") / "runs"
+    args = ["sweep", "--runs-dir", str(root), "--name", "mod", "-q", "activation=relu,gelu", "lr=0.003,0.03",
+            "seed=range(4)", "shuffle=false,true", *REPLACE[:4], "epochs=2", "batch_size=32"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return root / "mod"
+
+
+def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, module_sweep, tmp_path):
+    from activation_bench.export.mlflow import collect
+
+    tuned = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2",
+             "--tune-on", "val_acc"]
+    out = runner.invoke(app, ["compare", str(module_sweep), *tuned, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert {row["activation"] for row in json.loads(out.stdout)["rows"]} == {"relu", "gelu"}
+    ranked = runner.invoke(app, ["rank", str(module_sweep), *tuned, "--task", "shuffle"])
+    assert ranked.exit_code == 0, ranked.output
+    page = tmp_path / "report.html"
+    report = runner.invoke(app, ["report", str(module_sweep), *tuned[:-2], "--tune-on", "val_acc", "-o", str(page)])
+    assert report.exit_code == 0, report.output
+    assert "tests.module_models:Fixed(), activation replacing torch.nn.ReLU" in page.read_text()
+    plot = runner.invoke(app, ["plot", str(module_sweep), "-o", str(tmp_path / "curves.png")])
+    assert plot.exit_code == 0, plot.output
+    plan = collect([module_sweep])
+    assert len(plan.members) == 32 and plan.members[0].params["model"] == "module"
+    summary = json.loads(next(module_sweep.glob("*/summary.json")).read_text())
+    assert summary["activation_sites"] == {"way": "replace", "via": "torch.nn.ReLU", "modules": 2}
+
+
+def test_search_candidates_go_into_the_users_module(runner, runs_dir):
+    out = runner.invoke(app, ["search", "--runs-dir", str(runs_dir), "--dry-run", "--candidates", "12",
+                              *REPLACE[:4], "epochs=2", "--select-on", "val_acc"])
+    assert out.exit_code == 0, out.output
+
+
+@pytest.mark.parametrize("extra", [["activation=rrelu"], ["model.vmap=true", "+model.kwargs.dropout=0.0"]])
+def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch, extra):
+    from tests.test_checkpoint import _run, assert_same_outputs
+
+    args = [*ACT, "shuffle=true", "epochs=3", *extra]
+    assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
+    assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@1.2").exit_code == 143
+    assert _run(runner, tmp_path / "b", args, monkeypatch).exit_code == 0
+    assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
+# --------------------------------------------------------------------------------------------
+# examples/: He et al.'s CIFAR ResNets and the CIFAR-10 study file
+
+
+def test_cifar_resnets_have_the_papers_sizes():
+    from examples.cifar_resnet import resnet20, resnet56
+
+    sizes = [sum(p.numel() for p in f().parameters()) for f in (resnet20, resnet56)]
+    assert sizes == [269_722, 853_018]  # 0.27M and 0.85M (the paper: 0.27M, 0.86M)
+    assert resnet20()(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_cifar_study_is_planned_listing_the_code_it_imports(runner, tmp_path, monkeypatch):
+    from tests.test_images import write_cifar
+
+    write_cifar(tmp_path, per_batch=40)  # 200 training images: 160 after the validation split, batch 128
+    monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path))
+    out = runner.invoke(app, ["study", "run", "examples/cifar10-resnet20.yaml", "--dry-run", "--runs-dir",
+                              str(tmp_path / "runs"), "-o", str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("imports (runs the code of): examples.cifar_resnet (model.target)\n")
+    assert "96 members to train" in out.output
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# model.vmap=true: one torch.func stack, equal to the members' runs alone within a tolerance
+
+VMAP_TOLERANCE = 1e-3  # relative, on every epoch's losses (docs/your-own-model.md: measured 2e-4 at 51 steps)
+
+
+def test_vmap_members_agree_with_their_runs_alone_within_the_stated_tolerance():
+    from activation_bench.config.compose import compose_many
+
+    grid = [*ACT, "+model.kwargs.dropout=0.0", "weight_decay=0.1", "grad_clip=0.5"]
+    cfgs = compose_many([[*grid, f"activation={a}", f"seed={s}", f"model.vmap={v}"]
+                         for v in ("true", "false") for a in ("relu", "prelu") for s in (0, 1)])
+    stacked = train.train(cfgs[:2]) + train.train(cfgs[2:4])  # vmap: two stacks of two (one per activation)
+    alone = [train.train([c])[0] for c in cfgs[4:]]  # members one after another, each alone
+    for v, a in zip(stacked, alone):
+        assert v.stack_size == 2 and v.n_params == a.n_params and v.model_info == a.model_info
+        for key in ("train_loss", "val_loss", "test_loss"):
+            assert getattr(v, key) == pytest.approx(getattr(a, key), rel=VMAP_TOLERANCE), key
+    assert stacked[0].train_loss != stacked[2].train_loss  # relu and prelu differ
+
+
+def test_vmap_refuses_random_draws_in_one_line(runner, runs_dir):
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*ACT, "model.vmap=true"],
+                                    "model.vmap=true cannot run model.target 'tests.module_models:ActNet': it draws "
+                                    "random numbers")
+    assert_refused_by_run_and_sweep(runner, runs_dir, [*REPLACE, "model.vmap=true", "activation=rrelu"],
+                                    "it draws random numbers")
+
+
+def test_every_elementwise_registered_activation_and_a_target_one_go_in(runner, tmp_path):
+    """Each registered activation (the gated ones refused, saying why) builds, is counted and runs
+    the check forward; a user's _target_ activation trains."""
+    from activation_bench.config.compose import compose
+    from activation_bench.engine.activations import registry as activations
+    from activation_bench.engine.models import user_module
+    from activation_bench.errors import UsageError
+
+    for name in activations.names():
+        args = [*REPLACE, f"activation={name}"]
+        if activations.get_spec(name).gated:
+            with pytest.raises(UsageError, match="is gated"):
+                compose(args)
+            continue
+        assert user_module.probe(compose(args)).sites.modules == 2, name
+    result = runner.invoke(app, ["run", "--runs-dir", str(tmp_path), "--name", "t", *REPLACE, "activation=custom",
+                                 "activation._target_=torch.nn.Softsign"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "t" / "summary.json").read_text())["activation_sites"]["modules"] == 2
