@@ -75,6 +75,19 @@ class TinyLM(nn.Module):
         return self.head(h + self.mlp(h))
 
 
+class NormLM(TinyLM):
+    """TinyLM with batch norm over the hidden features: running statistics that evaluation reads."""
+
+    def __init__(self, vocab: int, act_layer: type = nn.ReLU, dim: int = 8) -> None:
+        super().__init__(vocab, act_layer, dim)
+        self.norm = nn.BatchNorm1d(dim)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        h = self.emb(idx)
+        h = self.norm(h.transpose(1, 2)).transpose(1, 2)
+        return self.head(h + self.mlp(h))
+
+
 class Functional(nn.Module):
     """Calls F.relu: no module to replace."""
 

@@ -87,10 +87,15 @@ def test_sampled_runs_have_no_window_interval(runner, tmp_path):
 
 
 def test_best_weights_keep_each_members_earliest_lowest_validation():
-    model = torch.nn.Linear(1, 1)
-    model.weight = torch.nn.Parameter(torch.zeros(3, 2))  # [members, ...]
-    del model.bias
-    model.register_parameter("bias", None)
+    from activation_bench.engine.models.base import MemberLayers
+
+    class Stacked(MemberLayers):  # one stacked parameter [members, ...], no activation slices
+        def __init__(self) -> None:
+            torch.nn.Module.__init__(self)
+            self.slices, self.norms = [], None
+            self.weight = torch.nn.Parameter(torch.zeros(3, 2))
+
+    model = Stacked()
     best = BestWeights(model, 3, torch.float32, "cpu")
     for epoch, val in enumerate(([3.0, 2.0, float("nan")], [1.0, 2.0, 5.0], [1.0, 3.0, 4.0])):
         with torch.no_grad():
@@ -178,3 +183,22 @@ def test_the_early_stop_number_is_the_run_stopped_at_that_epoch(runner, sweep, t
     assert short["final_test_loss"] == s["early_stop_test_loss"] != s["final_test_loss"]
     assert _column(next(tmp_path.rglob("test_windows.csv")), "final_loss") == _column(run / "test_windows.csv",
                                                                                          "early_stop_loss")
+
+
+def test_a_users_module_with_batch_norm_is_judged_at_its_best_epochs_weights_and_statistics(runner, tmp_path):
+    """model=module on text, judged whole: the kept state holds batch norm's running statistics with the
+    parameters (evaluation reads both), so the early-stop number is the run stopped at that epoch's,
+    bit for bit, in a stack of two seeds as alone."""
+    (tmp_path / "tiny.txt").write_text("the quick brown fox jumps over the lazy dog. " * 60, encoding="utf-8")
+    base = ["model=module", "model.target=tests.module_models:NormLM", "model.act_arg=act_layer", "data=text",
+            f"data.path={tmp_path / 'tiny.txt'}", "data.block_size=8", "data.steps=3", "data.val_windows=4",
+            "batch_size=4", "+model.kwargs.vocab=28", "activation=gelu", "lr=0.1", "epochs=6"]
+    out = runner.invoke(app, ["sweep", "--runs-dir", str(tmp_path / "runs"), "-q", *base, "seed=0,1", "--name", "s"])
+    assert out.exit_code == 0, out.output
+    runs = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs" / "s").glob("*/summary.json"))]
+    s = next(s for s in runs if s["early_stop_epoch"] < s["epochs"])  # lr 0.1: some epoch after the best
+    out = runner.invoke(app, ["run", "--runs-dir", str(tmp_path / "short"), "-q", *base, f"seed={s['seed']}",
+                              f"epochs={s['early_stop_epoch']}"])
+    assert out.exit_code == 0, out.output
+    short = json.loads(next((tmp_path / "short").rglob("summary.json")).read_text())
+    assert short["final_test_loss"] == s["early_stop_test_loss"]

@@ -26,18 +26,22 @@ from activation_bench.engine.optim import member_owners
 
 class BestWeights:
     """Per member [M]: its lowest validation loss so far, the epoch (0-based, -1: none yet) it came at,
-    and every parameter as it was then (`p0`, `p1`, ... in model.parameters() order). Its tensors are
-    checkpointed with the stack's logs (engine/checkpoint.py copies them back on resume)."""
+    and its state as it was then: every parameter and every floating-point buffer (batch norm's
+    running statistics, which evaluation reads), `p0`, `p1`, ... in model.parameters() then
+    model.buffers() order. Its tensors are checkpointed with the stack's logs (engine/checkpoint.py
+    copies them back on resume)."""
 
     def __init__(self, model: torch.nn.Module, m: int, dtype: torch.dtype, device: str) -> None:
-        params = list(model.parameters())
-        self._owners = member_owners(model)  # parameters of one member, without a member axis
-        for i, p in enumerate(params):
-            if i not in self._owners and (p.dim() == 0 or p.shape[0] != m):
-                raise ValueError(f"parameter {i} {tuple(p.shape)} has no member axis of {m}: cannot keep "
-                                 "each member's best-validation weights")
-            setattr(self, f"p{i}", p.detach().clone())
-        self._n = len(params)
+        tensors = _state(model)
+        n_params = len(list(model.parameters()))
+        # tensors of one member, without a member axis: parameters, then buffers after the parameters
+        self._owners = {**member_owners(model), **{n_params + i: k for i, k in _buffer_owners(model).items()}}
+        for i, t in enumerate(tensors):
+            if i not in self._owners and (t.dim() == 0 or t.shape[0] != m):
+                raise ValueError(f"{'parameter' if i < n_params else 'buffer'} {i} {tuple(t.shape)} has no member "
+                                 f"axis of {m}: cannot keep each member's best-validation weights")
+            setattr(self, f"p{i}", t.detach().clone())
+        self._n = len(tensors)
         self.val = torch.full((m,), float("inf"), dtype=dtype, device=device)
         self.epoch = torch.full((m,), -1, dtype=torch.int64, device=device)
 
@@ -52,7 +56,7 @@ class BestWeights:
             return
         self.val = torch.where(better, val, self.val)
         self.epoch[better] = epoch
-        for i, (mine, p) in enumerate(zip(self._saved(), model.parameters())):
+        for i, (mine, p) in enumerate(zip(self._saved(), _state(model))):
             if i in self._owners:
                 if bool(better[self._owners[i]]):
                     mine.copy_(p)
@@ -62,10 +66,22 @@ class BestWeights:
     @torch.no_grad()
     def swap(self, model: torch.nn.Module) -> None:
         """Exchange the model's parameters with the kept ones (twice: back as they were)."""
-        for mine, p in zip(self._saved(), model.parameters()):
+        for mine, p in zip(self._saved(), _state(model)):
             tmp = p.detach().clone()
             p.copy_(mine)
             mine.copy_(tmp)
+
+
+def _state(model: torch.nn.Module) -> list[torch.Tensor]:
+    """What a member's best-validation state holds: the parameters, then the floating-point buffers."""
+    return [*model.parameters(), *(b for b in model.buffers() if b.is_floating_point())]
+
+
+def _buffer_owners(model: torch.nn.Module) -> dict[int, int]:
+    """The model's buffer_owners() (base.MemberLayers), renumbered over its floating-point buffers."""
+    owned = model.buffer_owners()
+    floats = [i for i, b in enumerate(model.buffers()) if b.is_floating_point()]
+    return {j: owned[i] for j, i in enumerate(floats) if i in owned}
 
 
 @dataclass

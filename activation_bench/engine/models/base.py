@@ -164,6 +164,13 @@ class MemberLayers(nn.Module):
         mine = {id(p): s.start for s in self.slices if s.per_member for mod in s.modules for p in mod.parameters()}
         return {i: mine[id(p)] for i, p in enumerate(self.parameters()) if id(p) in mine}
 
+    def buffer_owners(self) -> dict[int, int]:
+        """Buffer index (in self.buffers() order) -> member, for the buffers of one member (no member
+        axis), as `owners` for parameters: what keeping a member's state (its best-validation
+        weights, engine/whole_split.py) copies with its parameters."""
+        mine = {id(b): s.start for s in self.slices if s.per_member for mod in s.modules for b in mod.buffers()}
+        return {i: mine[id(b)] for i, b in enumerate(self.buffers()) if id(b) in mine}
+
     def _init_layers(self, slices: list[Slice], ws: list[torch.Tensor], norm: str) -> None:
         """The slices (a slice given one module uses it in every layer), their modules registered
         (PReLU weights etc.; a module shared by several layers once), and per layer each member's

@@ -275,6 +275,10 @@ class StackedModules(MemberLayers):
         mine = {id(p): i for i, m in enumerate(self.members) for p in m.parameters()}
         return {i: mine[id(p)] for i, p in enumerate(self.parameters())}
 
+    def buffer_owners(self) -> dict[int, int]:
+        mine = {id(b): i for i, m in enumerate(self.members) for b in m.buffers()}
+        return {i: mine[id(b)] for i, b in enumerate(self.buffers())}
+
     def decay_flags(self) -> list[bool]:
         return [p.dim() >= 2 for p in self.parameters()]
 
