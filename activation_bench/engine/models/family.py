@@ -73,6 +73,11 @@ class Family:
         """The stacked model of these members (a `base.MemberLayers`), each drawn from its seed."""
         raise NotImplementedError
 
+    def pads_alone(self, cfg: Cfg, device: str, dtype: Any) -> bool:
+        """Whether a run alone trains as a stack of itself and a copy (engine/train.py): the default,
+        so that its batched products take the same path as in any sweep's stack."""
+        return True
+
     def compiled(self) -> Any | None:
         """The module of this family's compiled step (engine/compiled/), or None: eager only."""
         return None
