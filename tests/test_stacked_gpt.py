@@ -14,8 +14,8 @@ from torch import nn
 
 from activation_bench.cfg import Cfg
 from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models import gpt_alone, stacked_gpt
 from activation_bench.engine.models import slices as slices_mod
-from activation_bench.engine.models import stacked_gpt
 from activation_bench.engine.models.losses import member_token_cross_entropy
 
 B, T, V = 3, 8, 11
@@ -236,7 +236,7 @@ def train_steps(cfgs: list[Cfg], steps: int = 2, t: int = T):
 ])
 def test_a_member_in_a_stack_equals_the_member_alone_bit_for_bit(model, t):
     # activations of one width share a stack; "alone" is a stack of two copies (the engine pads a
-    # lone member so: MKL's one-matrix product rounds differently from its batched one)
+    # lone member so where MKL's one-matrix product rounds differently from its batched one: gpt_alone.py)
     stack = [cfg(10 + i, a, **model) for i, a in enumerate(["gelu", "relu", "silu", "relu2", "gelu"])]
     logits, loss, grads, params = train_steps(stack, t=t)
     for m in (0, 2, 4):
@@ -248,6 +248,42 @@ def test_a_member_in_a_stack_equals_the_member_alone_bit_for_bit(model, t):
             assert torch.equal(g[m], a[0])
         for p, a in zip(params, a_params):
             assert torch.equal(p[m], a[0])
+
+
+@pytest.mark.parametrize("act", ["gelu", "swiglu"])
+def test_a_stack_of_one_equals_its_member_in_stacks_of_2_4_8_where_the_probe_allows(act):
+    # the engine trains a lone run as a stack of one where gpt_alone.probe finds its bits equal to a
+    # pair's (else padded: the test above); then it is the member of any stack, bit for bit
+    alone = cfg(10, act, dropout=0.1)
+    if not gpt_alone.probe(make, alone, V, (B, 5)):
+        pytest.skip("a stack of one rounds differently on this machine: the engine pads lone runs")
+    logits, loss, grads, params = train_steps([alone])
+    others = ["gelu", "relu", "silu"] if act == "gelu" else ["swiglu", "geglu", "reglu"]
+    for n in (2, 4, 8):
+        stack = [alone, *(cfg(30 + i, others[i % 3], dropout=0.1) for i in range(n - 1))]
+        s_logits, s_loss, s_grads, s_params = train_steps(stack)
+        assert torch.equal(s_logits[0], logits[0]) and torch.equal(s_loss[0], loss[0])
+        assert len(s_grads) == len(grads) and len(s_params) == len(params)
+        assert all(torch.equal(s[0], a[0]) for s, a in zip(s_grads, grads))
+        assert all(torch.equal(s[0], a[0]) for s, a in zip(s_params, params))
+
+
+@pytest.mark.parametrize("where", ["weights", "evaluation"])
+def test_the_probe_says_differs_where_a_stack_of_one_computes_other_bits(where):
+    alone = cfg(10, dropout=0.1)
+
+    def build(cfgs):  # a stack of one one ulp off: in a weight (every output), or in evaluation only
+        model = make(cfgs)
+        if len(cfgs) == 1 and where == "weights":
+            w = model.blocks[0].mlp.c_fc.weight
+            with torch.no_grad():
+                w[0, 0, 0] = torch.nextafter(w[0, 0, 0], torch.tensor(1.0))
+        if len(cfgs) == 1 and where == "evaluation":
+            forward = model.forward
+            model.forward = lambda idx, **kw: forward(idx, **kw) * (1 if model.training else 1 + 2**-20)
+        return model
+
+    assert not gpt_alone.probe(build, alone, V, (B, 5))
 
 
 def test_gated_members_in_a_stack_equal_alone_bit_for_bit():

@@ -8,8 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from activation_bench.cli.main import app
+from activation_bench.config.compose import compose
+from activation_bench.engine import train as train_mod
+from activation_bench.engine.models import gpt_alone, registry
 from tests.conftest import assert_refused_by_run_and_sweep, files_under
 from tests.test_checkpoint import _run, assert_same_outputs
 
@@ -24,6 +28,26 @@ def text_file(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.txt"
     path.write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40, encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def stack_sizes(monkeypatch) -> list[int]:
+    """The size of each stack train() builds in this process (a lone run padded with its copy: 2)."""
+    real = train_mod._train
+    sizes: list[int] = []
+
+    def spy(cfgs, *args, **kwargs):
+        sizes.append(len(cfgs))
+        return real(cfgs, *args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "_train", spy)
+    return sizes
+
+
+def _lone_size(overrides: list[str]) -> int:
+    """The stack a lone run of these overrides trains as here: 1, or 2 where the probe pads it."""
+    c = compose(overrides)
+    return 2 if registry.of(c).pads_alone(c, "cpu", torch.float32) else 1
 
 
 def _summary(root: Path) -> dict:
@@ -43,7 +67,7 @@ def test_a_transformer_run_on_a_text_file(runner, runs_dir, text_file):
 
 
 @pytest.mark.parametrize("held_out", [[], WHOLE], ids=["sampled", "whole"])
-def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path, held_out):
+def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path, held_out, stack_sizes):
     sweep = ["sweep", "--runs-dir", str(tmp_path), "-q", *TINY_GPT, *held_out, "data=python_docs", "--name", "s",
              "activation=gelu,relu,relu2,swiglu,bilinear", "seed=range(2)", "model.dropout=0.1"]
     out = runner.invoke(app, sweep)
@@ -53,6 +77,8 @@ def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, t
         out = runner.invoke(app, ["run", "--runs-dir", str(alone), "-q", *TINY_GPT, *held_out, "data=python_docs",
                                   f"activation={act}", "seed=1", "model.dropout=0.1"])
         assert out.exit_code == 0, out.output
+        # trained as a stack of one wherever this machine's probe allows (gpt_alone.py)
+        assert stack_sizes[-1] == _lone_size([*TINY_GPT, *held_out, "data=python_docs", f"activation={act}"])
         (member,) = (tmp_path / "s").glob(f"*activation={act}_seed=1*/losses.csv")
         assert next(alone.rglob("losses.csv")).read_bytes() == member.read_bytes()
         windows = sorted(p.name for p in member.parent.iterdir() if p.name == "test_windows.csv")
@@ -69,6 +95,28 @@ def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, t
     assert out.exit_code == 0, out.output
     html = (tmp_path / "r.html").read_text()
     assert ">params</th>" in html and "GPT 1 x 16, 2 heads, block 8" in html and f"{int(params['swiglu']):,}" in html
+
+
+@pytest.mark.parametrize("held_out", [[], WHOLE], ids=["sampled", "whole"])
+def test_a_lone_run_gives_the_same_bits_padded_or_not(runner, tmp_path, monkeypatch, stack_sizes, held_out):
+    args = [*TINY_GPT, *held_out, "data=python_docs", "activation=gelu", "seed=3", "model.dropout=0.1"]
+    out = runner.invoke(app, ["run", "--runs-dir", str(tmp_path / "probed"), "-q", *args])
+    assert out.exit_code == 0, out.output
+    assert stack_sizes == [_lone_size(args)]
+    # the probe forced to say that a stack of one rounds differently: the run is padded with its copy
+    monkeypatch.setattr(gpt_alone, "_ANSWERS", {})
+    monkeypatch.setattr(gpt_alone, "probe", lambda *a: False)
+    out = runner.invoke(app, ["run", "--runs-dir", str(tmp_path / "padded"), "-q", *args])
+    assert out.exit_code == 0, out.output
+    assert stack_sizes[-1] == 2
+    outputs = ["losses.csv", "test_windows.csv"] if held_out else ["losses.csv"]
+    for name in outputs:
+        (probed,), (padded,) = (list((tmp_path / d).rglob(name)) for d in ("probed", "padded"))
+        assert probed.read_bytes() == padded.read_bytes()
+    (probed,), (padded,) = (list((tmp_path / d).rglob("summary.json")) for d in ("probed", "padded"))
+    drop = ("wall_time_s", "created")  # the only fields that differ between two runs of one config
+    a, b = ({k: v for k, v in json.loads(p.read_text()).items() if k not in drop} for p in (probed, padded))
+    assert a == b
 
 
 def test_gated_units_match_the_ungated_parameter_count(runner, runs_dir):

@@ -115,19 +115,20 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
         raise ValueError("members of one stack must share shapes and optimiser settings")
     n_real = len(cfgs)
     engine, why = _plan_engine(cfgs)
-    if engine == "compiled":
-        cfgs = compiled.pad(cfgs, _act_key)
-    elif n_real == 1 and registry.of(cfgs[0]).pads_alone:
-        # A stack of one is padded with a copy of itself: with several threads, MKL's
-        # single-matrix path rounds differently from its batched one, and padding makes a run
-        # done alone bit-identical to the same member inside a sweep's stack.
-        cfgs = [cfgs[0], cfgs[0]]
     resolve_vml_kernels()  # before any threaded erf/exp/tanh: see vml.py
     # Denormal floats (losses near the float floor make Adam's second moments ~1e-40) are up to
     # 100x slower on CPUs; flushing them to zero changes no update measurably (eps=1e-8
     # dominates), and stacked and single runs flush alike.
     flush = torch.set_flush_denormal(True)
     try:
+        if engine == "compiled":
+            cfgs = compiled.pad(cfgs, _act_key)
+        elif n_real == 1 and registry.of(cfgs[0]).pads_alone(cfgs[0], resolve_device(cfgs[0].device),
+                                                              DTYPES[cfgs[0].dtype]):
+            # A stack of one is padded with a copy of itself where its family cannot show that
+            # one-matrix products round as batched ones (MKL's single-matrix path can differ with
+            # several threads): a run done alone is bit-identical to the member inside a sweep's stack.
+            cfgs = [cfgs[0], cfgs[0]]
         return _train(cfgs, n_real, on_progress, notice, (engine, why), checkpoints)
     finally:
         if flush:

@@ -30,9 +30,6 @@ class Family:
     name: str = ""
     schema: type = object  # the dataclass Hydra checks model.* against (configs/model/NAME.yaml extends it)
     eval_rows: int | None = None  # evaluation passes take this many rows at a time (None: a split at once)
-    # a run alone trains beside a copy of itself, so that batched kernels round as in a sweep's stack
-    # (False: the family's members share no arithmetic, model=module's)
-    pads_alone: bool = True
 
     # -- configuration side (no torch) --
     def validate(self, cfg: Cfg, where: str) -> None:
@@ -79,6 +76,11 @@ class Family:
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
         """The stacked model of these members (a `base.MemberLayers`), each drawn from its seed."""
         raise NotImplementedError
+
+    def pads_alone(self, cfg: Cfg, device: str, dtype: Any) -> bool:
+        """Whether a run alone trains as a stack of itself and a copy (engine/train.py): the default,
+        so that its batched products take the same path as in any sweep's stack."""
+        return True
 
     def compiled(self) -> Any | None:
         """The module of this family's compiled step (engine/compiled/), or None: eager only."""

@@ -47,7 +47,11 @@ class Module(Family):
     name = "module"
     schema = ModuleConfig
     eval_rows = EVAL_ROWS
-    pads_alone = False  # members never share arithmetic: a run alone needs no padding copy
+
+    def pads_alone(self, cfg: Cfg, device: str, dtype: Any) -> bool:
+        """Never: members share no arithmetic (each its own module, run one after another), so a run
+        alone needs no padding copy."""
+        return False
 
     def validate(self, cfg: Cfg, where: str) -> None:
         """The keys, the activation (elementwise only), the logs it cannot give, then the model

@@ -161,6 +161,13 @@ class Transformer(Family):
             chunks.append([activated(model, layer, h)[1] for layer, h in enumerate(model.ffn_inputs(part))])
         return combine(chunks, model.depth, model.wte.dtype)
 
+    def pads_alone(self, cfg: Cfg, device: str, dtype: Any) -> bool:
+        """Only where this machine's stack of one computes other bits than a stack of two
+        (gpt_alone.py: probed once per process and shapes)."""
+        from activation_bench.engine.models import gpt_alone
+
+        return not gpt_alone.alone_equals_pair(self, cfg, device, dtype)
+
     def build(self, ordered: Sequence[Cfg], keys: list[str], device: str, dtype: Any) -> Any:
         from activation_bench.engine.models import slices, stacked_gpt
 
