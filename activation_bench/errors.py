@@ -8,10 +8,15 @@ class UsageError(Exception):
     """Bad input from the user (config, override, path, file). Message is one readable line."""
 
 
+def at(where: str) -> str:
+    """Where a message comes from, as its one-line errors end: ' (in: WHERE)', or '' where unknown."""
+    return f" (in: {where})" if where else ""
+
+
 def check(ok: bool, message: str, where: str = "") -> None:
     """UsageError(message, and where it comes from) unless ok."""
     if not ok:
-        raise UsageError(f"{message}" + (f" (in: {where})" if where else ""))
+        raise UsageError(f"{message}" + at(where))
 
 
 # what str.splitlines breaks a line at; a message quoting the user's text shows them escaped

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, at
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -85,9 +85,9 @@ def resolve_csv(data: Cfg, where: str = "") -> None:
     """data.path resolved against the directory the command started in, and data.sha256 recorded
     (checked instead, when the config already carries one: a re-run of a saved config.yaml)."""
     if not data.path:
-        raise UsageError("data=csv needs data.path=FILE and data.target=COLUMN" + _at(where))
+        raise UsageError("data=csv needs data.path=FILE and data.target=COLUMN" + at(where))
     if not data.target:
-        raise UsageError(f"data=csv needs data.target=COLUMN (the column to predict) for {data.path}" + _at(where))
+        raise UsageError(f"data=csv needs data.target=COLUMN (the column to predict) for {data.path}" + at(where))
     path = Path(os.path.abspath(os.path.expanduser(str(data.path))))
     digest = file_sha256(path)
     if data.sha256 and data.sha256 != digest:
@@ -95,6 +95,3 @@ def resolve_csv(data: Cfg, where: str = "") -> None:
                          "(the file changed since that config was saved)")
     data["path"], data["sha256"] = str(path), digest
 
-
-def _at(where: str) -> str:
-    return f" (in: {where})" if where else ""

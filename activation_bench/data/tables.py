@@ -32,7 +32,7 @@ import numpy as np
 from activation_bench.data import images
 from activation_bench.data.sources import builtin as _builtin
 from activation_bench.data.sources import read_csv, resolve_csv
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, at
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -175,9 +175,6 @@ def table_for(data: Cfg) -> Table:
                       data.get("task", "regression"))
 
 
-def _at(where: str) -> str:
-    return f" (in: {where})" if where else ""
-
 
 # ---------------------------------------------------------------------------------------------
 # checks of a composed config (called by validation.validate; nothing is written before them)
@@ -201,24 +198,24 @@ def check_task(data: Cfg, where: str = "") -> None:
         return
     text.check_not_text(data, where)
     if task not in classes.TASKS:
-        raise UsageError(f"unknown data.task '{task}'; valid: {', '.join(classes.TASKS)}" + _at(where))
+        raise UsageError(f"unknown data.task '{task}'; valid: {', '.join(classes.TASKS)}" + at(where))
     if data.name in CLASSIFICATION and task != "classification":
         raise UsageError(f"data={data.name} is a classification source (class labels); data.task={task} "
-                         "does not apply" + _at(where))
+                         "does not apply" + at(where))
     if task == "classification" and data.name in ("normal", "uniform"):
         raise UsageError(f"data={data.name} has continuous random or teacher targets: data.task=classification "
                          "needs class labels (a bundled class table such as data=digits, or data=csv "
-                         "data.task=classification)" + _at(where))
+                         "data.task=classification)" + at(where))
     if task == "classification" and data.name not in (*CLASSIFICATION, *TABLES, "csv"):
         raise UsageError(f"data.task=classification applies to {', '.join(CLASSIFICATION)} and csv, "
-                         f"not data={data.name}" + _at(where))
+                         f"not data={data.name}" + at(where))
     if data.get("root") is not None and data.name not in IMAGES:
         raise UsageError(f"data.root (the image files' folder) applies to data={', '.join(IMAGES)}, "
-                         f"not data={data.name}" + _at(where))
+                         f"not data={data.name}" + at(where))
     if data.get("n_train") is not None and task != "classification":
         raise UsageError(f"data.n_train (a stratified subsample of the training split) applies to classification "
                          f"data ({', '.join(CLASSIFICATION)}, csv with data.task=classification), not "
-                         f"data={data.name}" + _at(where))
+                         f"data={data.name}" + at(where))
 
 
 def validate(cfg: Cfg, where: str = "") -> None:
@@ -231,27 +228,27 @@ def validate(cfg: Cfg, where: str = "") -> None:
     vf, tf = d.val_fraction, d.test_fraction
     if d.name in FIXED_TEST and tf is not None:
         raise UsageError(f"data.test_fraction does not apply to data={d.name}: its canonical test set is the same "
-                         f"for every seed (leave it null)" + _at(where))
+                         f"for every seed (leave it null)" + at(where))
     for key, v in (("data.val_fraction", vf), ("data.test_fraction", tf))[: 1 if d.name in FIXED_TEST else 2]:
         if not _fraction(v):
-            raise UsageError(f"{key} must be between 0 and 1 (exclusive), got {v}" + _at(where))
+            raise UsageError(f"{key} must be between 0 and 1 (exclusive), got {v}" + at(where))
     if tf is not None and vf + tf >= 1:
-        raise UsageError(f"data.val_fraction + data.test_fraction must be below 1, got {vf} + {tf}" + _at(where))
+        raise UsageError(f"data.val_fraction + data.test_fraction must be below 1, got {vf} + {tf}" + at(where))
     table = None
     if d.name == "function":
         functions.get(d.fn)
         n = d.n_samples
         if not isinstance(n, int) or n < 1:
-            raise UsageError(f"data.n_samples (points drawn) must be a positive integer, got {n}" + _at(where))
+            raise UsageError(f"data.n_samples (points drawn) must be a positive integer, got {n}" + at(where))
         what = "data.n_samples"
         if d.input_dim is not None:
-            raise UsageError(f"data.input_dim does not apply to data=function (data.fn={d.fn} sets it)" + _at(where))
+            raise UsageError(f"data.input_dim does not apply to data=function (data.fn={d.fn} sets it)" + at(where))
     else:
         if d.noise:
-            raise UsageError(f"data.noise applies to function and teacher data, not data={d.name}" + _at(where))
+            raise UsageError(f"data.noise applies to function and teacher data, not data={d.name}" + at(where))
         for key in ("n_samples", "input_dim", "fn"):
             if d[key] is not None:
-                raise UsageError(f"data.{key} does not apply to data={d.name} (the table sets it)" + _at(where))
+                raise UsageError(f"data.{key} does not apply to data={d.name} (the table sets it)" + at(where))
         if d.name == "csv":
             resolve_csv(d, where)
         if d.name in IMAGES:
@@ -260,14 +257,14 @@ def validate(cfg: Cfg, where: str = "") -> None:
         if d.name in TABLES and is_classification(d):  # one the continuous-target rule let through
             raise UsageError(f"data={d.name} is a regression table (target '{d.target}', {len(table.classes)} "
                              f"distinct values); data.task=classification applies to {', '.join(CLASSIFICATION)} "
-                             "and csv" + _at(where))
+                             "and csv" + at(where))
         n = len(table.y) - table.fixed_test
         what = f"data={d.name}" if d.name != "csv" else f"data.path {d.path}"
     n_train, n_val, n_test = split_sizes(n, vf, tf or 0.0)
     if n_train < MIN_TRAIN or n_val < 1 or n_test + (table.fixed_test if table else 0) < 1:
         raise UsageError(f"{what}: {n} rows are too few for val_fraction={vf} and test_fraction={tf} "
                          f"(train {n_train}, validation {n_val}, test {n_test}; need at least "
-                         f"{MIN_TRAIN}, 1 and 1)" + _at(where))
+                         f"{MIN_TRAIN}, 1 and 1)" + at(where))
     if table is not None and is_classification(d):
         classes.check_training_classes(table.y[:n], table.classes, n_val, n_test, what,
                                        f"val_fraction={vf} and test_fraction={tf}")
@@ -275,7 +272,7 @@ def validate(cfg: Cfg, where: str = "") -> None:
             n_train = _check_n_train(d, table, n, n_train, n_val, n_test, what, where)
     if cfg.batch_size is not None and not 1 <= cfg.batch_size <= n_train:
         raise UsageError(f"batch_size must be between 1 and the training split's {n_train} rows, "
-                         f"got {cfg.batch_size}" + _at(where))
+                         f"got {cfg.batch_size}" + at(where))
 
 
 def _check_images(d: Cfg, where: str) -> None:
@@ -284,10 +281,10 @@ def _check_images(d: Cfg, where: str) -> None:
     for key in ("path", "sha256", "features"):
         if d[key] is not None:
             raise UsageError(f"data.{key} does not apply to data={d.name} (its files under data.root give the "
-                             "pixels and labels)" + _at(where))
+                             "pixels and labels)" + at(where))
     if d.target != "label":
         raise UsageError(f"data.target does not apply to data={d.name}: its target is the image's label, leave it "
-                         f"'label' (got '{d.target}')" + _at(where))
+                         f"'label' (got '{d.target}')" + at(where))
     images.resolve_root(d)
 
 
@@ -300,7 +297,7 @@ def _check_n_train(d: Cfg, table: Table, pool: int, available: int, n_val: int, 
     n, k = d.n_train, len(table.classes)
     if not isinstance(n, int) or isinstance(n, bool) or not k <= n <= available:
         raise UsageError(f"{what}: data.n_train must be an integer from {k} (the classes) to {available} (the "
-                         f"training rows left by val_fraction={d.val_fraction}), got {n}" + _at(where))
+                         f"training rows left by val_fraction={d.val_fraction}), got {n}" + at(where))
     classes.check_subsample(table.y[:pool], table.classes, n_val, n_test, n, what)
     return n
 

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from activation_bench.engine.activations import expr
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, at
 
 
 @dataclass(frozen=True)
@@ -230,25 +230,22 @@ def _import_target(path: Any, where: str) -> Callable[..., nn.Module]:
     if path == "???":
         raise UsageError(
             "activation=custom needs activation._target_=package.module.Class (an importable "
-            f"torch.nn.Module subclass){_at(where)}"
+            f"torch.nn.Module subclass){at(where)}"
         )
     module_name, _, attr = str(path).rpartition(".")
     if not module_name or not attr:
         raise UsageError(
-            f"activation._target_ '{path}' is not a dotted path (package.module.Class){_at(where)}"
+            f"activation._target_ '{path}' is not a dotted path (package.module.Class){at(where)}"
         )
     try:
         obj = getattr(importlib.import_module(module_name), attr)
     except Exception as exc:  # noqa: BLE001 - user code may raise anything while importing
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"activation._target_ '{path}' does not import: {msg}{_at(where)}") from None
+        raise UsageError(f"activation._target_ '{path}' does not import: {msg}{at(where)}") from None
     if not (isinstance(obj, type) and issubclass(obj, nn.Module)):
-        raise UsageError(f"activation._target_ '{path}' is not a torch.nn.Module class{_at(where)}")
+        raise UsageError(f"activation._target_ '{path}' is not a torch.nn.Module class{at(where)}")
     return obj
 
-
-def _at(where: str) -> str:
-    return f" (in: {where})" if where else ""
 
 
 def _check_params(spec: Spec, params: dict[str, Any], where: str) -> None:
@@ -256,7 +253,7 @@ def _check_params(spec: Spec, params: dict[str, Any], where: str) -> None:
         if key not in spec.params:
             valid = ", ".join(spec.params) or "none"
             raise UsageError(
-                f"unknown parameter '{key}' for activation '{spec.name}'; valid: {valid}{_at(where)}"
+                f"unknown parameter '{key}' for activation '{spec.name}'; valid: {valid}{at(where)}"
             )
         default = spec.params[key]
         if isinstance(default, bool):
@@ -267,19 +264,19 @@ def _check_params(spec: Spec, params: dict[str, Any], where: str) -> None:
             ok = isinstance(value, type(default))
         if not ok:
             raise UsageError(
-                f"activation.{key} must be a {type(default).__name__}, got {value!r}{_at(where)}"
+                f"activation.{key} must be a {type(default).__name__}, got {value!r}{at(where)}"
             )
     if spec.name == "rrelu":
         lower = params.get("lower", spec.params["lower"])
         upper = params.get("upper", spec.params["upper"])
         if not 0 <= lower <= upper:
-            raise UsageError(f"rrelu needs 0 <= lower <= upper, got {lower}, {upper}{_at(where)}")
+            raise UsageError(f"rrelu needs 0 <= lower <= upper, got {lower}, {upper}{at(where)}")
     if spec.name == "softplus" and params.get("beta", 1.0) <= 0:
-        raise UsageError(f"softplus beta must be > 0{_at(where)}")
+        raise UsageError(f"softplus beta must be > 0{at(where)}")
     if spec.name == "hardtanh" and params.get("min_val", -1.0) >= params.get("max_val", 1.0):
-        raise UsageError(f"hardtanh needs min_val < max_val{_at(where)}")
+        raise UsageError(f"hardtanh needs min_val < max_val{at(where)}")
     if spec.name == "celu" and params.get("alpha", 1.0) == 0:
-        raise UsageError(f"celu alpha must be non-zero{_at(where)}")
+        raise UsageError(f"celu alpha must be non-zero{at(where)}")
 
 
 def check_config(cfg: dict[str, Any], where: str = "", dtype: str = "float32") -> None:
@@ -294,10 +291,10 @@ def check_config(cfg: dict[str, Any], where: str = "", dtype: str = "float32") -
             cls(**_params_of(cfg))
         except Exception as exc:  # noqa: BLE001 - user code; report, don't crash
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(f"activation._target_ '{cfg['_target_']}' failed to build: {msg}{_at(where)}") from None
+            raise UsageError(f"activation._target_ '{cfg['_target_']}' failed to build: {msg}{at(where)}") from None
         return
     if "name" not in cfg:
-        raise UsageError(f"activation config needs a name or a _target_{_at(where)}")
+        raise UsageError(f"activation config needs a name or a _target_{at(where)}")
     spec = get_spec(cfg["name"])
     _check_params(spec, _params_of(cfg), where)
 
@@ -305,18 +302,18 @@ def check_config(cfg: dict[str, Any], where: str = "", dtype: str = "float32") -
 def _check_expr(cfg: dict[str, Any], where: str, dtype: str) -> None:
     name = cfg.get("name", "expr")
     if not isinstance(name, str) or not name.strip():
-        raise UsageError(f"activation.name must be a label (text), got {name!r}{_at(where)}")
+        raise UsageError(f"activation.name must be a label (text), got {name!r}{at(where)}")
     key = name.lower().replace("-", "_")
     if name != "expr" and (key in REGISTRY or key in ALIASES):
         raise UsageError(f"activation.fn is for activation=expr, and activation.name '{name}' is a registered "
-                         f"activation; label an expression with another name{_at(where)}")
+                         f"activation; label an expression with another name{at(where)}")
     try:
         e, values, _ = expr.from_node(cfg)
         problem = expr.probe_problem(e, values, dtype)
     except UsageError as exc:
-        raise UsageError(f"{exc}{_at(where)}") from None
+        raise UsageError(f"{exc}{at(where)}") from None
     if problem:
-        raise UsageError(f"{problem}{_at(where)}")
+        raise UsageError(f"{problem}{at(where)}")
 
 
 def is_gated(cfg: dict[str, Any]) -> bool:

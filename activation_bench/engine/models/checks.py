@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.errors import UsageError, check
+from activation_bench.errors import UsageError, at, check
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -73,7 +73,7 @@ def check_residual_widths(cfg: Cfg, where: str) -> None:
     except Exception as exc:  # noqa: BLE001 - user code; report, don't crash
         raise UsageError(f"activation._target_ '{cfg.activation['_target_']}' failed on a [1, 2, {h1}] input: "
                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-                         + (f" (in: {where})" if where else "")) from None
+                         + at(where)) from None
     check(width == h2, f"model.residual=true adds each hidden layer's input ({h2} wide) to its output, but "
            f"activation._target_ '{cfg.activation['_target_']}' turns {h1} values into {width}; "
            "use model.residual=false", where)

@@ -61,7 +61,7 @@ class CNN(Family):
         (conv_shapes.blocks names the block and the sizes otherwise)."""
         from activation_bench.data.shapes import SHAPES, input_shape
         from activation_bench.engine.models import checks as v
-        from activation_bench.errors import UsageError, check
+        from activation_bench.errors import UsageError, at, check
 
         m = cfg.model
         check(m.norm in NORMS, f"unknown model.norm '{m.norm}' for model=cnn; valid: {', '.join(NORMS)}", where)
@@ -73,7 +73,7 @@ class CNN(Family):
         try:
             conv_shapes.blocks(shape, m)  # type: ignore[arg-type]
         except ValueError as exc:
-            raise UsageError(str(exc) + (f" (in: {where})" if where else "")) from None
+            raise UsageError(str(exc) + at(where)) from None
 
     def describe(self, model: dict[str, Any]) -> str:
         def seq(key: str) -> str:

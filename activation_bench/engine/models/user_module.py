@@ -24,16 +24,13 @@ from torch import nn
 from activation_bench.data.synthetic import DTYPES, derived_seed
 from activation_bench.engine.activations import registry as activations
 from activation_bench.engine.models.base import MemberLayers
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, at
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
 
 PROBE_ROWS = 2  # the check forward's batch (two rows: batch norm's statistics need them)
 
-
-def _at(where: str) -> str:
-    return f" (in: {where})" if where else ""
 
 
 def last_line(exc: BaseException) -> str:
@@ -63,14 +60,14 @@ def import_target(path: str, where: str = "") -> Callable[..., Any]:
     """model.target's class or function; UsageError with the import error's last line."""
     if ":" not in path:
         raise UsageError(f"model.target '{path}' is not module:attribute (e.g. mymodels:ResNet20, "
-                         f"timm:create_model){_at(where)}")
+                         f"timm:create_model){at(where)}")
     try:
         obj = _import(path)
     except Exception as exc:  # noqa: BLE001 - user code may raise anything while importing
-        raise UsageError(f"model.target '{path}' does not import: {last_line(exc)}{_at(where)}") from None
+        raise UsageError(f"model.target '{path}' does not import: {last_line(exc)}{at(where)}") from None
     if not callable(obj):
         raise UsageError(f"model.target '{path}' is a {type(obj).__name__}, not a class or a function returning a "
-                         f"torch.nn.Module{_at(where)}")
+                         f"torch.nn.Module{at(where)}")
     return obj
 
 
@@ -83,9 +80,9 @@ def replace_types(names: Sequence[str], where: str = "") -> tuple[type, ...]:
         try:
             cls = getattr(nn, text) if "." not in text and ":" not in text else _import(text)
         except Exception as exc:  # noqa: BLE001
-            raise UsageError(f"model.replace entry '{text}' does not import: {last_line(exc)}{_at(where)}") from None
+            raise UsageError(f"model.replace entry '{text}' does not import: {last_line(exc)}{at(where)}") from None
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise UsageError(f"model.replace entry '{text}' is not a torch.nn.Module class{_at(where)}")
+            raise UsageError(f"model.replace entry '{text}' is not a torch.nn.Module class{at(where)}")
         out.append(cls)
     return tuple(out)
 
@@ -163,16 +160,16 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
     except Exception as exc:  # noqa: BLE001 - user code
         shown = ", ".join(f"{k}=" + ("<activation factory>" if v is factory else repr(v)) for k, v in kwargs.items())
         raise UsageError(f"model.target '{target}' failed to build with ({shown}): {last_line(exc)}"
-                         f"{_at(where)}") from None
+                         f"{at(where)}") from None
     if not isinstance(net, nn.Module):
         raise UsageError(f"model.target '{target}' gave a {type(net).__name__}, not a torch.nn.Module (name a module "
-                         f"class or a function returning one){_at(where)}")
+                         f"class or a function returning one){at(where)}")
     if model.get("act_arg"):
         if not factory.built:
             held = _activation_modules(net)
             raise UsageError(f"model.target '{target}' never called model.act_arg={model['act_arg']}: no activation "
                              "module was built through it (the model may fix its activation itself"
-                             + (f"; it holds {held}: try model.replace" if held else "") + f"){_at(where)}")
+                             + (f"; it holds {held}: try model.replace" if held else "") + f"){at(where)}")
         return net, Sites("act_arg", factory.built, str(model["act_arg"]))
     names = [str(t) for t in model.get("replace") or []]
     n = _swap(net, replace_types(names, where), factory)
@@ -180,7 +177,7 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
         held = _activation_modules(net)
         raise UsageError(f"model.replace=[{', '.join(names)}] matched no module of model.target '{target}'; it holds "
                          + (held if held else "no activation modules")
-                         + " (functional calls such as F.relu cannot be reached by replacing modules)" + _at(where))
+                         + " (functional calls such as F.relu cannot be reached by replacing modules)" + at(where))
     return net, Sites("replace", n, ", ".join(names))
 
 
@@ -328,7 +325,7 @@ def probe(cfg: Cfg, where: str = "") -> Probe:
     try:
         return _probe(key)
     except UsageError as exc:
-        raise UsageError(f"{exc}{_at(where)}") from None
+        raise UsageError(f"{exc}{at(where)}") from None
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,7 +20,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from activation_bench.engine.models import user_module
 from activation_bench.engine.models.base import MemberLayers
 from activation_bench.engine.models.user_module import Member, fit_output, last_line
-from activation_bench.errors import UsageError
+from activation_bench.errors import UsageError, at
 
 
 class VmapStack(MemberLayers):
@@ -102,7 +102,6 @@ def probe(cfg: Any, where: str = "") -> None:
          else torch.randn(2, rows, *shape, generator=gen, dtype=dtype))
     stack = VmapStack([user_module.member(user_module.seeded(cfg, s), "cpu", dtype) for s in (0, 1)], shape,
                       (rows,), "")
-    at = f" (in: {where})" if where else ""
     try:
         with torch.no_grad():
             stack.train().raw(x)
@@ -110,6 +109,6 @@ def probe(cfg: Any, where: str = "") -> None:
         if "random" in str(exc).lower():
             raise UsageError(f"model.vmap=true cannot run model.target '{target}': it draws random numbers (dropout, "
                              "a random activation), which under vmap could not come from each member's own stream; "
-                             f"leave model.vmap off (members one after another, bit for bit){at}") from None
+                             f"leave model.vmap off (members one after another, bit for bit){at(where)}") from None
         raise UsageError(f"model.vmap=true cannot run model.target '{target}' under torch.func.vmap: "
-                         f"{last_line(exc)} (leave model.vmap off){at}") from None
+                         f"{last_line(exc)} (leave model.vmap off){at(where)}") from None
