@@ -6,7 +6,7 @@ activation). Weights are stored [members, in, out] so one batched product evalua
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -157,19 +157,27 @@ class MemberLayers(nn.Module):
 
         return default_decay(list(self.parameters()))
 
+    def member_modules(self) -> Iterator[tuple[int, nn.Module]]:
+        """(member, module) for the modules that belong to one member, whose parameters and buffers
+        have no member axis: each per-member slice's activation modules (PReLU's, a learnable
+        expression's), keyed by the slice's first member."""
+        return ((s.start, mod) for s in self.slices if s.per_member for mod in s.modules)
+
     def owners(self) -> dict[int, int]:
-        """Parameter index -> member, for the parameters of one member (no member axis): a
-        per-member activation's (PReLU's weight, a learnable expression's), which per-member
+        """Parameter index -> member, for the parameters of `member_modules`, which per-member
         clipping counts toward that member's norm."""
-        mine = {id(p): s.start for s in self.slices if s.per_member for mod in s.modules for p in mod.parameters()}
-        return {i: mine[id(p)] for i, p in enumerate(self.parameters()) if id(p) in mine}
+        return self._owned(nn.Module.parameters)
 
     def buffer_owners(self) -> dict[int, int]:
-        """Buffer index (in self.buffers() order) -> member, for the buffers of one member (no member
-        axis), as `owners` for parameters: what keeping a member's state (its best-validation
-        weights, engine/whole_split.py) copies with its parameters."""
-        mine = {id(b): s.start for s in self.slices if s.per_member for mod in s.modules for b in mod.buffers()}
-        return {i: mine[id(b)] for i, b in enumerate(self.buffers()) if id(b) in mine}
+        """Buffer index (in self.buffers() order) -> member, for the buffers of `member_modules`: what
+        keeping a member's state (its best-validation weights, engine/whole_split.py) copies with its
+        parameters."""
+        return self._owned(nn.Module.buffers)
+
+    def _owned(self, tensors: Callable[[nn.Module], Iterator[torch.Tensor]]) -> dict[int, int]:
+        """Index among tensors(self) -> member, for the tensors of `member_modules`."""
+        mine = {id(t): member for member, mod in self.member_modules() for t in tensors(mod)}
+        return {i: mine[id(t)] for i, t in enumerate(tensors(self)) if id(t) in mine}
 
     def _init_layers(self, slices: list[Slice], ws: list[torch.Tensor], norm: str) -> None:
         """The slices (a slice given one module uses it in every layer), their modules registered

@@ -14,7 +14,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -268,13 +268,9 @@ class StackedModules(MemberLayers):
             out.append({k: [v[k] for v in values] for k in values[0]} if values else None)
         return out
 
-    def owners(self) -> dict[int, int]:
-        mine = {id(p): i for i, m in enumerate(self.members) for p in m.parameters()}
-        return {i: mine[id(p)] for i, p in enumerate(self.parameters())}
-
-    def buffer_owners(self) -> dict[int, int]:
-        mine = {id(b): i for i, m in enumerate(self.members) for b in m.buffers()}
-        return {i: mine[id(b)] for i, b in enumerate(self.buffers())}
+    def member_modules(self) -> Iterator[tuple[int, nn.Module]]:
+        """Every member's module is its own: all its parameters and buffers are that member's."""
+        return enumerate(self.members)
 
     def decay_flags(self) -> list[bool]:
         return [p.dim() >= 2 for p in self.parameters()]
