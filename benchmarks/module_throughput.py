@@ -7,12 +7,16 @@ on each; the ratio is the median over rounds of model-steps per second against t
 Also printed: how far model.vmap's members end from their runs alone (the largest relative
 difference of the final validation loss), the tolerance docs/your-own-model.md states.
 
-The model: a conv-BN-act stem and two residual blocks of width 8, global average pooling, a linear
-head; the activation through `act_layer` (docs/your-own-model.md's SmallResNet). Digits: 1,078
+The model (--model resnet, the default): a conv-BN-act stem and two residual blocks of width 8,
+global average pooling, a linear head; the activation through `act_layer` (docs/your-own-model.md's
+SmallResNet). Its step is bound by the convolutions' arithmetic on a CPU, where vmap's grouped
+convolution and batch norm over members x channels run no faster than one member's kernels, so
+stacking can gain only the Python and dispatch overhead. --model mlp: a 64-32-32-10 MLP, whose
+step is bound by that overhead: the regime where the torch.func stack pays. Digits: 1,078
 training rows (8x8), batch 64, shuffle, Adam lr 1e-3, 17 steps an epoch.
 
 Usage:
-    python benchmarks/module_throughput.py [--epochs 10] [--repeat 3] [--threads 1]
+    python benchmarks/module_throughput.py [--epochs 10] [--repeat 3] [--threads 1] [--model mlp]
     python benchmarks/module_throughput.py --quick      # a smoke run: 1 epoch, 1 round
 """
 
@@ -56,11 +60,26 @@ class SmallResNet(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
 
 
+class SmallMLP(nn.Module):
+    def __init__(self, act_layer: type = nn.ReLU, width: int = 32, num_classes: int = 10) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, width), act_layer(), nn.Linear(width, width),
+                                 act_layer(), nn.Linear(width, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+MODELS = {"resnet": SmallResNet, "mlp": SmallMLP}
+MODEL = "resnet"  # set by --model
+
+
 def configs(epochs: int, vmap: bool) -> list:
     from activation_bench.config.compose import compose_many
 
     extra = ["model.vmap=true"] if vmap else []
-    return compose_many([["model=module", "model.target=module_throughput:SmallResNet", "model.act_arg=act_layer",
+    return compose_many([["model=module", f"model.target=module_throughput:{MODELS[MODEL].__name__}",
+                          "model.act_arg=act_layer",
                           "data=digits", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}", f"lr={LR}",
                           f"activation={a}", f"seed={s}", *extra] for a in ACTS for s in range(SEEDS)])
 
@@ -92,7 +111,7 @@ def plain(epochs: int) -> int:
                 return t.view(-1, 1, 8, 8)
 
             torch.manual_seed(seed)
-            model = SmallResNet(lambda inplace=False, act=act: act())
+            model = MODELS[MODEL](lambda inplace=False, act=act: act())
             steps += fit_classifier(model, img(d.x), d.y, [(img(d.x_val), d.y_val), (img(d.x_test), d.y_test)],
                                     epochs, BATCH, LR)
     return steps
@@ -103,8 +122,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (0: torch's default)")
+    ap.add_argument("--model", choices=sorted(MODELS), default="resnet")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    global MODEL
+    MODEL = args.model
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.quick:
@@ -114,7 +136,7 @@ def main() -> None:
 
     print(header())
     print(f"load average {os.getloadavg()[0]:.2f} (quiet below 1.5); torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; {len(ACTS) * SEEDS} members x {args.epochs} epochs")
+          f"{torch.get_num_threads()} threads; {len(ACTS) * SEEDS} members ({args.model}) x {args.epochs} epochs")
     actbench(1, False), actbench(1, True), plain(1)  # warm-up: imports, data caches
     ratios: dict[str, list[float]] = {"sequential": [], "vmap": []}
     tolerance = 0.0
