@@ -29,7 +29,7 @@ Masks = list[tuple[torch.Tensor, torch.Tensor | None]]
 
 def as_units(h: torch.Tensor, channels_last: bool) -> torch.Tensor:
     """A site's input h [M, N, ...] as [M, samples, units] (the module docstring's units)."""
-    if h.dim() > 3 or (h.dim() == 3 and not channels_last):
+    if h.dim() > 3 and not channels_last:
         h = h.movedim(2, -1)
     return h.reshape(h.shape[0], -1, h.shape[-1])
 
