@@ -24,7 +24,8 @@ REPLACE = ["model=module", f"model.target={M}:Fixed", "model.replace=[torch.nn.R
 
 
 def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> None:
-    for field in ("train_loss", "val_loss", "test_loss", "val_acc", "test_acc", "n_params", "model_info"):
+    for field in ("train_loss", "val_loss", "test_loss", "val_acc", "test_acc", "n_params", "model_info", "dead_units",
+                  "saturated_units"):
         assert repr(getattr(alone, field)) == repr(getattr(stacked, field)), (field, labels)
 
 
