@@ -117,3 +117,4 @@ def test_units_are_channels_positions_and_samples_are_rows():
     assert as_units(seq, channels_last=False).shape == (2, 21, 4)
     assert torch.equal(as_units(seq, channels_last=True), seq.reshape(2, 12, 7))
     assert as_units(torch.randn(2, 3, 4), channels_last=False).shape == (2, 3, 4)
+    assert as_units(torch.randn(2, 3), channels_last=False).shape == (2, 3, 1)  # [N]: one unit

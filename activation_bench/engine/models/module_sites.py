@@ -9,7 +9,7 @@ check forward (user_module.probe) counts them; a pass whose forward calls them a
 times (control flow on the data) records nothing (null shares, NaN statistics).
 
 A site's units are its input's channels, every other axis more samples, as the shipped convnet and
-transformer count them: [N, F] has F units; [N, C, ...] (convolutions: images, sequences) has C,
+transformer count them: [N] has one unit, [N, F] F; [N, C, ...] (convolutions: images, sequences) has C,
 each over every sample and position; on text, [N, T, F] has F, each over every sample and position
 (a transformer's feed-forward layout)."""
 
@@ -28,7 +28,10 @@ Masks = list[tuple[torch.Tensor, torch.Tensor | None]]
 
 
 def as_units(h: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """A site's input h [M, N, ...] as [M, samples, units] (the module docstring's units)."""
+    """A site's input h [M, N, ...] as [M, samples, units] (the module docstring's units; [M, N]:
+    one unit)."""
+    if h.dim() == 2:
+        h = h[..., None]
     if h.dim() > 3 and not channels_last:
         h = h.movedim(2, -1)
     return h.reshape(h.shape[0], -1, h.shape[-1])
