@@ -116,14 +116,18 @@ class Module(Family):
 
     def memory(self, cfg: Cfg) -> Memory:
         """Parameters, and the values every module's output holds per sample in the check forward
-        (twice: kept for backward and their gradients), for the batch and an evaluation chunk."""
+        (twice: kept for backward and their gradients), for the batch and an evaluation chunk; with
+        log.preact_stats every site's input on the probe rows at once. Widths: each site's values
+        per sample."""
         from activation_bench.data.shapes import data_shapes
         from activation_bench.engine.models import user_module
+        from activation_bench.engine.preact import PROBE_ROWS
 
         info = user_module.probe(cfg, "")
         n, n_val, n_test, _ = data_shapes(cfg)
         rows = min(cfg.batch_size or n, n) * 2 + min(max(n_val, n_test, n), EVAL_ROWS)
-        return Memory(info.params, rows * info.values_per_row, list(info.site_widths))
+        probe = min(n, PROBE_ROWS) * sum(info.site_widths) if cfg.log.preact_stats else 0
+        return Memory(info.params, rows * info.values_per_row + probe, list(info.site_widths))
 
     def macs(self, cfg: Cfg) -> int:
         return 0  # eager only (no compiled step): engine=auto never asks
