@@ -192,7 +192,8 @@ def test_search_candidates_go_into_the_users_module(runner, runs_dir):
     assert out.exit_code == 0, out.output
 
 
-@pytest.mark.parametrize("extra", [["activation=rrelu"], ["model.vmap=true", "+model.kwargs.dropout=0.0"]])
+@pytest.mark.parametrize("extra", [["activation=rrelu", "log.preact_stats=1"],
+                                   ["model.vmap=true", "+model.kwargs.dropout=0.0", "log.preact_stats=2"]])
 def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch, extra):
     from tests.test_checkpoint import _run, assert_same_outputs
 
