@@ -152,3 +152,11 @@ class ModeDependent(Fixed):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.body(x)
         return self.head(self.body[1](h) if self.training else h)
+
+
+class Unused(Fixed):
+    """Builds an activation through act_layer and never calls it: no activation site."""
+
+    def __init__(self, act_layer: type = nn.ReLU) -> None:
+        super().__init__()
+        self.spare = act_layer()

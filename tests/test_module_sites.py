@@ -98,6 +98,12 @@ def test_calls_other_than_the_check_forwards_give_null_shares():
     assert len(r.dead_units) == 3 and all(math.isnan(v) for v in r.dead_units + r.saturated_units)
 
 
+def test_a_model_that_never_calls_its_activation_has_no_sites():
+    (r,) = _train(["model=module", f"model.target={M}:Unused", "model.act_arg=act_layer", "data=iris", "epochs=1",
+                   "log.preact_stats=1"])
+    assert r.model_info["depth"] == 0 and r.dead_units == [] and r.saturated_units == [] and r.preact == []
+
+
 def test_text_shares_on_fixed_windows_and_preact_refused(runner, tmp_path):
     (tmp_path / "tiny.txt").write_text("the quick brown fox jumps over the lazy dog. " * 40)
     text = ["model=module", f"model.target={M}:TinyLM", "model.act_arg=act_layer", "data=text",

@@ -113,7 +113,10 @@ def sequential_masks(stack: Any, x: torch.Tensor) -> Masks | None:
 def unit_shares(stack: Any, x: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per site and member, the shares [depth, M] of dead and saturated units on every sample of x
     [M, N, ...], in chunks of `rows` (stack.site_masks per chunk, diagnostics.combine); NaN where a
-    forward's calls differ from the check forward's."""
+    forward's calls differ from the check forward's; [0, M] where it calls none."""
+    if not stack.depth:
+        empty = torch.zeros((0, x.shape[0]), dtype=torch.float64)
+        return empty, empty
     chunks = []
     for part in x.split(rows, dim=1):
         masks = stack.site_masks(part)
