@@ -121,3 +121,42 @@ class Ignores(Fixed):
 
     def __init__(self, act_layer: type = nn.ReLU) -> None:
         super().__init__()
+
+
+class Known(nn.Module):
+    """Answers known in advance (tables, [N, 4]): site 1's input is forced to -(|h| + shift) on its
+    first two of four units and to |h| + shift on the others (ReLU: half dead; tanh at shift 100:
+    all saturated, none dead); a2 is one module called twice (sites 2 and 3), on inputs forced to
+    -shift or below everywhere."""
+
+    def __init__(self, act_layer: type = nn.ReLU, n_in: int = 4, n_out: int = 3, shift: float = 1.0) -> None:
+        super().__init__()
+        self.fc = nn.Linear(n_in, 4)
+        self.a1 = act_layer()
+        self.a2 = act_layer()
+        self.head = nn.Linear(4, n_out)
+        self.shift = shift
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        h = torch.cat([-(h[:, :2].abs() + self.shift), h[:, 2:].abs() + self.shift], dim=1)
+        a = self.a1(h)
+        b = self.a2(-(a.abs() + self.shift))
+        return self.head(a + self.a2(-(b.abs() + self.shift)))
+
+
+class ModeDependent(Fixed):
+    """Calls one more activation in training mode than in evaluation mode (control flow the check
+    forward, in training mode, counts differently from the evaluation passes)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.body(x)
+        return self.head(self.body[1](h) if self.training else h)
+
+
+class Unused(Fixed):
+    """Builds an activation through act_layer and never calls it: no activation site."""
+
+    def __init__(self, act_layer: type = nn.ReLU) -> None:
+        super().__init__()
+        self.spare = act_layer()

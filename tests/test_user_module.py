@@ -24,7 +24,8 @@ REPLACE = ["model=module", f"model.target={M}:Fixed", "model.replace=[torch.nn.R
 
 
 def _same(alone: train.RunResult, stacked: train.RunResult, labels: dict) -> None:
-    for field in ("train_loss", "val_loss", "test_loss", "val_acc", "test_acc", "n_params", "model_info"):
+    for field in ("train_loss", "val_loss", "test_loss", "val_acc", "test_acc", "n_params", "model_info", "dead_units",
+                  "saturated_units"):
         assert repr(getattr(alone, field)) == repr(getattr(stacked, field)), (field, labels)
 
 
@@ -38,7 +39,8 @@ def test_act_layer_members_equal_their_runs_alone_bitwise_with_batch_norm_dropou
         _same(alone, stacked, labels)
         assert stacked.stack_size == 2 and alone.stack_size == 1
         assert all(math.isfinite(v) for v in alone.train_loss)
-        assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2}}
+        assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2},
+                                    "depth": 2}
     by = {(lab["activation"], lab["seed"]): alone.train_loss for lab, alone, _ in results}
     assert by[("relu", "0")] != by[("silu", "0")]  # the activation reached the model
     assert by[("relu", "0")] != by[("relu", "1")]
@@ -190,7 +192,8 @@ def test_search_candidates_go_into_the_users_module(runner, runs_dir):
     assert out.exit_code == 0, out.output
 
 
-@pytest.mark.parametrize("extra", [["activation=rrelu"], ["model.vmap=true", "+model.kwargs.dropout=0.0"]])
+@pytest.mark.parametrize("extra", [["activation=rrelu", "log.preact_stats=1"],
+                                   ["model.vmap=true", "+model.kwargs.dropout=0.0", "log.preact_stats=2"]])
 def test_module_run_resumes_bit_for_bit(runner, tmp_path, monkeypatch, extra):
     from tests.test_checkpoint import _run, assert_same_outputs
 

@@ -196,9 +196,29 @@ def test_a_users_module_with_batch_norm_is_judged_at_its_best_epochs_weights_and
     out = runner.invoke(app, ["sweep", "--runs-dir", str(tmp_path / "runs"), "-q", *base, "seed=0,1", "--name", "s"])
     assert out.exit_code == 0, out.output
     runs = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs" / "s").glob("*/summary.json"))]
+    table = runner.invoke(app, ["compare", str(tmp_path / "runs" / "s"), "--metric", "early_stop", "--format", "json"])
+    assert table.exit_code == 0, table.output  # the window length is data.block_size here (model=module)
+    assert any("windows of 8 characters" in n for n in json.loads(table.stdout)["methods"]), table.stdout
     s = next(s for s in runs if s["early_stop_epoch"] < s["epochs"])  # lr 0.1: some epoch after the best
     out = runner.invoke(app, ["run", "--runs-dir", str(tmp_path / "short"), "-q", *base, f"seed={s['seed']}",
                               f"epochs={s['early_stop_epoch']}"])
     assert out.exit_code == 0, out.output
     short = json.loads(next((tmp_path / "short").rglob("summary.json")).read_text())
     assert short["final_test_loss"] == s["early_stop_test_loss"]
+
+
+def test_the_window_length_is_read_from_model_or_data_block_size():
+    import pandas as pd
+
+    from activation_bench.analysis.loading import Loaded
+    from activation_bench.analysis.windows import block_size
+
+    def loaded(**cols: list) -> Loaded:
+        return Loaded(pd.DataFrame(cols), list(cols), np.zeros(0), {}, np.zeros(1, dtype=np.int64))
+
+    assert block_size(loaded(**{"model.block_size": ["64", "64"]}), [0, 1]) == 64
+    assert block_size(loaded(**{"data.block_size": ["8", "8"]}), [0, 1]) == 8  # model=module's text runs
+    both = loaded(**{"model.block_size": ["32", None], "data.block_size": [None, "32"]})
+    assert block_size(both, [0, 1]) == 32  # a transformer's and a module's runs of one window length
+    assert block_size(loaded(**{"model.block_size": ["32", None], "data.block_size": [None, "8"]}), [0, 1]) is None
+    assert block_size(loaded(seed=["0"]), [0]) is None

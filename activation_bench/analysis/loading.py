@@ -197,10 +197,12 @@ def _fixed_overrides(path: Path) -> dict[str, str | None]:
 
 def fixed_values(overrides: Sequence[object]) -> dict[str, str | None]:
     """The single-valued `KEY=VALUE` items of a sweep's overrides, canonical (what _fixed_overrides
-    reads from its sweep.yaml; a study checks its tuned keys with it before the sweep is written)."""
+    reads from its sweep.yaml; a study checks its tuned keys with it before the sweep is written);
+    `+model.kwargs.width=8` sets model.kwargs.width (config.grid.label_key)."""
     out: dict[str, str | None] = {}
     for item in overrides:
         key, sep, value = str(item).partition("=")
+        key = key.lstrip("+")
         if sep and key and key[0].isalpha() and not key.startswith("hydra") \
                 and not any(ch in value for ch in ",()[]{}*"):
             out[key] = canon(value)

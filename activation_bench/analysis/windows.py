@@ -30,6 +30,7 @@ from activation_bench.runs.contents import TEST_WINDOWS
 
 RESAMPLES = 2000
 SEED = 0
+BLOCK_KEYS = ("model.block_size", "data.block_size")  # a window's length, by model family
 COLS = {LOG10: ["window_ratio_lo", "window_ratio_hi"], ACCURACY: ["window_diff_lo_pp", "window_diff_hi_pp"]}
 
 
@@ -77,11 +78,7 @@ def add_interval(comp: pd.DataFrame, loaded: Loaded, judged: list[int], pairs: d
         return comp, None
     positions = list(per)
     n_windows = len(per[positions[0]])
-    block = None
-    if "model.block_size" in loaded.runs.columns:
-        blocks = loaded.runs["model.block_size"].iloc[positions].dropna().unique()
-        block = int(blocks[0]) if len(blocks) == 1 else None
-    facts = {"windows": n_windows, "block": block, "resamples": RESAMPLES, "interval": False}
+    facts = {"windows": n_windows, "block": block_size(loaded, positions), "resamples": RESAMPLES, "interval": False}
     if not pairs or comp is None or not len(comp):
         return comp, facts
     rng = np.random.default_rng(SEED)
@@ -102,6 +99,14 @@ def add_interval(comp: pd.DataFrame, loaded: Loaded, judged: list[int], pairs: d
     out[COLS[how][0]], out[COLS[how][1]] = [b[0] for b in bounds], [b[1] for b in bounds]
     facts["interval"] = True
     return out, facts
+
+
+def block_size(loaded: Loaded, positions: list[int]) -> int | None:
+    """The characters per window of these runs, where they share one: model.block_size
+    (model=transformer) or data.block_size (model=module's text runs), whichever the runs set."""
+    values = {int(float(v)) for key in BLOCK_KEYS if key in loaded.runs.columns
+              for v in loaded.runs[key].iloc[positions].dropna()}
+    return values.pop() if len(values) == 1 else None
 
 
 def pair_positions(pairs: pd.DataFrame, group_cols: list[str]) -> dict[tuple, list[tuple[int, int]]]:

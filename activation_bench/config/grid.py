@@ -95,7 +95,7 @@ class Grid:
     """The expanded cartesian product: per member its override strings and varying values."""
 
     common: list[str]
-    keys: list[str]  # the varying override keys, in command order
+    keys: list[str]  # the varying config keys, in command order (Hydra's `+` of an added key left out: label_key)
     members: list[list[str]]  # full override list of each member
     labels: list[dict[str, str]]  # varying key -> value string, per member (less the activation.* keys
     # its activation does not take, see `takes`)
@@ -114,7 +114,7 @@ def expand(overrides: Sequence[str]) -> Grid:
     keys: list[str] = []
     axes: list[list[str]] = []
     for text, ov in zip(overrides, parsed):
-        key = ov.get_key_element()
+        key, label = ov.get_key_element(), label_key(ov)
         if not ov.is_sweep_override():
             common.append(text)
             continue
@@ -130,9 +130,9 @@ def expand(overrides: Sequence[str]) -> Grid:
             values = list(ov.sweep_string_iterator())
         if not values:
             raise UsageError(f"'{text}' has no members (empty range or a glob matching nothing)")
-        if key in keys:
-            raise UsageError(f"'{text}': key '{key}' is swept twice")
-        keys.append(key)
+        if label in keys:
+            raise UsageError(f"'{text}': key '{label}' is swept twice")
+        keys.append(label)
         axes.append([f"{key}={v}" for v in values])
     plain = common
     entries = [[([c], {k: c.split("=", 1)[1]}) for c in axis] for k, axis in zip(keys, axes)]
@@ -149,6 +149,12 @@ def expand(overrides: Sequence[str]) -> Grid:
 Entry = tuple[list[str], dict[str, str]]  # one value of an axis: its override texts and labels
 
 
+def label_key(ov: Any) -> str:
+    """The config key an override sets, as results.csv's column and a member's labels name it:
+    `+model.kwargs.width=8,16` (Hydra's `+`, `++`: add the key) varies `model.kwargs.width`."""
+    return ov.get_key_element().lstrip("+")
+
+
 def _route_activation_keys(overrides: Sequence[str], parsed: Sequence[Any], keys: list[str],
                            entries: list[list[Entry]]) -> tuple[list[str], list[list[Entry]]]:
     """The `activation` axis with the `activation.*` overrides folded in: per swept activation, the
@@ -162,7 +168,7 @@ def _route_activation_keys(overrides: Sequence[str], parsed: Sequence[Any], keys
             if not ov.is_sweep_override():
                 plain.append(text)
             continue
-        axis = keys.index(ov.get_key_element()) if ov.is_sweep_override() else None
+        axis = keys.index(label_key(ov)) if ov.is_sweep_override() else None
         if not any(takes(c, ov) for c in choices):
             sub = ov.key_or_group.split(".", 1)[1]
             hint = " (activation.fn is for activation=expr: add expr to the list)" if sub == "fn" else ""

@@ -135,9 +135,15 @@ def activated(model: MemberLayers, layer: int, h: torch.Tensor) -> tuple[torch.T
                                                                                                 torch.Tensor | None]]:
     """The layer's activation output on its input h [M, rows, units] (detached), and which units
     are dead and which saturated on every row (saturated None for gated units: no elementwise slope)."""
+    return activated_by(lambda t: model.activate(layer, t), h)
+
+
+def activated_by(activate: Any, h: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor | None]]:
+    """`activated` for any activation h [M, rows, units] -> output (model=module's sites: each
+    member's own module): the one definition of a dead and of a saturated unit."""
     h = h.detach().requires_grad_(True)
     with torch.enable_grad():
-        out = model.activate(layer, h)
+        out = activate(h)
     dead = _within(out.detach(), 0.0, 0.0)
     saturated = None
     if out.shape == h.shape:

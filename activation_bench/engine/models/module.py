@@ -70,10 +70,15 @@ class Module(Family):
         check(not activations.is_gated(act), f"activation={act.get('name')} is gated (act(a) * b on two halves of "
               "a layer twice as wide) and actbench cannot change a layer's width inside model.target's module; "
               "choose an elementwise activation", where)
-        check(not cfg.log.grad_norms, "log.grad_norms needs the shipped families' layers; model=module has no "
-              "per-layer log", where)
-        check(not cfg.log.preact_stats, "log.preact_stats needs the shipped families' layers; model=module has no "
-              "per-layer log", where)
+        check(not cfg.log.grad_norms, "log.grad_norms needs the shipped families' layers: it pairs each hidden "
+              "layer's weight gradient with its activation output, and model=module cannot tell which of "
+              "model.target's weights feeds which activation site (it would need the model to name each site's "
+              "weight); log.preact_stats=K logs each site's input", where)
+        from activation_bench.data import text
+
+        check(not (cfg.log.preact_stats and text.is_text(cfg.data)), "log.preact_stats probes the training split's "
+              "first rows, and a text's split is one stream of characters (model=transformer refuses it too); "
+              "model=module logs it on tables, images and sequences", where)
         from activation_bench.engine.models import user_module
 
         user_module.probe(cfg, where)
@@ -96,7 +101,9 @@ class Module(Family):
         return [("activation sites", f"{n} module{'s' if n != 1 else ''} {how}")]
 
     def layers(self, model: dict[str, Any]) -> int:
-        return 1  # the user's module has no hidden layers actbench knows of: one row of unit shares (NaN)
+        """Not known from model.* alone: the activation sites are counted by the check forward on
+        the data's shape, so summary.json's depth comes from the built stack's info (its sites)."""
+        return 1
 
     def stack_key(self, cfg: Cfg) -> tuple:
         """The module and the activation: a stack holds members of one architecture."""
@@ -109,14 +116,18 @@ class Module(Family):
 
     def memory(self, cfg: Cfg) -> Memory:
         """Parameters, and the values every module's output holds per sample in the check forward
-        (twice: kept for backward and their gradients), for the batch and an evaluation chunk."""
+        (twice: kept for backward and their gradients), for the batch and an evaluation chunk; with
+        log.preact_stats every site's input on the probe rows at once. Widths: each site's values
+        per sample."""
         from activation_bench.data.shapes import data_shapes
         from activation_bench.engine.models import user_module
+        from activation_bench.engine.preact import PROBE_ROWS
 
         info = user_module.probe(cfg, "")
         n, n_val, n_test, _ = data_shapes(cfg)
         rows = min(cfg.batch_size or n, n) * 2 + min(max(n_val, n_test, n), EVAL_ROWS)
-        return Memory(info.params, rows * info.values_per_row, [])
+        probe = min(n, PROBE_ROWS) * sum(info.site_widths) if cfg.log.preact_stats else 0
+        return Memory(info.params, rows * info.values_per_row + probe, list(info.site_widths))
 
     def macs(self, cfg: Cfg) -> int:
         return 0  # eager only (no compiled step): engine=auto never asks
@@ -131,8 +142,24 @@ class Module(Family):
         return user_module.build(ordered, device, dtype)
 
     def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
-        """Not measured (no hidden layers actbench knows of): NaN, written as null."""
-        import torch
+        """Per activation site (module_sites.py), the shipped families' dead and saturated shares,
+        in chunks of rows whose site inputs hold at most diagnostics.SHARE_BYTES."""
+        from activation_bench.engine.diagnostics import SHARE_BYTES
+        from activation_bench.engine.models import module_sites
 
-        nan = torch.full((1, x.shape[0]), float("nan"), dtype=torch.float64)
-        return nan, nan
+        if model.last:  # text: x is the training split's characters [M, n]
+            x = _share_windows(x, model.input_shape[0])
+        per_row = max(1, model.row_values) * x.element_size()
+        return module_sites.unit_shares(model, x, max(1, min(EVAL_ROWS, SHARE_BYTES // per_row)))
+
+
+def _share_windows(x: Any, block: int) -> Any:
+    """model=transformer's fixed windows for the unit shares: SHARE_WINDOWS windows evenly spaced over
+    the training split x [M, n] (the same for every member), as [M, windows, block]."""
+    import torch
+
+    from activation_bench.data.text import window_offsets
+    from activation_bench.engine.models.transformer import SHARE_WINDOWS
+
+    offsets = torch.from_numpy(window_offsets(x.shape[1], block, SHARE_WINDOWS)).to(x.device)
+    return x[:, offsets[:, None] + torch.arange(block, device=x.device)]

@@ -23,6 +23,7 @@ from torch import nn
 
 from activation_bench.data.synthetic import DTYPES, derived_seed
 from activation_bench.engine.activations import registry as activations
+from activation_bench.engine.models import module_sites
 from activation_bench.engine.models.base import MemberLayers
 from activation_bench.errors import UsageError, at
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
 
 PROBE_ROWS = 2  # the check forward's batch (two rows: batch norm's statistics need them)
-
 
 
 def last_line(exc: BaseException) -> str:
@@ -90,17 +90,21 @@ def replace_types(names: Sequence[str], where: str = "") -> tuple[type, ...]:
 class ActivationFactory:
     """What model.act_arg passes: called as a class would be (timm's `act_layer(inplace=True)`,
     torchvision's `activation_layer()`), it builds a fresh activation module per call and ignores
-    every argument (inplace, num_parameters, ...). Counts what it built."""
+    every argument (inplace, num_parameters, ...). Keeps what it built (the activation sites)."""
 
     def __init__(self, act: dict[str, Any]) -> None:
-        self.act, self.built = act, 0
+        self.act, self.made = act, []
+
+    @property
+    def built(self) -> int:
+        return len(self.made)
 
     def __call__(self, *args: Any, **kwargs: Any) -> nn.Module:
         if any(isinstance(a, torch.Tensor) for a in args):
             raise TypeError("the model calls its activation argument on a tensor (a function such as F.relu); "
                             "model.act_arg passes a class-like factory of modules (try model.replace)")
-        self.built += 1
-        return activations.create_from_config(self.act)
+        self.made.append(activations.create_from_config(self.act))
+        return self.made[-1]
 
     def __repr__(self) -> str:
         return f"actbench activation factory ({self.act.get('name') or self.act.get('_target_')})"
@@ -134,11 +138,13 @@ def _swap(net: nn.Module, types: tuple[type, ...], factory: ActivationFactory) -
 @dataclass(frozen=True)
 class Sites:
     """Where the activation got in: "act_arg" (built through the constructor's argument) or
-    "replace" (modules swapped by type), and how many modules."""
+    "replace" (modules swapped by type), how many modules, and their names in the model (the
+    modules module_sites hooks; one the model does not register as a submodule has none)."""
 
     way: str
     modules: int
     via: str  # the argument's name, or the replaced types
+    names: tuple[str, ...] = ()
 
     def info(self) -> dict[str, Any]:
         return {"activation_sites": {"way": self.way, "via": self.via, "modules": self.modules}}
@@ -170,7 +176,7 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
             raise UsageError(f"model.target '{target}' never called model.act_arg={model['act_arg']}: no activation "
                              "module was built through it (the model may fix its activation itself"
                              + (f"; it holds {held}: try model.replace" if held else "") + f"){at(where)}")
-        return net, Sites("act_arg", factory.built, str(model["act_arg"]))
+        return net, Sites("act_arg", factory.built, str(model["act_arg"]), _names(net, factory.made))
     names = [str(t) for t in model.get("replace") or []]
     n = _swap(net, replace_types(names, where), factory)
     if not n:
@@ -178,7 +184,13 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
         raise UsageError(f"model.replace=[{', '.join(names)}] matched no module of model.target '{target}'; it holds "
                          + (held if held else "no activation modules")
                          + " (functional calls such as F.relu cannot be reached by replacing modules)" + at(where))
-    return net, Sites("replace", n, ", ".join(names))
+    return net, Sites("replace", n, ", ".join(names), _names(net, factory.made))
+
+
+def _names(net: nn.Module, made: list[nn.Module]) -> tuple[str, ...]:
+    """The names of the modules in `made` among net's submodules (a shared one once)."""
+    ids = {id(m) for m in made}
+    return tuple(name for name, mod in net.named_modules() if id(mod) in ids)
 
 
 class Member(nn.Module):
@@ -238,23 +250,34 @@ class StackedModules(MemberLayers):
     """The stack of model=module: each member its own module, run one after another on its rows
     of x [M, N, ...] (flat features reshaped to `input_shape`), outputs stacked [M, N, ...]. Every
     parameter belongs to one member (`owners`: clipping per member); AdamW decays the matrices
-    and kernels (dim >= 2, nanoGPT's rule)."""
-
-    depth = 1
+    and kernels (dim >= 2, nanoGPT's rule). Its hidden layers are the activation sites (`depth`:
+    the check forward's count; module_sites.py), units last on text (`last`); `row_values`: the
+    values a unit-share pass holds per row (one member's forward at a time)."""
 
     def __init__(self, members: list[Member], input_shape: tuple[int, ...], expected: tuple[int, ...],
-                 what: str) -> None:
+                 what: str, layout: tuple[int, bool, int] = (1, False, 1)) -> None:
         nn.Module.__init__(self)
         self.members = nn.ModuleList(members)
         self.input_shape, self.expected, self.what = input_shape, expected, what
+        self.depth, self.last, self.row_values = layout
         self.slices, self.norms = [], None
 
     def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
                 preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
+        """Each member on its rows; with `preacts`, each site's input [M, samples, units] appended
+        (module_sites.preacts)."""
         rows = x.shape[1]
         want = (rows, *self.expected[1:])
-        return torch.stack([fit_output(m(x[i].reshape(rows, *self.input_shape)), rows, want, self.what)
-                            for i, m in enumerate(self.members)])
+        if preacts is not None:
+            outs, hs = module_sites.preacts(self, x, batch_stats)
+            preacts.extend(hs)
+        else:
+            outs = [m(x[i].reshape(rows, *self.input_shape)) for i, m in enumerate(self.members)]
+        return torch.stack([fit_output(o, rows, want, self.what) for o in outs])
+
+    def site_masks(self, x: torch.Tensor) -> module_sites.Masks | None:
+        """Per site, which units [M, units] are dead and saturated on every row of x (module_sites)."""
+        return module_sites.sequential_masks(self, x)
 
     def per_member_params(self) -> int:
         return sum(p.numel() for p in self.members[0].parameters())
@@ -276,7 +299,8 @@ class StackedModules(MemberLayers):
         return [p.dim() >= 2 for p in self.parameters()]
 
     def info(self) -> dict[str, Any] | None:
-        return self.members[0].sites.info()
+        """Where the activation got in, and the sites the check forward called (summary.json's depth)."""
+        return {**self.members[0].sites.info(), "depth": self.depth}
 
 
 def member(cfg: Cfg, device: str, dtype: torch.dtype, where: str = "") -> Member:
@@ -289,21 +313,26 @@ def member(cfg: Cfg, device: str, dtype: torch.dtype, where: str = "") -> Member
 
 
 def build(ordered: Sequence[Cfg], device: str, dtype: torch.dtype) -> StackedModules:
+    from activation_bench.data import text
     from activation_bench.data.shapes import model_input_shape
 
     first = ordered[0]
     expected, what = expected_output(first, 1)
-    return StackedModules([member(c, device, dtype) for c in ordered], model_input_shape(first), expected, what)
+    info = probe(first)  # the sites; on text their units are the inputs' last axis (module_sites)
+    return StackedModules([member(c, device, dtype) for c in ordered], model_input_shape(first), expected, what,
+                          (len(info.site_widths), text.is_text(first.data), info.values_per_row))
 
 
 @dataclass(frozen=True)
 class Probe:
     """What the check forward learned: one member's parameters and the values its modules' outputs
-    hold per row (the memory estimate), and where the activation got in."""
+    hold per row (the memory estimate), where the activation got in, and each site's input values
+    per row, in call order (module_sites: a module called twice is two sites)."""
 
     params: int
     values_per_row: int
     sites: Sites
+    site_widths: tuple[int, ...]
 
 
 def probe(cfg: Cfg, where: str = "") -> Probe:
@@ -335,7 +364,7 @@ def _probe(key: str) -> Probe:
     gen = torch.Generator().manual_seed(0)
     x = (torch.randint(0, vocab, (PROBE_ROWS, *shape), generator=gen) if vocab
          else torch.randn(PROBE_ROWS, *shape, generator=gen, dtype=dtype))
-    values = [0]
+    values, widths = [0], []
 
     def count(_mod: nn.Module, _inp: Any, out: Any) -> None:
         if isinstance(out, torch.Tensor):
@@ -343,7 +372,7 @@ def _probe(key: str) -> Probe:
 
     hooks = [mod.register_forward_hook(count) for mod in m.modules()]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), module_sites.capture(m.net, m.sites.names, lambda _n, h: widths.append(h[0].numel())):
             out = m(x)
     except Exception as exc:  # noqa: BLE001 - user code
         raise UsageError(f"model.target '{model['target']}' failed in a check forward on a batch of shape "
@@ -357,7 +386,7 @@ def _probe(key: str) -> Probe:
         raise UsageError(f"model.target '{model['target']}' on a batch of shape {[PROBE_ROWS, *shape]}: {exc}") \
             from None
     params = sum(p.numel() for p in m.parameters())
-    return Probe(params, -(-values[0] // PROBE_ROWS), m.sites)
+    return Probe(params, -(-values[0] // PROBE_ROWS), m.sites, tuple(widths))
 
 
 def seeded(cfg: Any, seed: int) -> Any:

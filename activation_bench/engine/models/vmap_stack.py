@@ -6,18 +6,24 @@ where each member's step is small (benchmarks/module_throughput.py), but not bit
 run alone: under vmap the members' convolutions and products are batched kernels that round
 differently from one member's (the measured tolerance: docs/your-own-model.md, tested in
 tests/test_user_module.py). Random draws inside the module (nn.Dropout, rrelu) are refused: under
-vmap they could not come from each member's own stream."""
+vmap they could not come from each member's own stream.
+
+The activation sites' inputs (module_sites.py) come out of the vmapped call as its outputs, [M, ...]
+each, and a site's activation is applied to them vmapped over the members' own parameters: the unit
+shares and log.preact_stats as for members one after another."""
 
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from activation_bench.engine.models import user_module
+from activation_bench.engine.diagnostics import activated_by
+from activation_bench.engine.models import module_sites, user_module
 from activation_bench.engine.models.base import MemberLayers
 from activation_bench.engine.models.user_module import Member, fit_output, last_line
 from activation_bench.errors import UsageError, at
@@ -25,12 +31,11 @@ from activation_bench.errors import UsageError, at
 
 class VmapStack(MemberLayers):
     """Members' modules as stacked tensors, run by one vmapped functional call of a template module
-    (kept on the meta device, outside the state dict)."""
-
-    depth = 1
+    (kept on the meta device, outside the state dict). depth, last, row_values: as StackedModules'
+    (row_values: every member's site inputs and outputs at once)."""
 
     def __init__(self, members: list[Member], input_shape: tuple[int, ...], expected: tuple[int, ...],
-                 what: str) -> None:
+                 what: str, layout: tuple[int, bool, int] = (1, False, 1)) -> None:
         nn.Module.__init__(self)
         nets = [m.net for m in members]
         params, buffers = stack_module_state(nets)
@@ -41,6 +46,7 @@ class VmapStack(MemberLayers):
             self.register_buffer(f"buffer_{i}", buffers[n].clone())
         self.sites = members[0].sites
         self.input_shape, self.expected, self.what = input_shape, expected, what
+        self.depth, self.last, self.row_values = layout
         self.slices, self.norms = [], None
 
     def train(self, mode: bool = True) -> VmapStack:
@@ -48,22 +54,58 @@ class VmapStack(MemberLayers):
         self.template[0].train(mode)
         return self
 
-    def raw(self, x: torch.Tensor) -> Any:
-        """Every member's module on its rows of x [M, N, ...], vmapped: the outputs stacked."""
+    def raw(self, x: torch.Tensor, sites: list[str] | None = None) -> Any:
+        """Every member's module on its rows of x [M, N, ...], vmapped: the outputs stacked. With
+        `sites`, (outputs, each site's input [M, N, ...]) and the sites' names appended to it."""
         m, rows = x.shape[:2]
-        params = dict(zip(self.param_names, self.stacked))
-        buffers = {n: getattr(self, f"buffer_{i}") for i, n in enumerate(self.buffer_names)}
+        params, buffers = self._state("")
         template = self.template[0]
 
-        def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], xi: torch.Tensor) -> torch.Tensor:
-            return functional_call(template, (p, b), (xi,))
+        def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], xi: torch.Tensor) -> Any:
+            if sites is None:
+                return functional_call(template, (p, b), (xi,))
+            got: list[torch.Tensor] = []
+            with module_sites.capture(template, self.sites.names, lambda n, h: (sites.append(n), got.append(h))):
+                return functional_call(template, (p, b), (xi,)), got
 
         return vmap(one, randomness="error")(params, buffers, x.reshape(m, rows, *self.input_shape))
 
+    def _state(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The stacked parameters and buffers under `prefix` (a submodule's name and a dot), named
+        relative to it."""
+        k = len(prefix)
+        params = {n[k:]: p for n, p in zip(self.param_names, self.stacked) if n.startswith(prefix)}
+        buffers = {n[k:]: getattr(self, f"buffer_{i}") for i, n in enumerate(self.buffer_names) if n.startswith(prefix)}
+        return params, buffers
+
+    def site_masks(self, x: torch.Tensor) -> module_sites.Masks | None:
+        """Per site, which units [M, units] are dead and saturated on every row of x: the sites'
+        inputs from one vmapped pass, each site's activation vmapped over the members' own state."""
+        names: list[str] = []
+        with torch.no_grad():
+            hs = self.raw(x, names)[1]
+        if len(hs) != self.depth:
+            return None
+        return [activated_by(self._site(n), module_sites.as_units(h, self.last))[1] for n, h in zip(names, hs)]
+
+    def _site(self, name: str) -> Any:
+        """Site `name`'s activation on [M, ...], each member's with its own parameters."""
+        mod = self.template[0].get_submodule(name)
+        params, buffers = self._state(name + ".")
+        return lambda t: vmap(lambda p, b, ti: functional_call(mod, (p, b), (ti,)))(params, buffers, t)
+
     def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
                 preacts: list[torch.Tensor] | None = None, batch_stats: bool | None = None) -> torch.Tensor:
+        """The members vmapped; with `preacts`, each site's input [M, samples, units] appended."""
         rows = x.shape[1]
-        out = self.raw(x)
+        if preacts is None:
+            out = self.raw(x)
+        else:
+            names: list[str] = []
+            with module_sites.batch_statistics(self.template[0].modules(), list(self.buffers())) if batch_stats \
+                    else nullcontext():
+                out, hs = self.raw(x, names)
+            preacts.extend(module_sites.as_units(h, self.last) for h in hs if len(hs) == self.depth)
         want = (rows, *self.expected[1:])
         return torch.stack([fit_output(o, rows, want, self.what) for o in out.unbind(0)]) \
             if out.shape[1:] != want else out
@@ -72,17 +114,21 @@ class VmapStack(MemberLayers):
         return sum(p[0].numel() for p in self.stacked)
 
     def info(self) -> dict[str, Any] | None:
-        return self.sites.info()
+        return {**self.sites.info(), "depth": self.depth}
 
 
 def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
     """The members (user_module.member, each from its seed) as one vmapped stack."""
+    from activation_bench.data import text
     from activation_bench.data.shapes import model_input_shape
 
     first = ordered[0]
     expected, what = user_module.expected_output(first, 1)
     members = [user_module.member(c, device, dtype) for c in ordered]
-    return VmapStack(members, model_input_shape(first), expected, what)
+    info = user_module.probe(first)
+    row_values = len(members) * (info.values_per_row + sum(info.site_widths))
+    return VmapStack(members, model_input_shape(first), expected, what,
+                     (len(info.site_widths), text.is_text(first.data), row_values))
 
 
 def probe(cfg: Any, where: str = "") -> None:
