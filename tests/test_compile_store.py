@@ -217,7 +217,7 @@ def test_the_cyclic_collector_pauses_while_a_stack_compiles_and_runs_again_after
 
     seen: list[bool] = []
 
-    def build(stack, batches):
+    def build(stack, batches, notice=None):
         seen.append(gc.isenabled())
         if fails:
             raise RuntimeError("simulated")
@@ -229,3 +229,30 @@ def test_the_cyclic_collector_pauses_while_a_stack_compiles_and_runs_again_after
     engine, step = compiled.prepare(stack, "compiled", "requested", 1, None)
     assert seen == [False] and gc.isenabled()
     assert (engine, step) == (("eager", None) if fails else ("compiled", "built"))
+
+
+def test_a_cold_compilation_is_said_as_it_starts_and_ends_and_a_saved_one_is_not(tmp_path, monkeypatch):
+    lines: list[str] = []
+    compiled_now: list[str] = []
+
+    def compile_and_save(fn, args, root, key):
+        compiled_now.append(key)
+        lines.append("(compiling)")
+        return fn
+
+    monkeypatch.setattr(compile_store, "available", lambda: True)
+    monkeypatch.setattr(compile_store, "compile_and_save", compile_and_save)
+    x, y = torch.ones(4, 8, 3), torch.zeros(4, 8, 1)
+    shapes = compile_store.Shapes(lambda w, xb, yb: xb * 2, "step", {"sizes": [4]}, str(tmp_path), lines.append)
+    assert torch.equal(shapes.check([x], x, y), x * 2)
+    assert len(compiled_now) == 1 and len(lines) == 3
+    assert lines[0].startswith("compiling the step for inputs of shape 4x8x3 (once per shape on this machine; saved in ")
+    assert str(compile_store.folder(str(tmp_path))) in lines[0] and lines[1] == "(compiling)"
+    assert lines[2].startswith("compiled the step in ") and lines[2].endswith(" s")
+    shapes([x], x, y)  # the same shape again: nothing compiled, nothing said
+    assert len(compiled_now) == 1 and len(lines) == 3
+    # a package found in the store is loaded without a word
+    monkeypatch.setattr(compile_store, "load", lambda root, key: lambda w, xb, yb: xb * 2)
+    quiet: list[str] = []
+    compile_store.Shapes(lambda w, xb, yb: xb * 2, "step", {"sizes": [4]}, str(tmp_path), quiet.append).check([x], x, y)
+    assert quiet == [] and len(compiled_now) == 1

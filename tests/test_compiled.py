@@ -151,7 +151,10 @@ def test_a_users_module_the_step_cannot_take_trains_eager(target, why, inductor_
     cfg = compose(["engine=compiled", *TINY, "activation=custom", f"activation._target_={target}"])
     result = train.train([cfg], notice=lines.append)[0]
     assert result.engine == "eager" and result.status == "complete"
-    assert len(lines) == 1 and why in lines[0] and "falling back to eager" in lines[0]
+    # a compilation that was tried is said once as it starts (never as compiled), then the fallback
+    tried = ["compiling the step for inputs of shape "] if why == "compilation failed" else []
+    assert [line[:len(t)] for line, t in zip(lines, tried)] == tried and len(lines) == len(tried) + 1
+    assert why in lines[-1] and "falling back to eager" in lines[-1]
 
 
 def test_a_users_module_source_names_its_compiled_code():

@@ -73,10 +73,12 @@ def _configure() -> None:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir()
 
 
-def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any]) -> compile_store.Shapes:
-    """The step or evaluation compiled per batch shape (a seam the tests replace to simulate a failure)."""
+def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any],
+             notice: Callable[[str], None] | None = None) -> compile_store.Shapes:
+    """The step or evaluation compiled per batch shape (a seam the tests replace to simulate a
+    failure); `notice` gets a line as each cold compilation starts and ends."""
     _configure()
-    return compile_store.Shapes(fn, role, config, cache_dir())
+    return compile_store.Shapes(fn, role, config, cache_dir(), notice)
 
 
 def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
@@ -113,9 +115,11 @@ class Compiled:
     grad_norms: list[torch.Tensor] | None = None
 
 
-def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compiled:
+def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]],
+          notice: Callable[[str], None] | None = None) -> Compiled:
     """The compiled step and evaluation of this stack, compiled and run once on copies of its tensors
-    for every distinct batch and split shape (raises on any failure, before the stack trains)."""
+    for every distinct batch and split shape (raises on any failure, before the stack trains); each
+    compilation (not a package loaded from the store) said through `notice` as it starts and ends."""
     model, opt = stack.model, stack.opt
     sizes, acts = [s.stop - s.start for s in model.slices], compiled_mlp.acts_of(model)
     impl = impl_of(stack)
@@ -140,11 +144,12 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
                                            opt.kind, betas, opt.eps)
     else:  # the hand-written step takes neither gradient norms nor per-member activations
         step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps, norms)
-    fn = _compile(step_fn, "step", config)
+    fn = _compile(step_fn, "step", config, notice)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
-    evaluate = _compile(impl.eval_function(eval_acts, sizes, eval_lay, model, stack.classify), "evaluate", config)
+    evaluate = _compile(impl.eval_function(eval_acts, sizes, eval_lay, model, stack.classify), "evaluate", config,
+                        notice)
     running = compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
@@ -178,7 +183,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Compi
     if impl.shares_function is None:
         return Compiled(step, run_eval, grad_norms=last)
     # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
-    shares = _compile(impl.shares_function(eval_acts, sizes, eval_lay, model), "shares", config)
+    shares = _compile(impl.shares_function(eval_acts, sizes, eval_lay, model), "shares", config, notice)
     with torch.no_grad():  # its parts share one shape
         shares.check(params, running, *impl.parts(model, stack.x, stack.y)[0])
     return Compiled(step, run_eval, impl.unit_shares(shares, params, running, model), last)

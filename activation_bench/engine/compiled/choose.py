@@ -151,7 +151,7 @@ def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | Non
         enabled = gc.isenabled()
         gc.disable()
         try:
-            step = build(stack, stack.fixed_batches)
+            step = build(stack, stack.fixed_batches, notice)
         except Exception as e:  # noqa: BLE001 - any failure of compilation falls back to eager
             text = (str(e).strip().splitlines() or [""])[0][:160]
             engine, why = "eager", _fallback(f"compilation failed ({type(e).__name__}: {text})")

@@ -30,14 +30,16 @@ time, one torch.compile serves the function (not saved; its numbers agree with a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import platform
 import sys
+import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +186,11 @@ class Shapes:
     packages, or a graph cannot be compiled ahead of time: one torch.compile, whose guards pick
     the graph."""
 
-    def __init__(self, fn: Callable[..., Any], role: str, config: Mapping[str, Any], root: str) -> None:
+    def __init__(self, fn: Callable[..., Any], role: str, config: Mapping[str, Any], root: str,
+                 notice: Callable[[str], None] | None = None) -> None:
         self.fn, self.role, self.config, self.root = fn, role, config, root
+        self.notice = notice  # a line before and after each compilation (a cold one takes seconds)
+        self.announced: set[tuple] = set()  # shapes said (once: torch.compile after a failed package is not new)
         self.by_shape: dict[tuple, Callable[..., Any]] = {}
         self.saving = available()
         self.whole: Callable[..., Any] | None = None
@@ -215,7 +220,8 @@ class Shapes:
                     if not trial:
                         raise
             try:
-                fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key)
+                with self._announced(shape):
+                    fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key)
                 out = fn(*args) if trial else None  # type: ignore[misc]
             except Exception:  # noqa: BLE001 - not compilable ahead of time (or its check failed): torch.compile
                 fn = None
@@ -226,7 +232,24 @@ class Shapes:
             prepare_compiler(self.root)
             self.whole = torch.compile(self.fn, fullgraph=True, dynamic=False)
         self.by_shape[shape] = self.whole
-        return self.whole(*args)
+        with self._announced(shape):  # torch.compile compiles at its first call of a shape
+            return self.whole(*args)
+
+    @contextlib.contextmanager
+    def _announced(self, shape: tuple) -> Iterator[None]:
+        """A cold compilation said out loud: a line as it starts (what, and that it is once per shape
+        and machine) and one with its seconds as it ends (none where it fails: the caller says
+        what follows), through `notice` where one was given, once per shape."""
+        if self.notice is None or shape in self.announced:
+            yield
+            return
+        self.announced.add(shape)
+        rows = "x".join(str(n) for n in shape[0])
+        self.notice(f"compiling the {self.role} for inputs of shape {rows} (once per shape on this machine; saved in "
+                    f"{folder(self.root)} for later runs)")
+        start = time.perf_counter()
+        yield
+        self.notice(f"compiled the {self.role} in {time.perf_counter() - start:.1f} s")
 
 
 def _write(path: Path, data: bytes) -> None:
