@@ -246,7 +246,8 @@ def test_a_cold_compilation_is_said_as_it_starts_and_ends_and_a_saved_one_is_not
     shapes = compile_store.Shapes(lambda w, xb, yb: xb * 2, "step", {"sizes": [4]}, str(tmp_path), lines.append)
     assert torch.equal(shapes.check([x], x, y), x * 2)
     assert len(compiled_now) == 1 and len(lines) == 3
-    assert lines[0].startswith("compiling the step for inputs of shape 4x8x3 (once per shape on this machine; saved in ")
+    assert lines[0].startswith("compiling the step for inputs of shape 4x8x3 (once per shape on this machine; "
+                               "saved in ")
     assert str(compile_store.folder(str(tmp_path))) in lines[0] and lines[1] == "(compiling)"
     assert lines[2].startswith("compiled the step in ") and lines[2].endswith(" s")
     shapes([x], x, y)  # the same shape again: nothing compiled, nothing said

@@ -229,6 +229,29 @@ def test_cifar_study_is_planned_listing_the_code_it_imports(runner, tmp_path, mo
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
 
+def test_cifar_study_recipe_trains_resnet20_on_the_cpu_each_member_its_run_alone(tmp_path, monkeypatch):
+    # the study file's own overrides (SGD with Nesterov momentum, cosine with warmup, shuffled batches
+    # of 128) on CIFAR-format files written here, one epoch on the CPU: the example trains, not only plans
+    import yaml
+
+    from tests.test_images import write_cifar
+
+    write_cifar(tmp_path, per_batch=10)  # 50 training images: 40 after the validation split
+    monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path))
+    study = yaml.safe_load(open("examples/cifar10-resnet20.yaml", encoding="utf-8"))
+    recipe = study["sweeps"]["resnet20-cifar10"]["overrides"]
+    assert "device=cuda" in recipe and "epochs=160" in recipe
+    recipe = [o for o in recipe if o not in ("device=cuda", "epochs=160")]
+    results = stacked_and_alone([*recipe, "device=cpu", "epochs=1", "batch_size=16", "warmup_steps=1",
+                                 "activation=relu,mish", "lr=0.1", "seed=2"])
+    for labels, alone, stacked in results:
+        _same(alone, stacked, labels)
+        assert alone.model_info["activation_sites"] == {"way": "act_arg", "via": "act_layer", "modules": 19}
+        assert alone.n_params == 269_722 and math.isfinite(alone.train_loss[-1])
+        assert 0.0 <= alone.test_acc[-1] <= 1.0
+    assert results[0][1].train_loss != results[1][1].train_loss  # the activation reached all 19 sites
+
+
 # --------------------------------------------------------------------------------------------
 # model.vmap=true: one torch.func stack, equal to the members' runs alone within a tolerance
 
