@@ -122,7 +122,9 @@ def venv(tmp_path_factory, wheel) -> Path:
     --system-site-packages: that shows the *base* interpreter's packages, which lack the
     dependencies where the tests run in a venv."""
     root = tmp_path_factory.mktemp("venv")
-    _check([sys.executable, "-m", "venv", root], root)
+    # without pip of its own (ensurepip's copy into the venv costs 9 s): this environment's pip installs
+    # into it, run by the venv's interpreter (pip's --python), as the venv's own pip would
+    _check([sys.executable, "-m", "venv", "--without-pip", root], root)
     bin_dir = root / ("Scripts" if os.name == "nt" else "bin")
     purelib = _check([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                      root).stdout.strip()
@@ -133,8 +135,8 @@ def venv(tmp_path_factory, wheel) -> Path:
     (Path(purelib) / "_tests_environment.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
     # --ignore-installed: this environment's editable install of the same name and version is not
     # uninstalled (it lies outside the venv) nor taken as the installed copy
-    _check([bin_dir / "python", "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
-            wheel], root)
+    _check([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "--no-deps", "--no-index",
+            "--ignore-installed", "-q", wheel], root)
     return bin_dir
 
 
