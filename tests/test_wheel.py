@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["epochs=3", "data.n_samples=8", "model.hidden_dim=4"]
 # the files a build needs (pyproject's readme, setup.py's hook, the package and its configs)
@@ -106,12 +108,14 @@ def _check(cmd: list, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel built from a copy of the source tree."""
-    src = _copy_tree(tmp_path_factory.mktemp("src"))
-    dist = tmp_path_factory.mktemp("dist")
-    _check([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-            "-w", dist, src], src)
-    (whl,) = dist.glob("activation_bench-*.whl")
+    """The wheel built from a copy of the source tree, once per test run: the two tests of this module
+    read it, in whichever xdist workers they land (conftest.built_once)."""
+    def build(dist: Path) -> None:
+        src = _copy_tree(tmp_path_factory.mktemp("src"))
+        _check([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                "-w", dist, src], src)
+
+    (whl,) = built_once(tmp_path_factory, "wheel", build).glob("activation_bench-*.whl")
     return whl
 
 
