@@ -196,8 +196,11 @@ def test_rank_reports_it_per_ranked_value(tmp_path):
     assert "- Budget check: share of runs" in rank_tables.to_markdown(res)
 
 
-def test_report_shows_it_under_each_table(tmp_path):
+def test_report_shows_it_under_each_table(tmp_path, monkeypatch):
     from activation_bench.render import report as rep
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report.py draws)
 
     path = write(tmp_path / "r.csv", {"relu": 5, "gelu": 10})
     html = rep.render_html(rep.build([path], draw_shapes=False))

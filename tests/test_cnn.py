@@ -245,8 +245,11 @@ def cnn_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "cnn"
 
 
-def test_compare_rank_report_and_export_read_convnet_runs(runner, cnn_sweep, tmp_path):
+def test_compare_rank_report_and_export_read_convnet_runs(runner, cnn_sweep, tmp_path, monkeypatch):
     from activation_bench.export.mlflow import collect
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report.py draws)
 
     tuned = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2",
              "--tune-on", "val_acc"]

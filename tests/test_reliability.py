@@ -26,7 +26,8 @@ from activation_bench.engine import plan, train
 from activation_bench.runs import store
 from tests.conftest import TINY, files_under
 
-KILL_GRID = ["activation=gelu,relu,tanh", "seed=range(4)", *TINY[1:], "epochs=3000"]
+KILL_EPOCHS = 1000  # a whole sweep trains for about 3 s unloaded: the kills below land 0-2.5 s after a start
+KILL_GRID = ["activation=gelu,relu,tanh", "seed=range(4)", *TINY[1:], f"epochs={KILL_EPOCHS}"]
 
 
 def _sweep_cmd(root: Path) -> list[str]:
@@ -98,7 +99,7 @@ def _resume(cmd: list[str], sweep: Path) -> None:
     stamps = {n: (sweep / n / "summary.json").stat().st_mtime_ns for n in finished_before}
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    _check_complete(sweep, 12, 3000)
+    _check_complete(sweep, 12, KILL_EPOCHS)
     assert all((sweep / n / "summary.json").stat().st_mtime_ns == t for n, t in stamps.items())
 
 

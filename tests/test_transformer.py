@@ -67,7 +67,11 @@ def test_a_transformer_run_on_a_text_file(runner, runs_dir, text_file):
 
 
 @pytest.mark.parametrize("held_out", [[], WHOLE], ids=["sampled", "whole"])
-def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path, held_out, stack_sizes):
+def test_a_member_of_a_stacked_sweep_is_the_same_run_alone_bit_for_bit(runner, tmp_path, held_out, stack_sizes,
+                                                                      monkeypatch):
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report.py draws)
     sweep = ["sweep", "--runs-dir", str(tmp_path), "-q", *TINY_GPT, *held_out, "data=python_docs", "--name", "s",
              "activation=gelu,relu,relu2,swiglu,bilinear", "seed=range(2)", "model.dropout=0.1"]
     out = runner.invoke(app, sweep)

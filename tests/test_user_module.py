@@ -164,8 +164,11 @@ def module_sweep(tmp_path_factory: pytest.TempPathFactory):
     return root / "mod"
 
 
-def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, module_sweep, tmp_path):
+def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, module_sweep, tmp_path, monkeypatch):
     from activation_bench.export.mlflow import collect
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report.py draws)
 
     tuned = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2",
              "--tune-on", "val_acc"]

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["epochs=3", "data.n_samples=8", "model.hidden_dim=4"]
 # the files a build needs (pyproject's readme, setup.py's hook, the package and its configs)
@@ -106,12 +108,14 @@ def _check(cmd: list, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel built from a copy of the source tree."""
-    src = _copy_tree(tmp_path_factory.mktemp("src"))
-    dist = tmp_path_factory.mktemp("dist")
-    _check([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-            "-w", dist, src], src)
-    (whl,) = dist.glob("activation_bench-*.whl")
+    """The wheel built from a copy of the source tree, once per test run: the two tests of this module
+    read it, in whichever xdist workers they land (conftest.built_once)."""
+    def build(dist: Path) -> None:
+        src = _copy_tree(tmp_path_factory.mktemp("src"))
+        _check([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                "-w", dist, src], src)
+
+    (whl,) = built_once(tmp_path_factory, "wheel", build).glob("activation_bench-*.whl")
     return whl
 
 
@@ -122,7 +126,9 @@ def venv(tmp_path_factory, wheel) -> Path:
     --system-site-packages: that shows the *base* interpreter's packages, which lack the
     dependencies where the tests run in a venv."""
     root = tmp_path_factory.mktemp("venv")
-    _check([sys.executable, "-m", "venv", root], root)
+    # without pip of its own (ensurepip's copy into the venv costs 9 s): this environment's pip installs
+    # into it, run by the venv's interpreter (pip's --python), as the venv's own pip would
+    _check([sys.executable, "-m", "venv", "--without-pip", root], root)
     bin_dir = root / ("Scripts" if os.name == "nt" else "bin")
     purelib = _check([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                      root).stdout.strip()
@@ -133,8 +139,8 @@ def venv(tmp_path_factory, wheel) -> Path:
     (Path(purelib) / "_tests_environment.pth").write_text("".join(f"{p}\n" for p in ours), encoding="utf-8")
     # --ignore-installed: this environment's editable install of the same name and version is not
     # uninstalled (it lies outside the venv) nor taken as the installed copy
-    _check([bin_dir / "python", "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
-            wheel], root)
+    _check([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "--no-deps", "--no-index",
+            "--ignore-installed", "-q", wheel], root)
     return bin_dir
 
 
