@@ -195,6 +195,15 @@ def windows(tokens: np.ndarray, block: int, count: int) -> tuple[np.ndarray, np.
     return tokens[idx], tokens[idx + 1]
 
 
+def fixed_windows(x: Any, block: int, count: int) -> Any:
+    """`windows`' inputs for every member at once: x [M, n] (a split's characters, torch) as [M, count,
+    block], the same `count` evenly spaced windows for every member (paired)."""
+    import torch
+
+    offsets = torch.from_numpy(window_offsets(x.shape[1], block, count)).to(x.device)
+    return x[:, offsets[:, None] + torch.arange(block, device=x.device)]
+
+
 def whole_count(n: int, block: int) -> int:
     """The number of non-overlapping windows of `block` characters whose targets fit in a split of n."""
     return (n - 1) // block

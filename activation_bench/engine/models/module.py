@@ -144,22 +144,13 @@ class Module(Family):
     def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
         """Per activation site (module_sites.py), the shipped families' dead and saturated shares,
         in chunks of rows whose site inputs hold at most diagnostics.SHARE_BYTES."""
+        from activation_bench.data.text import fixed_windows
         from activation_bench.engine.diagnostics import SHARE_BYTES
         from activation_bench.engine.models import module_sites
+        from activation_bench.engine.models.transformer import SHARE_WINDOWS
 
-        if model.last:  # text: x is the training split's characters [M, n]
-            x = _share_windows(x, model.input_shape[0])
+        if model.last:  # text: x is the training split's characters [M, n]; model=transformer's windows
+            x = fixed_windows(x, model.input_shape[0], SHARE_WINDOWS)
         per_row = max(1, model.row_values) * x.element_size()
         return module_sites.unit_shares(model, x, max(1, min(EVAL_ROWS, SHARE_BYTES // per_row)))
 
-
-def _share_windows(x: Any, block: int) -> Any:
-    """model=transformer's fixed windows for the unit shares: SHARE_WINDOWS windows evenly spaced over
-    the training split x [M, n] (the same for every member), as [M, windows, block]."""
-    import torch
-
-    from activation_bench.data.text import window_offsets
-    from activation_bench.engine.models.transformer import SHARE_WINDOWS
-
-    offsets = torch.from_numpy(window_offsets(x.shape[1], block, SHARE_WINDOWS)).to(x.device)
-    return x[:, offsets[:, None] + torch.arange(block, device=x.device)]

@@ -145,16 +145,13 @@ class Transformer(Family):
     def unit_shares(self, model: Any, x: Any) -> tuple[Any, Any]:
         """Per block and member, the share of the feed-forward block's units dead (output exactly 0)
         and saturated (|f'| < 1e-3; NaN for gated units) on every character of SHARE_WINDOWS fixed
-        windows evenly spaced over the training split x [M, characters] (text.window_offsets: the same
+        windows evenly spaced over the training split x [M, characters] (text.fixed_windows: the same
         for every member, so shares are paired), passed through in chunks (diagnostics.combine)."""
-        import torch
-
-        from activation_bench.data.text import window_offsets
+        from activation_bench.data.text import fixed_windows
         from activation_bench.engine.diagnostics import SHARE_BYTES, activated, combine
 
         m, block, h1 = x.shape[0], model.block_size, model.activation_shapes(1)[0][1]
-        offsets = torch.from_numpy(window_offsets(x.shape[1], block, SHARE_WINDOWS)).to(x.device)
-        idx = x[:, offsets[:, None] + torch.arange(block, device=x.device)]  # [M, windows, block]
+        idx = fixed_windows(x, block, SHARE_WINDOWS)  # [M, windows, block]
         per_window = m * block * h1 * model.wte.element_size()
         chunks = []
         for part in idx.split(max(1, SHARE_BYTES // per_window), dim=1):
