@@ -257,3 +257,11 @@ def test_a_cold_compilation_is_said_as_it_starts_and_ends_and_a_saved_one_is_not
     quiet: list[str] = []
     compile_store.Shapes(lambda w, xb, yb: xb * 2, "step", {"sizes": [4]}, str(tmp_path), quiet.append).check([x], x, y)
     assert quiet == [] and len(compiled_now) == 1
+    # where packages cannot be saved, torch.compile's compilation is said as this process's only
+    monkeypatch.setattr(compile_store, "available", lambda: False)
+    monkeypatch.setattr(compile_store, "prepare_compiler", lambda root: None)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+    unsaved: list[str] = []
+    compile_store.Shapes(lambda w, xb, yb: xb * 2, "evaluate", {}, str(tmp_path), unsaved.append).check([x], x, y)
+    assert unsaved[0] == ("compiling the evaluate for inputs of shape 4x8x3 (torch.compile: once per shape in this "
+                          "process, not saved)") and unsaved[1].startswith("compiled the evaluate in ")

@@ -220,7 +220,7 @@ class Shapes:
                     if not trial:
                         raise
             try:
-                with self._announced(shape):
+                with self._announced(shape, saved=True):
                     fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key)
                 out = fn(*args) if trial else None  # type: ignore[misc]
             except Exception:  # noqa: BLE001 - not compilable ahead of time (or its check failed): torch.compile
@@ -232,21 +232,23 @@ class Shapes:
             prepare_compiler(self.root)
             self.whole = torch.compile(self.fn, fullgraph=True, dynamic=False)
         self.by_shape[shape] = self.whole
-        with self._announced(shape):  # torch.compile compiles at its first call of a shape
+        with self._announced(shape, saved=False):  # torch.compile compiles at its first call of a shape
             return self.whole(*args)
 
     @contextlib.contextmanager
-    def _announced(self, shape: tuple) -> Iterator[None]:
-        """A cold compilation said out loud: a line as it starts (what, and that it is once per shape
-        and machine) and one with its seconds as it ends (none where it fails: the caller says
-        what follows), through `notice` where one was given, once per shape."""
+    def _announced(self, shape: tuple, saved: bool) -> Iterator[None]:
+        """A cold compilation said out loud: a line as it starts (what, and how often: a package saved
+        for later processes, or torch.compile's for this one) and one with its seconds as it ends
+        (none where it fails: the caller says what follows), through `notice` where one was given,
+        once per shape."""
         if self.notice is None or shape in self.announced:
             yield
             return
         self.announced.add(shape)
         rows = "x".join(str(n) for n in shape[0])
-        self.notice(f"compiling the {self.role} for inputs of shape {rows} (once per shape on this machine; saved in "
-                    f"{folder(self.root)} for later runs)")
+        how = (f"once per shape on this machine; saved in {folder(self.root)} for later runs" if saved
+               else "torch.compile: once per shape in this process, not saved")
+        self.notice(f"compiling the {self.role} for inputs of shape {rows} ({how})")
         start = time.perf_counter()
         yield
         self.notice(f"compiled the {self.role} in {time.perf_counter() - start:.1f} s")
