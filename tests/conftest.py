@@ -34,10 +34,14 @@ def _no_user_cache(tmp_path_factory: pytest.TempPathFactory):
     data, downloaded image files, tiny shakespeare, the compiled engine's store) and every other
     XDG cache (matplotlib's font list) point into a temporary folder for the whole session (one per
     xdist worker). A test that needs a file there writes it; one that sets its own folder with
-    monkeypatch gets this one back afterwards."""
+    monkeypatch gets this one back afterwards.
+    engine=auto (the default) does not look in the compile store (ACTBENCH_AUTO_STORE=off): a test
+    that compiles would otherwise make later tests in the same worker train compiled, so which
+    tests ran before one would decide its engine and bits. The tests of auto's store lookup set it on."""
     root = tmp_path_factory.mktemp("user-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ACTBENCH_CACHE_DIR", str(root / "activation-bench"))
+        mp.setenv("ACTBENCH_AUTO_STORE", "off")
         mp.setenv("XDG_CACHE_HOME", str(root / "xdg"))
         yield root
 

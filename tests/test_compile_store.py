@@ -217,7 +217,7 @@ def test_the_cyclic_collector_pauses_while_a_stack_compiles_and_runs_again_after
 
     seen: list[bool] = []
 
-    def build(stack, batches, notice=None):
+    def build(stack, batches, notice=None, saved_only=False):
         seen.append(gc.isenabled())
         if fails:
             raise RuntimeError("simulated")

@@ -26,6 +26,7 @@ from activation_bench.engine.compiled import build as compiled_build
 from activation_bench.engine.compiled import choose as compiled
 from activation_bench.engine.compiled import cnn as compiled_cnn
 from activation_bench.engine.compiled import mlp as compiled_mlp
+from activation_bench.engine.compiled import store as compile_store
 from activation_bench.engine.models import registry
 from tests.conftest import TINY, assert_refused_by_run_and_sweep
 
@@ -49,11 +50,11 @@ def test_unknown_engine_is_refused(runner, runs_dir):
     assert_refused_by_run_and_sweep(runner, runs_dir, ["engine=jit"], message)
 
 
-def test_eager_keeps_the_hash_of_configs_made_before_the_key():
+def test_eager_and_the_default_auto_keep_the_hash_of_configs_made_before_the_key():
     cfg = compose([])
-    assert cfg.engine == "eager"
+    assert cfg.engine == "auto"
     before = Cfg({k: v for k, v in cfg.items() if k != "engine"})
-    assert config_hash(cfg) == config_hash(before)
+    assert config_hash(cfg) == config_hash(before) == config_hash(compose(["engine=eager"]))
     assert config_hash(compose(["engine=compiled"])) != config_hash(cfg)
 
 
@@ -85,16 +86,18 @@ def test_auto_counts_a_convnets_convolutions_as_their_im2col_products():
     assert train._plan_engine([long] * 80)[0] == ("compiled" if compiled.compiler_missing() is None else "eager")
 
 
-def test_a_tiny_run_with_auto_stays_eager_and_says_so(runner, runs_dir):
+def test_a_tiny_run_with_auto_stays_eager_and_says_nothing_but_records_it(runner, runs_dir):
     result = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "-q", "engine=auto", *TINY])
     assert result.exit_code == 0, result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("engine ")]
-    assert lines == [lines[0]] and lines[0].startswith("engine eager for a stack of 1 member (auto: estimated")
+    assert "engine" not in result.stderr
     run = next(runs_dir.iterdir())
     assert json.loads((run / "summary.json").read_text())["engine"] == "eager"
     assert yaml.safe_load((run / "config.yaml").read_text())["engine"] == "eager"
-    shown = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "engine=auto", *TINY])
+    shown = runner.invoke(app, ["run", "--runs-dir", str(runs_dir), "engine=compiled", "optimizer=sgd",
+                                "momentum=0.9", *TINY])
+    assert shown.exit_code == 0, shown.output
     assert any(ln.split() == ["│", "engine", "│", "eager", "│"] for ln in shown.stdout.splitlines()), shown.stdout
+    assert "engine eager for a stack of 1 member (compiled engine not used: its step has plain Adam" in shown.stderr
 
 
 def test_the_default_engine_says_nothing(runner, runs_dir):
@@ -102,6 +105,45 @@ def test_the_default_engine_says_nothing(runner, runs_dir):
     assert result.exit_code == 0, result.output
     assert "engine" not in result.stderr
     assert json.loads((next(runs_dir.iterdir()) / "summary.json").read_text())["engine"] == "eager"
+
+
+def test_auto_takes_the_compiled_step_where_this_machine_has_it_saved(runner, runs_dir, monkeypatch):
+    # the store in memory: "compiling" saves the step's Python function under its key (it runs
+    # eagerly), "loading" finds it; what is tested is which engine auto picks, and its record
+    saved: dict[str, object] = {}
+
+    def compile_and_save(fn, args, root, key):
+        saved[key] = fn
+        return fn
+
+    monkeypatch.setattr(compile_store, "load", lambda root, key: saved.get(key))
+    monkeypatch.setattr(compile_store, "compile_and_save", compile_and_save)
+    monkeypatch.setenv("ACTBENCH_AUTO_STORE", "on")
+
+    def sweep(name: str, *extra: str) -> tuple[str, list[tuple[str, str, str]]]:
+        result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "--name", name,
+                                     "activation=gelu,relu", "seed=0,1", *TINY, *extra])
+        assert result.exit_code == 0, result.output
+        runs = sorted(d for d in (runs_dir / name).iterdir() if d.is_dir() and not d.name.startswith("."))
+        return result.stderr, [(yaml.safe_load((r / "config.yaml").read_text())["engine"],
+                                json.loads((r / "summary.json").read_text())["config_hash"],
+                                (r / "losses.csv").read_text()) for r in runs]
+
+    said, cold = sweep("cold")  # nothing saved: eager, nothing compiled, the stack not padded
+    assert not saved and "engine" not in said
+    _, eager = sweep("eager", "engine=eager")
+    assert cold == eager and {engine for engine, _, _ in cold} == {"eager"}
+    _, asked = sweep("compiled", "engine=compiled")
+    assert len(saved) == 1  # the step (no validation split to evaluate)
+    said, warm = sweep("warm")
+    assert len(saved) == 1  # loaded, not compiled again
+    assert "engine compiled for a stack of 4 members (auto: its compiled step is saved on this machine)" in said
+    assert [(e, losses) for e, _, losses in warm] == [(e, losses) for e, _, losses in asked]
+    assert {e for e, _, _ in warm} == {"compiled"}
+    assert [h for _, h, _ in warm] == [h for _, h, _ in cold]  # auto's hash, whichever engine ran
+    monkeypatch.setenv("ACTBENCH_AUTO_STORE", "off")
+    _, off = sweep("off")
+    assert off == eager
 
 
 def test_a_failed_compilation_falls_back_to_eager_with_one_line_and_a_whole_run(runner, runs_dir, monkeypatch):

@@ -132,7 +132,7 @@ def _print_run_summary(path: Path, cfg: Cfg, result: RunResult) -> None:
                                           for k, vals in result.learned.items())))
     rows += [("parameters", str(result.n_params)), ("status", result.status),
              ("wall time", f"{result.wall_time_s:.2f} s"), ("run directory", str(path))]
-    if result.engine != "eager" or cfg.get("engine", "eager") != "eager":  # engine=compiled|auto: what ran
+    if result.engine != "eager" or cfg.get("engine") == "compiled":  # what ran, where compiled was used or asked for
         rows.insert(-2, ("engine", result.engine))
     for k, v in rows:
         table.add_row(k, v)

@@ -41,6 +41,12 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"data.block_size": None},  # text: the window length as a data key (model=module, #67)
 )
 
+# engine=auto (the default since #68) hashes as engine=eager, the default before it: a sweep made
+# then keeps its hash and resumes. auto trains eager unless this machine has the stack's compiled
+# step saved (or the stack is long: engine/compiled/choose.py); config.yaml records the engine that
+# ran, and a run re-run from it that ran eager keeps this hash.
+AUTO = "auto"
+
 # Settings that change no result: never hashed, so a run keeps its identity (and resumes) whatever
 # they hold. checkpoint.*: how often a mid-run checkpoint is written (#40).
 NOT_HASHED = ("checkpoint",)
@@ -60,6 +66,8 @@ def config_hash(cfg: Cfg) -> str:
     key-by-key algorithm it replaced."""
     import json
 
+    if cfg.get("engine") == AUTO:
+        cfg = type(cfg)({**cfg, "engine": "eager"})
     doc = {k: v for k, v in cfg.items() if k not in NOT_HASHED}
     tree = _drop_tree(_held(cfg))
     if tree:

@@ -100,7 +100,7 @@ class Config:
     min_lr: float = 0.0  # cosine: the learning rate after the decay
     device: str = "cpu"
     dtype: str = "float32"
-    engine: str = "eager"  # eager | compiled (the whole step compiled ahead of time: engine/compiled/) | auto (by size)
+    engine: str = "auto"  # auto (compiled where saved, or long) | eager | compiled (ahead of time: engine/compiled/)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 

@@ -105,7 +105,8 @@ def load_data(cfg: Cfg) -> Dataset:
 def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
           notice: NoticeFn | None = None, checkpoints: checkpoint.Hooks | None = None) -> list[RunResult]:
     """Train members that all share one stack key, together. Returns results in input order.
-    With engine=compiled|auto, `notice` gets one line saying which engine the stack used. With
+    `notice` gets one line saying which engine the stack used where it is the compiled one or
+    engine=compiled was asked for (compiled.prepare). With
     `checkpoints`, the stack resumes from its saved state and saves it when due (checkpoint.py);
     it raises checkpoint.Preempted where a signal asked it to stop."""
     if not cfgs:
@@ -121,6 +122,11 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     # dominates), and stacked and single runs flush alike.
     flush = torch.set_flush_denormal(True)
     try:
+        if engine == "saved":  # auto: the compiled step where it is saved, else eager
+            try:
+                return _train(compiled.pad(cfgs, _act_key), n_real, on_progress, notice, (engine, why), checkpoints)
+            except compiled.NotSaved:
+                engine = "eager"
         if engine == "compiled":
             cfgs = compiled.pad(cfgs, _act_key)
         elif n_real == 1 and registry.of(cfgs[0]).pads_alone(cfgs[0], resolve_device(cfgs[0].device),

@@ -74,11 +74,12 @@ def _configure() -> None:
 
 
 def _compile(fn: Callable[..., Any], role: str, config: dict[str, Any],
-             notice: Callable[[str], None] | None = None) -> compile_store.Shapes:
+             notice: Callable[[str], None] | None = None, saved_only: bool = False) -> compile_store.Shapes:
     """The step or evaluation compiled per batch shape (a seam the tests replace to simulate a
-    failure); `notice` gets a line as each cold compilation starts and ends."""
+    failure); `notice` gets a line as each cold compilation starts and ends; saved_only: loaded
+    from the store or NotSaved, never compiled."""
     _configure()
-    return compile_store.Shapes(fn, role, config, cache_dir(), notice)
+    return compile_store.Shapes(fn, role, config, cache_dir(), notice, saved_only)
 
 
 def _identity(stack: Any, sizes: list[int]) -> dict[str, Any]:
@@ -116,10 +117,11 @@ class Compiled:
 
 
 def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]],
-          notice: Callable[[str], None] | None = None) -> Compiled:
+          notice: Callable[[str], None] | None = None, saved_only: bool = False) -> Compiled:
     """The compiled step and evaluation of this stack, compiled and run once on copies of its tensors
     for every distinct batch and split shape (raises on any failure, before the stack trains); each
-    compilation (not a package loaded from the store) said through `notice` as it starts and ends."""
+    compilation (not a package loaded from the store) said through `notice` as it starts and ends.
+    saved_only: every function loaded from the store, else compile_store.NotSaved (nothing compiled)."""
     model, opt = stack.model, stack.opt
     sizes, acts = [s.stop - s.start for s in model.slices], compiled_mlp.acts_of(model)
     impl = impl_of(stack)
@@ -144,12 +146,12 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]],
                                            opt.kind, betas, opt.eps)
     else:  # the hand-written step takes neither gradient norms nor per-member activations
         step_fn = impl.step_function(acts, sizes, lay, model, opt.kind, betas, opt.eps, norms)
-    fn = _compile(step_fn, "step", config, notice)
+    fn = _compile(step_fn, "step", config, notice, saved_only)
     # evaluation compiled too: eager, its elementwise passes (the activations of every hidden layer
     # and a classifier's log_softmax and gather over validation and test rows) cost about a fifth
     # of a classification epoch
     evaluate = _compile(impl.eval_function(eval_acts, sizes, eval_lay, model, stack.classify), "evaluate", config,
-                        notice)
+                        notice, saved_only)
     running = compiled_mlp.running_of(model)
     scale = torch.zeros(2, dtype=params[0].dtype, device=params[0].device)
     seen = set()
@@ -183,7 +185,7 @@ def build(stack: Any, batches: list[tuple[torch.Tensor, torch.Tensor]],
     if impl.shares_function is None:
         return Compiled(step, run_eval, grad_norms=last)
     # a convnet's unit shares compiled too: eager, they cost a third of a one-epoch stack
-    shares = _compile(impl.shares_function(eval_acts, sizes, eval_lay, model), "shares", config, notice)
+    shares = _compile(impl.shares_function(eval_acts, sizes, eval_lay, model), "shares", config, notice, saved_only)
     with torch.no_grad():  # its parts share one shape
         shares.check(params, running, *impl.parts(model, stack.x, stack.y)[0])
     return Compiled(step, run_eval, impl.unit_shares(shares, params, running, model), last)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from activation_bench.engine.compiled.build import Compiled, build
+from activation_bench.engine.compiled.store import NotSaved
 from activation_bench.engine.models import registry
 
 if TYPE_CHECKING:
@@ -63,13 +64,26 @@ def work_s(members: int, steps: int, macs: int) -> float:
 
 
 def choose(requested: str, eager_s: float) -> tuple[str, str]:
-    """(engine to try, why) for a stack whose eager training is estimated at eager_s seconds."""
+    """(engine to try, why) for a stack whose eager training is estimated at eager_s seconds:
+    auto compiles where eager_s is AUTO_FACTOR times a cold compile's cost, and below that takes
+    the compiled step only where this machine has it saved ("saved": prepare() then loads it, or
+    trains eager where it is not saved)."""
     if requested != "auto":
         return requested, "requested"
     threshold = AUTO_FACTOR * COMPILE_COST_S
     if eager_s >= threshold:
         return "compiled", f"auto: estimated eager time {eager_s:.0f} s >= {threshold:.0f} s"
-    return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+    if not store_consulted():
+        return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+    return "saved", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+
+
+def store_consulted() -> bool:
+    """Whether engine=auto looks for a stack's compiled step saved on this machine (yes, unless
+    ACTBENCH_AUTO_STORE=off: then auto decides by the estimate alone, the same on a machine whose
+    store is warm or empty; the tests set it, so that no test's engine depends on which tests ran
+    before it in the same process)."""
+    return os.environ.get("ACTBENCH_AUTO_STORE", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
 def compiler_missing() -> str | None:
@@ -82,18 +96,25 @@ def compiler_missing() -> str | None:
 
 def plan(first: Cfg, members: int, steps: int, rows: int) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
-    resolved by the estimate, and eager where no C++ compiler is found."""
+    resolved by the estimate (and "saved": the compiled step where this machine has it saved), and
+    eager where the family or the optimiser settings have no compiled step or no C++ compiler is
+    found (engine=compiled says so: `fallback` in the reason)."""
     requested = first.engine
     if requested == "eager":
         return "eager", "requested"
     family = registry.of(first)
+    why_not = ""
     if family.compiled() is None:
-        return "eager", _fallback(f"model={family.name} has no compiled step")
-    if (optimizer := optimizer_settings(first)):
-        return "eager", _fallback(f"its step has plain Adam and SGD only, not {optimizer}")
+        why_not = f"model={family.name} has no compiled step"
+    elif (optimizer := optimizer_settings(first)):
+        why_not = f"its step has plain Adam and SGD only, not {optimizer}"
+    if why_not:
+        return "eager", _fallback(why_not) if requested == "compiled" else f"auto: {why_not}"
     engine, why = choose(requested, work_s(members, steps, max(rows, 1) * family.macs(first)))
-    if engine == "compiled" and (why_not := compiler_missing()) is not None:
-        return "eager", _fallback(why_not)
+    if engine == "compiled" and (missing := compiler_missing()) is not None:
+        if requested == "compiled":
+            return "eager", _fallback(missing)
+        engine, why = ("saved", f"{why}; {missing}") if store_consulted() else ("eager", f"{why}; {missing}")
     return engine, why
 
 
@@ -136,14 +157,17 @@ def _fallback(why_not: str) -> str:
 
 def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | None) -> tuple[str, Compiled | None]:
     """The engine this stack trains with ("eager" or "compiled", as plan() chose it) and, for
-    compiled, its step. With engine=compiled|auto one line says which engine the stack uses and
-    why (through `notice`); a compiled engine that cannot be used gives the eager one, never an
-    error."""
+    compiled, its step. One line through `notice` says which engine the stack uses and why, where
+    it is the compiled one or engine=compiled was asked for; engine=auto training eager says
+    nothing (config.yaml and summary.json record the engine). A compiled engine that cannot be
+    used gives the eager one, never an error. With engine "saved" (auto below its threshold) the
+    step is loaded where this machine has it saved, and store.NotSaved raised before anything
+    trains where it has not (train.py then trains the stack eager, unpadded)."""
     first = stack.ordered[0]
     if first.engine == "eager":
         return "eager", None
     step = None
-    if engine == "compiled":
+    if engine in ("compiled", "saved"):
         # the cyclic collector paused while compiling or loading: importing dynamo and inductor
         # (200,000 more tracked objects) set it off 540 times, 0.37-0.39 s of a first stack's 2.1 s
         # (2026-11-26, one thread); paused, a loaded stack leaves about 6,000 cyclic objects and a
@@ -151,13 +175,17 @@ def prepare(stack: Any, engine: str, why: str, n_real: int, notice: Notice | Non
         enabled = gc.isenabled()
         gc.disable()
         try:
-            step = build(stack, stack.fixed_batches, notice)
+            step = build(stack, stack.fixed_batches, notice, saved_only=engine == "saved")
+            if engine == "saved":
+                engine, why = "compiled", "auto: its compiled step is saved on this machine"
+        except NotSaved:
+            raise
         except Exception as e:  # noqa: BLE001 - any failure of compilation falls back to eager
             text = (str(e).strip().splitlines() or [""])[0][:160]
             engine, why = "eager", _fallback(f"compilation failed ({type(e).__name__}: {text})")
         finally:
             if enabled:
                 gc.enable()
-    if notice is not None:
+    if notice is not None and (engine == "compiled" or first.engine == "compiled"):
         notice(f"engine {engine} for a stack of {n_real} member{'s' if n_real != 1 else ''} ({why})")
     return engine, step

@@ -179,16 +179,22 @@ def prepare_compiler(root: str) -> None:
     remember_isa_probes(root)
 
 
+class NotSaved(Exception):
+    """A function asked for from the store only (engine=auto below its threshold) is not saved there."""
+
+
 class Shapes:
     """fn compiled once per shape of its last two arguments (a batch's inputs and targets: every
     other argument is the same tensors in every call), each loaded from the store where an earlier
     process saved it, else compiled ahead of time and saved. Where this torch cannot load
     packages, or a graph cannot be compiled ahead of time: one torch.compile, whose guards pick
-    the graph."""
+    the graph. With saved_only, a shape checked before training (`check`) that is not saved (or
+    does not load) raises NotSaved instead of compiling."""
 
     def __init__(self, fn: Callable[..., Any], role: str, config: Mapping[str, Any], root: str,
-                 notice: Callable[[str], None] | None = None) -> None:
+                 notice: Callable[[str], None] | None = None, saved_only: bool = False) -> None:
         self.fn, self.role, self.config, self.root = fn, role, config, root
+        self.saved_only = saved_only
         self.notice = notice  # a line before and after each compilation (a cold one takes seconds)
         self.announced: set[tuple] = set()  # shapes said (once: torch.compile after a failed package is not new)
         self.by_shape: dict[tuple, Callable[..., Any]] = {}
@@ -219,6 +225,9 @@ class Shapes:
                 except Exception:  # noqa: BLE001 - compiled again below
                     if not trial:
                         raise
+        if self.saved_only and trial:
+            raise NotSaved(f"the {self.role} for inputs of shape {'x'.join(map(str, shape[0]))}")
+        if self.saving:
             try:
                 with self._announced(shape, saved=True):
                     fn: Callable[..., Any] | None = compile_and_save(self.fn, args, self.root, key)
