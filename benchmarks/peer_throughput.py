@@ -4,10 +4,13 @@ Grid: 8 activations x 2 data x 30 seeds (480 members, 64-64-1 MLP, 10 samples, A
 each member's loss kept every epoch), at 1000 and 3000 epochs. Each path is a fresh process timed
 whole, start-up and imports included:
 
-- actbench: `actbench sweep ...`; it also validates every member's config and writes 480 run
-  directories and results.csv;
-- compiled: the same sweep with `engine=compiled`, its inductor cache warmed before the rounds by
-  one sweep of the same shapes into an empty cache (that cold run's time is printed too);
+- default: `actbench sweep ...` with no engine flag (engine=auto), each round from an empty cache
+  (its own ACTBENCH_CACHE_DIR): no compiled step saved, so every stack trains eager; it also
+  validates every member's config and writes 480 run directories and results.csv;
+- default-warm: the same command, no flag, with the compile store warm (filled by one
+  `engine=compiled` sweep of the same shapes before the rounds; that cold run's time is printed):
+  auto finds each stack's compiled step saved and trains compiled;
+- eager, compiled: the same sweep with `engine=eager`, and with `engine=compiled` (store warm);
 - jax: benchmarks/peers/jax_peer.py (vmap over members, optax.adam, all epochs in one
   jax.jit-compiled lax.scan; compilation included; writes nothing);
 - torch.func: benchmarks/peers/torchfunc_peer.py (stack_module_state + vmap(functional_call) +
@@ -25,8 +28,8 @@ the peers compute what actbench computes.
 Usage:
     python benchmarks/peer_throughput.py [--seeds 30] [--epochs 1000 3000] [--repeat 1]
     python benchmarks/peer_throughput.py --small      # a smoke test: 2 seeds, 20 and 60 epochs
-    python benchmarks/peer_throughput.py --paths actbench,jax --threads 1 --cpu-time   # on a busy machine
-    python benchmarks/peer_throughput.py --paths actbench,compiled,jax --epochs 1000 3000 --repeat 3
+    python benchmarks/peer_throughput.py --paths default,jax --threads 1 --cpu-time   # on a busy machine
+    python benchmarks/peer_throughput.py --paths default,default-warm,jax --epochs 1000 3000 --repeat 3
 """
 
 from __future__ import annotations
@@ -46,23 +49,28 @@ from pathlib import Path
 from sweep_throughput import ACTBENCH, ACTS, DATA, naive
 
 PEERS = Path(__file__).resolve().parent / "peers"
-PATHS = ("actbench", "compiled", "jax", "torch.func", "naive")
-OURS = ("actbench", "compiled")  # actbench's engines; the other paths are peers
+PATHS = ("default", "default-warm", "eager", "compiled", "jax", "torch.func", "naive")
+OURS = ("default", "default-warm", "eager", "compiled")  # actbench's paths; the others are peers
+WARM = ("default-warm", "compiled")  # the paths that read the warmed compile store
 
 
 def whole_process(path: str, root: str, seeds: int, epochs: int, cpu_time: bool = False) -> float:
     """The process's wall seconds, or with cpu_time its user + system CPU seconds (with one thread
     per path, what it would take on an idle core: a busy machine's scheduler does not inflate it,
-    but time spent waiting for the disk is left out)."""
+    but time spent waiting for the disk is left out). The default path gets an empty cache folder
+    of its own (beside `root`); the others share the one ACTBENCH_CACHE_DIR names."""
+    env = dict(os.environ)
     if path in OURS:
-        engine = "compiled" if path == "compiled" else "eager"
+        engine = {"eager": ["engine=eager"], "compiled": ["engine=compiled"]}.get(path, [])
         cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
-               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}", f"engine={engine}"]
+               f"data={','.join(DATA)}", f"seed=range({seeds})", f"epochs={epochs}", *engine]
+        if path == "default":
+            env["ACTBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="empty-cache-", dir=os.path.dirname(root))
     else:
         script = "jax_peer.py" if path == "jax" else "torchfunc_peer.py"
         cmd = [sys.executable, str(PEERS / script), "--seeds", str(seeds), "--epochs", str(epochs)]
     start, used = time.perf_counter(), children_cpu()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return children_cpu() - used if cpu_time else time.perf_counter() - start
 
 
@@ -122,7 +130,7 @@ def main() -> None:
     os.environ["ACTBENCH_CACHE_DIR"] = os.path.join(keep, "cache")
     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     try:
-        if "compiled" in paths:
+        if any(p in WARM for p in paths):
             cold = whole_process("compiled", os.path.join(keep, "cold"), args.seeds, args.epochs[0], args.cpu_time)
             print(f"{'cold':6s} {'compiled':12s} {args.epochs[0]:7d} {cold:9.2f} "
                   f"{members * args.epochs[0] / cold:14.0f}  (empty inductor cache: compiles every stack)", flush=True)
@@ -134,7 +142,7 @@ def main() -> None:
                         rates.append(steps / wall)
                         print(f"{r:<6d} {'naive':12s} {args.naive_epochs:7d} {wall:9.2f} {steps / wall:14.0f}")
                         continue
-                    wall = whole_process(path, os.path.join(keep, f"r{r}-{epochs}"), args.seeds, epochs, args.cpu_time)
+                    wall = whole_process(path, os.path.join(keep, f"r{r}-{epochs}-{path}"), args.seeds, epochs, args.cpu_time)
                     times.setdefault((path, epochs), []).append(wall)
                     print(f"{r:<6d} {path:12s} {epochs:7d} {wall:9.2f} {members * epochs / wall:14.0f}", flush=True)
     finally:
