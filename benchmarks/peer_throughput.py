@@ -142,7 +142,8 @@ def main() -> None:
                         rates.append(steps / wall)
                         print(f"{r:<6d} {'naive':12s} {args.naive_epochs:7d} {wall:9.2f} {steps / wall:14.0f}")
                         continue
-                    wall = whole_process(path, os.path.join(keep, f"r{r}-{epochs}-{path}"), args.seeds, epochs, args.cpu_time)
+                    root = os.path.join(keep, f"r{r}-{epochs}-{path}")  # no path resumes another's sweep
+                    wall = whole_process(path, root, args.seeds, epochs, args.cpu_time)
                     times.setdefault((path, epochs), []).append(wall)
                     print(f"{r:<6d} {path:12s} {epochs:7d} {wall:9.2f} {members * epochs / wall:14.0f}", flush=True)
     finally:
