@@ -49,7 +49,7 @@ Config keys (Hydra overrides, KEY=VALUE):\n
   log.preact_stats=0    K: write preact.csv (how normal each layer's pre-activations are) every K epochs\n
   log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
-  device=cpu|cuda|auto  dtype=float32|float64  engine=eager|compiled|auto (the step compiled by inductor)\n
+  device=cpu|cuda|auto  dtype=float32|float64  engine=auto|eager|compiled (auto: compiled where saved here)\n
   experiment=NAME       a preset ({group_help("experiment") or "none"})
 """
 
