@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,12 @@ def test_auto_takes_the_compiled_step_where_this_machine_has_it_saved(runner, ru
     assert [(e, losses) for e, _, losses in warm] == [(e, losses) for e, _, losses in asked]
     assert {e for e, _, _ in warm} == {"compiled"}
     assert [h for _, h, _ in warm] == [h for _, h, _ in cold]  # auto's hash, whichever engine ran
+    # a sweep whose auto members trained eager resumes eager, though its step is saved by now
+    for run in (runs_dir / "cold").iterdir():
+        if run.is_dir() and run.name.endswith("seed=1"):
+            shutil.rmtree(run)
+    said, resumed = sweep("cold")
+    assert "engine" not in said and resumed == cold
     monkeypatch.setenv("ACTBENCH_AUTO_STORE", "off")
     _, off = sweep("off")
     assert off == eager

@@ -103,19 +103,21 @@ def load_data(cfg: Cfg) -> Dataset:
 
 
 def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
-          notice: NoticeFn | None = None, checkpoints: checkpoint.Hooks | None = None) -> list[RunResult]:
+          notice: NoticeFn | None = None, checkpoints: checkpoint.Hooks | None = None,
+          store: bool = True) -> list[RunResult]:
     """Train members that all share one stack key, together. Returns results in input order.
     `notice` gets one line saying which engine the stack used where it is the compiled one or
     engine=compiled was asked for (compiled.prepare). With
     `checkpoints`, the stack resumes from its saved state and saves it when due (checkpoint.py);
-    it raises checkpoint.Preempted where a signal asked it to stop."""
+    it raises checkpoint.Preempted where a signal asked it to stop. store=False: engine=auto does
+    not look for a saved compiled step (a sweep whose other stacks trained eager)."""
     if not cfgs:
         return []
     key = stack_key(cfgs[0])
     if any(stack_key(c) != key for c in cfgs[1:]):
         raise ValueError("members of one stack must share shapes and optimiser settings")
     n_real = len(cfgs)
-    engine, why = _plan_engine(cfgs)
+    engine, why = _plan_engine(cfgs, store)
     resolve_vml_kernels()  # before any threaded erf/exp/tanh: see vml.py
     # Denormal floats (losses near the float floor make Adam's second moments ~1e-40) are up to
     # 100x slower on CPUs; flushing them to zero changes no update measurably (eps=1e-8
@@ -141,12 +143,12 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
             torch.set_flush_denormal(False)
 
 
-def _plan_engine(cfgs: Sequence[Cfg]) -> tuple[str, str]:
+def _plan_engine(cfgs: Sequence[Cfg], store: bool = True) -> tuple[str, str]:
     """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
     first = cfgs[0]
     n = data_shapes(first)[0]
     rows = min(first.batch_size or n, n)
-    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows)
+    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, store)
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,

@@ -247,6 +247,7 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     say = notice or stderr_line
     stacks = _stacks(p, indices, memory_mb, force)
     trained = steps = 0
+    engines = _auto_engines(p, force)
 
     for k, members in enumerate(stacks, 1):
         checkpoint.SIGNAL_STATE.check()  # a signal between stacks: stop before the next one
@@ -261,7 +262,12 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
         hooks = checkpoint.StackCheckpoints(p.directory, [p.hashes[i] for i in members],
                                             p.cfgs[members[0]].get("checkpoint"), say,
                                             f"stack {k}/{len(stacks)} ({len(members)} members)")
-        results = train.train([p.cfgs[i] for i in members], progress, say, hooks)
+        results = train.train([p.cfgs[i] for i in members], progress, say, hooks, store="eager" not in engines)
+        if p.cfgs[members[0]].engine == "auto" and results:
+            if results[0].engine == "eager" and "compiled" in engines:
+                say(f"engine eager for stack {k}/{len(stacks)} (auto: its compiled step is not saved on this "
+                    "machine, while this sweep's earlier members trained compiled)")
+            engines.add(results[0].engine)
         store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
                          for i, r in zip(members, results)], replace=force, processes=get_num_threads())
         hooks.remove()
@@ -273,6 +279,16 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
         if on_progress is not None:
             on_progress(SweepProgress(trained, trained, steps, stack=k, stacks=len(stacks)))
     return trained
+
+
+def _auto_engines(p: SweepPlan, force: bool) -> set[str]:
+    """The engines this sweep's finished engine=auto members trained with. Once one trained eager,
+    auto's other stacks in the sweep train eager too (train(store=False)), so that a compiled step
+    saved meanwhile (by another command) does not split one sweep's members between the engines."""
+    if force:
+        return set()
+    auto = {h for h, c in zip(p.hashes, p.cfgs) if c.engine == "auto"}
+    return {s.get("engine", "eager") for h, (_, s) in done_hashes(p.directory).items() if h in auto}
 
 
 def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool) -> list[list[int]]:

@@ -63,17 +63,17 @@ def work_s(members: int, steps: int, macs: int) -> float:
     return members * steps * max(macs / REF_WORK, 0.25) / REF_STEPS_PER_S
 
 
-def choose(requested: str, eager_s: float) -> tuple[str, str]:
+def choose(requested: str, eager_s: float, store: bool = True) -> tuple[str, str]:
     """(engine to try, why) for a stack whose eager training is estimated at eager_s seconds:
     auto compiles where eager_s is AUTO_FACTOR times a cold compile's cost, and below that takes
     the compiled step only where this machine has it saved ("saved": prepare() then loads it, or
-    trains eager where it is not saved)."""
+    trains eager where it is not saved); with store=False (this sweep's stacks train eager) not."""
     if requested != "auto":
         return requested, "requested"
     threshold = AUTO_FACTOR * COMPILE_COST_S
     if eager_s >= threshold:
         return "compiled", f"auto: estimated eager time {eager_s:.0f} s >= {threshold:.0f} s"
-    if not store_consulted():
+    if not store or not store_consulted():
         return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
     return "saved", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
 
@@ -94,7 +94,7 @@ def compiler_missing() -> str | None:
     return None
 
 
-def plan(first: Cfg, members: int, steps: int, rows: int) -> tuple[str, str]:
+def plan(first: Cfg, members: int, steps: int, rows: int, store: bool = True) -> tuple[str, str]:
     """(engine, why) for a stack of `members` before it is built: the requested engine, `auto`
     resolved by the estimate (and "saved": the compiled step where this machine has it saved), and
     eager where the family or the optimiser settings have no compiled step or no C++ compiler is
@@ -110,11 +110,12 @@ def plan(first: Cfg, members: int, steps: int, rows: int) -> tuple[str, str]:
         why_not = f"its step has plain Adam and SGD only, not {optimizer}"
     if why_not:
         return "eager", _fallback(why_not) if requested == "compiled" else f"auto: {why_not}"
-    engine, why = choose(requested, work_s(members, steps, max(rows, 1) * family.macs(first)))
+    engine, why = choose(requested, work_s(members, steps, max(rows, 1) * family.macs(first)), store)
     if engine == "compiled" and (missing := compiler_missing()) is not None:
         if requested == "compiled":
             return "eager", _fallback(missing)
-        engine, why = ("saved", f"{why}; {missing}") if store_consulted() else ("eager", f"{why}; {missing}")
+        saved = store and store_consulted()
+        engine, why = ("saved" if saved else "eager"), f"{why}; {missing}"
     return engine, why
 
 
