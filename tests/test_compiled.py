@@ -406,6 +406,26 @@ def test_the_same_command_gives_the_same_bits_in_fresh_processes(tmp_path, model
     assert (tmp_path / "inductor").is_dir()
 
 
+@pytest.mark.slow
+@needs_compiler
+def test_without_flags_a_step_saved_by_another_process_is_loaded(tmp_path):
+    env = {**os.environ, "ACTBENCH_CACHE_DIR": str(tmp_path), "ACTBENCH_AUTO_STORE": "on", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    args = ["activation=gelu,relu", "seed=0,1", "epochs=20", *TINY[1:]]
+
+    def child(*extra: str) -> list:
+        done = subprocess.run([sys.executable, "-c", CHILD, *args, *extra], env=env, capture_output=True, text=True,
+                              timeout=900, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold = child()  # nothing saved: eager, and nothing compiled
+    assert {run[0] for run in cold} == {"eager"} and not (tmp_path / "inductor").exists()
+    asked = child("engine=compiled")
+    warm = child()  # the command without flags loads what engine=compiled saved
+    assert {run[0] for run in asked} == {"compiled"} and warm == asked
+
+
 def test_each_activation_is_padded_to_one_of_a_few_sizes():
     assert [compiled.padded_size(n) for n in (1, 2, 3, 5, 13, 16, 17, 20, 25, 30, 33, 49, 65, 100, 129)] == \
         [2, 2, 3, 5, 13, 16, 18, 20, 26, 30, 36, 52, 72, 104, 144]
