@@ -25,7 +25,8 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.engine.compiled.build import Compiled, build
+from activation_bench.engine.compiled import store
+from activation_bench.engine.compiled.build import Compiled, build, cache_dir
 from activation_bench.engine.compiled.store import NotSaved
 from activation_bench.engine.models import registry
 
@@ -73,9 +74,20 @@ def choose(requested: str, eager_s: float, store: bool = True) -> tuple[str, str
     threshold = AUTO_FACTOR * COMPILE_COST_S
     if eager_s >= threshold:
         return "compiled", f"auto: estimated eager time {eager_s:.0f} s >= {threshold:.0f} s"
-    if not store or not store_consulted():
+    if not store or not store_consulted() or not any_saved():
         return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
     return "saved", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+
+
+def any_saved() -> bool:
+    """Whether the compile store holds any package at all: where it holds none (a machine that never
+    compiled), auto trains eager without building the padded stack to look its step up (about
+    0.1 s a 240-member stack of the reference grid)."""
+    try:
+        with os.scandir(store.folder(cache_dir())) as entries:
+            return any(e.name.endswith(".pt2") and not e.name.startswith(".") for e in entries)
+    except OSError:
+        return False
 
 
 def store_consulted() -> bool:
