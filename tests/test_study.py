@@ -389,3 +389,17 @@ def test_the_spec_mirrors_the_analysis_choices_it_checks():
 
     assert spec.TUNE_ON == tune.TUNE_ON and spec.TUNE_GRIDS == tune.TUNE_GRIDS
     assert tuple(spec.POSTHOCS) == tuple(rank.POSTHOCS) and tuple(spec.COLUMNS) == tuple(contents.COLUMNS)
+
+
+def test_every_shipped_study_pins_the_eager_engine():
+    """A published study keeps its tables whatever the machine compiled before: every sweep of every
+    shipped study file trains with engine=eager (the default, engine=auto, would take a compiled
+    step saved on the machine)."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "studies"
+    sweeps = [(path.name, name, sweep) for path in sorted(root.rglob("*.yaml"))
+              for name, sweep in (yaml.safe_load(path.read_text(encoding="utf-8")).get("sweeps") or {}).items()]
+    assert len(sweeps) >= 50
+    for file, name, sweep in sweeps:
+        assert "engine=eager" in [str(w) for w in [*sweep.get("overrides", []), *sweep.get("grid", [])]], (file, name)
