@@ -1,5 +1,6 @@
 """The compiled engine (engine=compiled|auto): which engine a stack trains with, decided before it
-is built from its config, and preparing it (build.py compiles the step).
+is built from its config and, for auto, from what the compile store holds, and preparing it
+(build.py compiles the step, or loads it).
 
 It covers every MLP (any depth, dropout, batch or layer norm, residual skips) and convnet,
 full-batch and minibatch, regression and classification, with log.grad_norms (the step also
@@ -25,7 +26,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.engine.compiled import store
+from activation_bench.engine.compiled import store as compile_store
 from activation_bench.engine.compiled.build import Compiled, build, cache_dir
 from activation_bench.engine.compiled.store import NotSaved
 from activation_bench.engine.models import registry
@@ -45,9 +46,10 @@ Notice = Callable[[str], None]
 # a stack costs 7-17 s for its step and 6-7 s for each evaluation shape (the reference grid: 28.5 s
 # at 1 epoch; the MNIST-1D classification grid's four stacks, three graphs each: 98 s). The eager
 # engine runs the reference model at 119,000 model-steps/s (the compiled one at 190,000). The rule
-# charges a cold compile with margin, so it stays as it was. It does not look for saved functions on
-# purpose: which engine a member trains with (and so its last bits) follows from its config and
-# whether the machine can compile at all, the same on a machine whose store is warm or empty.
+# charges a cold compile with margin. Below it, auto (the default since #68) loads the stack's step
+# where the store has it saved, so once a machine compiled a shape, the command without flags
+# trains at the compiled engine's speed; which engine ran is recorded (config.yaml, summary.json),
+# and ACTBENCH_AUTO_STORE=off leaves the store out (the engine then follows from the config alone).
 # A model's work is its forward's multiply-adds per sample (its family's `macs`; a convnet's
 # convolutions as their im2col products) in the same units: for MNIST-1D's CNN about a third optimistic on eager's
 # speed, and its cold stack costs 35-42 s (2026-11-26, commit 960c1d2), so at the threshold a cold
@@ -84,7 +86,7 @@ def any_saved() -> bool:
     compiled), auto trains eager without building the padded stack to look its step up (about
     0.1 s a 240-member stack of the reference grid)."""
     try:
-        with os.scandir(store.folder(cache_dir())) as entries:
+        with os.scandir(compile_store.folder(cache_dir())) as entries:
             return any(e.name.endswith(".pt2") and not e.name.startswith(".") for e in entries)
     except OSError:
         return False
