@@ -288,6 +288,8 @@ def _auto_engines(p: SweepPlan, force: bool) -> set[str]:
     if force:
         return set()
     auto = {h for h, c in zip(p.hashes, p.cfgs) if c.engine == "auto"}
+    if not auto:  # a sweep that pins its engine (every shipped study): no summaries to read
+        return set()
     return {s.get("engine", "eager") for h, (_, s) in done_hashes(p.directory).items() if h in auto}
 
 

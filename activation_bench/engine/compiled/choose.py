@@ -76,9 +76,13 @@ def choose(requested: str, eager_s: float, store: bool = True) -> tuple[str, str
     threshold = AUTO_FACTOR * COMPILE_COST_S
     if eager_s >= threshold:
         return "compiled", f"auto: estimated eager time {eager_s:.0f} s >= {threshold:.0f} s"
-    if not store or not store_consulted() or not any_saved():
-        return "eager", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
-    return "saved", f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+    return saved_or_eager(store), f"auto: estimated eager time {eager_s:.1f} s < {threshold:.0f} s"
+
+
+def saved_or_eager(store: bool = True) -> str:
+    """auto's engine for a stack it does not compile: "saved" (load the step, eager where it is not
+    saved) where it may look in the store and the store holds anything, else "eager"."""
+    return "saved" if store and store_consulted() and any_saved() else "eager"
 
 
 def any_saved() -> bool:
@@ -128,8 +132,7 @@ def plan(first: Cfg, members: int, steps: int, rows: int, store: bool = True) ->
     if engine == "compiled" and (missing := compiler_missing()) is not None:
         if requested == "compiled":
             return "eager", _fallback(missing)
-        saved = store and store_consulted()
-        engine, why = ("saved" if saved else "eager"), f"{why}; {missing}"
+        engine, why = saved_or_eager(store), f"{why}; {missing}"
     return engine, why
 
 
