@@ -17,7 +17,7 @@ from activation_bench.config.compose import compose
 from activation_bench.config.files import config_dir
 from activation_bench.config.hashing import config_hash
 from activation_bench.config.schema import DataConfig
-from activation_bench.data import text
+from activation_bench.data import text, text_checks
 from activation_bench.data.synthetic import generator
 from activation_bench.errors import UsageError
 
@@ -52,7 +52,7 @@ def _one_line_refusal(cfg: Cfg, message: str) -> str:
 def test_vocabulary_and_split_sizes(tmp_path):
     path = _write(tmp_path)
     cfg = _cfg(path=str(path))
-    text.validate(cfg)
+    text_checks.validate(cfg)
     assert cfg.data.path == str(path.resolve()) and len(cfg.data.sha256) == 64
     chars = sorted(set(TEXT))  # nanoGPT's prepare.py
     assert text.vocab_size(cfg) == len(chars) and text.corpus(cfg.data).vocab == "".join(chars)
@@ -72,7 +72,7 @@ def test_vocabulary_and_split_sizes(tmp_path):
 
 def test_fixed_windows_and_targets_shifted_by_one(tmp_path):
     cfg = _cfg(path=str(_write(tmp_path)), block=4, eval_windows=3)
-    text.validate(cfg)
+    text_checks.validate(cfg)
     ds = text.make_dataset(cfg)
     corpus = text.corpus(cfg.data).tokens
     val, test = corpus[164:173], corpus[173:]
@@ -93,7 +93,7 @@ def test_fixed_windows_are_the_same_for_every_seed(tmp_path):
     a, b = _cfg(path=path), _cfg(path=path)
     b["seed"] = 7
     for c in (a, b):
-        text.validate(c)
+        text_checks.validate(c)
     da, db = text.make_dataset(a), text.make_dataset(b)
     for k in ("x", "x_val", "y_val", "x_test", "y_test"):
         assert getattr(da, k).equal(getattr(db, k))
@@ -130,7 +130,7 @@ def test_sample_is_nanogpts_get_batch_per_member():
 
 def test_python_docs_loads():
     cfg = _cfg("python_docs", block=32)
-    text.validate(cfg)
+    text_checks.validate(cfg)
     from pydoc_data.topics import topics
 
     whole = "\n".join(topics[k] for k in sorted(topics))
@@ -150,7 +150,7 @@ def test_shakespeare_reads_data_root_and_checks_its_sha256(tmp_path, monkeypatch
     err = _one_line_refusal(_cfg("shakespeare", root="data"), "not the tiny shakespeare this config expects")
     assert "data.sha256=null" in err
     cfg = _cfg("shakespeare", root="data", sha256=None)
-    text.validate(cfg)
+    text_checks.validate(cfg)
     assert cfg.data.root == str(tmp_path / "data") and cfg.data.sha256 == text.corpus(cfg.data).sha256
     monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path / "empty"))
     err = _one_line_refusal(_cfg("shakespeare"), "no tiny shakespeare file")
@@ -261,7 +261,7 @@ def test_a_good_text_config_composes(tmp_path, monkeypatch):
 
 def test_the_whole_test_split_scores_every_character_but_the_first_and_the_tail(tmp_path):
     cfg = _cfg(path=str(_write(tmp_path)), block=4, eval_windows=None, val_windows=3)
-    text.validate(cfg)
+    text_checks.validate(cfg)
     ds = text.make_dataset(cfg)
     test = text.corpus(cfg.data).tokens[173:]  # 10 characters: (10 - 1) // 4 = 2 windows
     assert ds.x_val.shape == (3, 4) and ds.x_test.shape == ds.y_test.shape == (2, 4)

@@ -46,14 +46,14 @@ def validate(cfg: Cfg, where: str = "") -> None:
     check(name in registry.names(), f"unknown model '{name}'; valid: {', '.join(registry.names())}", where)
     family = registry.family(name)
 
-    from activation_bench.data import text
+    from activation_bench.data import text, text_checks
 
     names = (*DISTRIBUTIONS, *tables.REAL, *text.TEXT)
     check(d.name in names, f"unknown data '{d.name}'; valid: {', '.join(sorted(names))}", where)
     tables.check_task(d, where)
     check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
     if d.name in text.TEXT:
-        text.validate(cfg, where)
+        text_checks.validate(cfg, where)
     elif d.name in tables.REAL:
         check(d.n_val == 0, f"data.n_val does not apply to data={d.name}; use data.val_fraction", where)
         tables.validate(cfg, where)

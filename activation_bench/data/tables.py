@@ -190,13 +190,13 @@ def check_task(data: Cfg, where: str = "") -> None:
     """data.task is known, and one the source gives: a bundled classification source gives class
     labels only; synthetic and function data only regression targets (every data source's check,
     called by config validation before the source's own)."""
-    from activation_bench.data import classes, text
+    from activation_bench.data import classes, text, text_checks
 
     task = data.get("task", "regression")
     if data.name in text.TEXT or task == text.TASK:
-        text.check_task(data, where)
+        text_checks.check_task(data, where)
         return
-    text.check_not_text(data, where)
+    text_checks.check_not_text(data, where)
     if task not in classes.TASKS:
         raise UsageError(f"unknown data.task '{task}'; valid: {', '.join(classes.TASKS)}" + at(where))
     if data.name in CLASSIFICATION and task != "classification":
