@@ -64,6 +64,15 @@ def dump_yaml(doc: Any) -> str:
     return yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
 
 
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load through libyaml when PyYAML has it: a 480-member sweep.yaml (100 KB) loads in
+    0.08 s against 0.45 s, and every resumed sweep, `compare` and `report` reads one. The same
+    documents and the same yaml.YAMLError subclasses as the pure-Python loader."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 (a safe loader)
+
+
 def activation_label(node: dict[str, Any]) -> str:
     """How tables, plots and reports name an activation config node: its registry name; for a
     `_target_` module, the class path; for an expression (activation=expr, a node with `fn`),

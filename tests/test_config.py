@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from activation_bench.cfg import Cfg, dump_yaml
+from activation_bench.cfg import Cfg, dump_yaml, load_yaml
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.config.grid import expand, hydra_settings
 from activation_bench.config.hashing import LEGACY_DEFAULTS, config_hash
@@ -18,6 +18,24 @@ def test_to_yaml_by_parts_equals_one_dump() -> None:
     cfgs.append(Cfg.wrap({"s": "yes: no", "n": None, "l": [1, "2", {"a": float("inf")}], "t": True}))
     for cfg in cfgs + cfgs:  # the second pass comes from the memo
         assert cfg.to_yaml() == dump_yaml(cfg.plain())
+
+
+def test_load_yaml_reads_what_safe_load_reads_and_refuses_what_it_refuses() -> None:
+    """The libyaml loader behind resumed sweeps, compare and report: the same documents as
+    yaml.safe_load (a sweep.yaml's shape, the YAML 1.1 scalars), and no Python objects built."""
+    import yaml
+
+    cfgs = compose_many([["activation=leaky_relu", "lr=1e-05", "seed=7"], ["data=uniform", "dtype=float64"]])
+    doc = {"overrides": ["activation=gelu,relu", "seed=range(2)"], "keys": ["activation", "seed"],
+           "members": [{"name": "0000_x", "overrides": ["seed=0"], "labels": {"seed": "0"}, "config_hash": "00ab"}],
+           "configs": [c.plain() for c in cfgs]}
+    scalars = "a: yes\nb: 1e-5\nc: 1.0e-5\nd: .inf\ne: 0o17\nf: 2026-12-01\ng: ~\nh: '007'\n"
+    for text in (dump_yaml(doc), scalars, "[1, {a: [b, c]}]\n", ""):
+        assert load_yaml(text) == yaml.safe_load(text)
+    with pytest.raises(yaml.YAMLError):
+        load_yaml("!!python/object/apply:os.system ['true']\n")
+    with pytest.raises(yaml.YAMLError):
+        load_yaml("a: [1, 2\n")
 
 
 def test_hydra_settings_are_recognised_in_every_spelling() -> None:

@@ -188,8 +188,10 @@ def _fixed_overrides(path: Path) -> dict[str, str | None]:
         return {}
     import yaml
 
+    from activation_bench.cfg import load_yaml
+
     try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        doc = load_yaml(file.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return {}
     return fixed_values(doc.get("overrides") or [] if isinstance(doc, dict) else [])

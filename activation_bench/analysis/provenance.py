@@ -16,6 +16,7 @@ from typing import Any
 
 from activation_bench import __version__
 from activation_bench.analysis.loading import Loaded
+from activation_bench.cfg import load_yaml
 from activation_bench.host import cpu_model, torch_threads
 
 
@@ -68,7 +69,7 @@ def _architectures(summaries: list[dict[str, Any]], config: Path | None) -> list
     names = {str(s["model"]) for s in summaries if s.get("model")}
     if config is not None and any(not s.get("model") for s in summaries):
         try:
-            model = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("model") or {}
+            model = (load_yaml(config.read_text(encoding="utf-8")) or {}).get("model") or {}
             names.add(describe_model(model))
         except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError, UsageError):
             pass
@@ -86,7 +87,7 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
         plan = Path(source) / "sweep.yaml"
         if plan.is_file():
             try:
-                overrides = (yaml.safe_load(plan.read_text(encoding="utf-8")) or {}).get("overrides") or []
+                overrides = (load_yaml(plan.read_text(encoding="utf-8")) or {}).get("overrides") or []
             except (OSError, yaml.YAMLError, AttributeError):
                 overrides = None
             line = shlex.join(["actbench", "sweep", *map(str, overrides)]) if overrides is not None else None

@@ -260,9 +260,9 @@ def _schema() -> DictConfig:
 @functools.cache
 def _primary_sets(directory: str, group: str) -> bool:
     """Whether config.yaml's own body sets keys under group (it would merge over the option)."""
-    import yaml
+    from activation_bench.cfg import load_yaml
 
-    doc = yaml.safe_load((Path(directory) / "config.yaml").read_text(encoding="utf-8")) or {}
+    doc = load_yaml((Path(directory) / "config.yaml").read_text(encoding="utf-8")) or {}
     return group in doc
 
 

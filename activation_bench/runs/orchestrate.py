@@ -182,11 +182,13 @@ def check_same_sweep(directory: Path, overrides: list[str]) -> None:
     would mix two grids); a missing or damaged sweep.yaml passes (write_sweep_file rewrites it)."""
     import yaml
 
+    from activation_bench.cfg import load_yaml
+
     existing = directory / "sweep.yaml"
     if not existing.is_file():
         return
     try:
-        old = yaml.safe_load(existing.read_text(encoding="utf-8"))
+        old = load_yaml(existing.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return
     if isinstance(old, dict) and list(old.get("overrides") or []) != overrides:
@@ -371,12 +373,11 @@ def _results_rows(keys: list[str], loss_cols: list[str], members: list[tuple]) -
 
 def load_plan(sweep_dir: Path) -> SweepPlan:
     """Rebuild a SweepPlan from sweep.yaml (used by launcher jobs)."""
-    import yaml
-
+    from activation_bench.cfg import load_yaml
     from activation_bench.config.compose import compose_many
     from activation_bench.config.hashing import config_hash
 
-    doc = yaml.safe_load((sweep_dir / "sweep.yaml").read_text(encoding="utf-8"))
+    doc = load_yaml((sweep_dir / "sweep.yaml").read_text(encoding="utf-8"))
     members = [list(m["overrides"]) for m in doc["members"]]
     labels = [dict(m["labels"]) for m in doc["members"]]
     cfgs = compose_many(members)

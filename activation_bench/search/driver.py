@@ -129,9 +129,9 @@ def prepare(s: Settings, runs_dir: Path, name: str | None) -> Search:
     store.inside(runs_dir, directory)
     existing = directory / "search.yaml"
     if existing.exists():
-        import yaml
+        from activation_bench.cfg import load_yaml
 
-        old = yaml.safe_load(existing.read_text(encoding="utf-8"))
+        old = load_yaml(existing.read_text(encoding="utf-8"))
         settings = old.get("settings") if isinstance(old, dict) else None
         if not isinstance(settings, dict) or _identity(settings) != _identity(_plain(s)):
             raise UsageError(f"{directory} holds a different search; choose another --name")
