@@ -120,3 +120,25 @@ def test_bad_input_exit_2(tmp_path, curves_csv, args, message):
 def test_save_figure_refuses_unknown_extension(tmp_path):
     with pytest.raises(UsageError):
         plots.check_output(tmp_path / "x.bmp")
+
+
+def test_a_log_axis_over_many_decades_leaves_out_minor_ticks_and_a_narrow_one_keeps_them() -> None:
+    """Minor ticks on a wide log axis were half the time of drawing a 12-panel figure; over a
+    narrow span they carry the axis's labels (no decade may fall inside it), so they stay."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
+
+    fig = Figure()
+    wide, narrow, xs = fig.subplots(1, 3)
+    for ax in (wide, narrow, xs):
+        ax.plot([1, 2, 3], [0.2, 0.5, 0.9])
+    plots.log_scale(wide, "y", [1e-6, 1.0, 0.0, float("nan")])  # zeros and NaN are not on a log axis
+    plots.log_scale(narrow, "y", np.array([[0.2, 0.3], [0.5, 0.9]]))
+    plots.log_scale(xs, "x", [1e-5, 1e-1])
+    assert wide.get_yscale() == narrow.get_yscale() == xs.get_xscale() == "log"
+    assert isinstance(wide.yaxis.get_minor_locator(), NullLocator)
+    assert isinstance(xs.xaxis.get_minor_locator(), NullLocator)
+    assert not isinstance(narrow.yaxis.get_minor_locator(), NullLocator)
+    FigureCanvasAgg(fig).draw()
+    assert any(t.get_text() for t in narrow.yaxis.get_ticklabels(minor=True))  # 0.2 ... 0.9 labelled

@@ -17,7 +17,7 @@ import pandas as pd
 from activation_bench.analysis.configs import flatten_config, read_yaml
 from activation_bench.errors import UsageError
 from activation_bench.render import labels as fit
-from activation_bench.render.plots import _colors, check_output, save_figure
+from activation_bench.render.plots import _colors, check_output, log_scale, save_figure
 from activation_bench.runs.store import finished_summary
 
 VALUES = ("weight_grad_norm", "act_norm")
@@ -96,12 +96,13 @@ def _draw(med: pd.DataFrame, n_runs: Any, names: list[str], panels: Sequence[str
     nrows = math.ceil(len(names) / ncols)
     fig = Figure(figsize=(3.6 * ncols + 1.2, 2.8 * nrows + 0.8), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
+    shown = med[value].clip(lower=1e-30)  # a zero norm (a dead layer) at the axis's floor
     for ax, name in zip(axes.flat, names):
         sub = med[med["panel"] == name]
         for layer in layers:
             d = sub[sub["layer"] == layer].sort_values("epoch")
-            ax.plot(d["epoch"], d[value].clip(lower=1e-30), color=colors[layer], lw=1.3, label=f"layer {layer}")
-        ax.set_yscale("log")
+            ax.plot(d["epoch"], shown[d.index], color=colors[layer], lw=1.3, label=f"layer {layer}")
+        log_scale(ax, "y", shown)  # the panels share their y axis
         fit.panel_title(ax, f"{name}  (n={n_runs[name]})" if panels else f"n={n_runs[name]}", fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[-1, :]:

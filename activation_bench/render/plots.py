@@ -47,6 +47,26 @@ def save_figure(fig: Any, output: Path) -> Path:
     return output
 
 
+# a log axis whose values span more decades than this draws no minor ticks (see log_scale)
+MINOR_TICK_DECADES = 3.0
+
+
+def log_scale(ax: Any, which: str, values: Any) -> None:
+    """Put `ax`'s `which` axis ("x" or "y") on a log scale for these values. Where the positive
+    ones span more than MINOR_TICK_DECADES decades, the gridlines at the decades are the scale and
+    matplotlib's minor ticks (eight a decade on every panel: half the time of drawing a 12-panel
+    figure, savefig 5.8 s -> 2.3 s on a 2-core VM, 2026-12-02) are left out; over a narrower span
+    they stay, as they carry the axis's labels there."""
+    from matplotlib.ticker import NullLocator
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v) & (v > 0)]
+    if len(v) and np.log10(v.max() / v.min()) > MINOR_TICK_DECADES:
+        axis.set_minor_locator(NullLocator())
+
+
 def _colors(n: int) -> list[Any]:
     from matplotlib import colormaps
 
@@ -262,7 +282,7 @@ def _curve_panel(ax: Any, df: Any, line_names: Sequence[str], colors: dict, floo
         ax.plot(d["epoch"], d["q50"], color=colors[name], lw=1.6, label=name)
         ax.fill_between(d["epoch"], d["q25"], d["q75"], color=colors[name], alpha=0.18, lw=0)
     if log:
-        ax.set_yscale("log")
+        log_scale(ax, "y", df[["q25", "q75"]].to_numpy() if len(df) else [])
         if len(df) and float(df["q25"].min()) <= floor:
             ax.axhline(floor, color="0.4", ls=":", lw=1)
             ax.annotate("float floor", (0.01, floor), xycoords=("axes fraction", "data"), va="bottom",

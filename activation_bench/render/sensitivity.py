@@ -21,7 +21,7 @@ from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, ru
 from activation_bench.errors import UsageError
 from activation_bench.render import labels as fit
 from activation_bench.render.labels import group_labels as _labels
-from activation_bench.render.plots import _colors, check_output, save_figure
+from activation_bench.render.plots import _colors, check_output, log_scale, save_figure
 
 
 def layout(loaded: Loaded, x: str, by: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
@@ -128,9 +128,9 @@ def sensitivity_figure(loaded: Loaded, x: str, metric: Metric, loss: str, by: Se
                 pick = d[d["x"].isin(c["x"])]
                 ax.plot(pick["x"], pick["q50"], ls="none", marker="*", ms=11, color=colors[line], mec="k", mew=0.6)
         if _log_y(metric, loss):
-            ax.set_yscale("log")
+            log_scale(ax, "y", sub[["q25", "q75"]].to_numpy())
         if logx:
-            ax.set_xscale("log")
+            log_scale(ax, "x", stats_df["x"])
         fit.panel_title(ax, f"{panels[0]}={name}" if len(panels) == 1 else ("all runs" if not panels else str(name)),
                         fontsize=10)
         ax.set_xlabel(x)
