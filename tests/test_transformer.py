@@ -197,3 +197,22 @@ def test_memory_estimate_counts_the_written_out_attention_of_attention_dropout()
     # two more [T, T] blocks per head, block and window: 2 x n_layer 1 x n_head 2 x T 8 x (batch 4 x T 8)
     assert dropped.params == plain.params
     assert dropped.activations - plain.activations == 2 * 1 * 2 * 8 * 4 * 8
+
+
+def test_sampled_evaluation_passes_a_chunk_of_windows_at_a_time_with_the_bits_of_one_pass(text_file):
+    """More sampled windows than text.CHUNK go through the model a chunk at a time, as a whole split
+    does (one pass over them all streamed every window's activations through memory): the logits
+    are those of one pass over all of them, bit for bit, for every member of a mixed stack."""
+    from activation_bench.config.compose import compose_many
+    from activation_bench.data import text
+
+    windows = text.CHUNK * 2 + 5  # two whole chunks and a short one
+    cfgs = compose_many([[*TINY_GPT, "data=text", f"data.path={text_file}", f"data.eval_windows={windows}",
+                          f"activation={act}", f"seed={seed}"] for act in ("gelu", "relu") for seed in (0, 1)])
+    assert registry.of(cfgs[0]).eval_rows == text.CHUNK
+    stack = train_mod._build(cfgs)
+    x = stack.val[0]
+    assert x.shape[1] == windows
+    stack.model.eval()
+    with torch.no_grad():
+        assert torch.equal(stack.predict(x), stack.model(x))

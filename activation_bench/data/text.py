@@ -62,7 +62,7 @@ TASK = "language_model"  # data.task of every text source: next-character predic
 TRAIN_FRACTION = 0.9  # nanoGPT's
 SHAKESPEARE_FILE = Path("shakespeare_char") / "input.txt"  # under data.root, as in nanoGPT's data/
 SHAKESPEARE_CHARACTERS = 1_115_394
-CHUNK = 64  # windows per evaluation pass over a whole split (engine/whole_split.py)
+CHUNK = 64  # windows per evaluation pass (a whole split's, engine/whole_split.py, and the sampled windows')
 # the keys of other sources, which text leaves null
 OTHER_KEYS = ("n_samples", "input_dim", "mean", "std", "low", "high", "target", "features", "fn", "val_fraction",
               "test_fraction", "standardize", "dropna", "n_train")
