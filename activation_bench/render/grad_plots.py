@@ -101,7 +101,7 @@ def _draw(med: pd.DataFrame, n_runs: Any, names: list[str], panels: Sequence[str
         sub = med[med["panel"] == name]
         for layer in layers:
             d = sub[sub["layer"] == layer].sort_values("epoch")
-            ax.plot(d["epoch"], shown[d.index], color=colors[layer], lw=1.3, label=f"layer {layer}")
+            ax.plot(d["epoch"], shown.loc[d.index], color=colors[layer], lw=1.3, label=f"layer {layer}")
         log_scale(ax, "y", shown)  # the panels share their y axis
         fit.panel_title(ax, f"{name}  (n={n_runs[name]})" if panels else f"n={n_runs[name]}", fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
