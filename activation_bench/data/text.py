@@ -109,7 +109,7 @@ def _read(name: str, path: str | None, size: int, mtime_ns: int) -> Corpus:
                              "joined in sorted key order with newlines", None)
     from activation_bench.data.sources import file_sha256
 
-    where = _where(name, path)
+    where = source_label(name, path)
     raw = Path(path or "").read_bytes()
     if not raw:
         raise UsageError(f"{where}: empty file, no text")
@@ -123,11 +123,12 @@ def _read(name: str, path: str | None, size: int, mtime_ns: int) -> Corpus:
     return _encode(text, f"{what} {path}", file_sha256(Path(path or "")))
 
 
-def _where(name: str, path: str | None) -> str:
+def source_label(name: str, path: str | None) -> str:
+    """How a one-line error names a text source's file: `data.path FILE` or `data=NAME FILE`."""
     return f"data.path {path}" if name == "text" else f"data={name} {path}"
 
 
-def _file(d: Cfg) -> Path | None:
+def source_file(d: Cfg) -> Path | None:
     """The file a text source reads (None: python_docs), absolute."""
     if d.name == "python_docs":
         return None
@@ -143,13 +144,13 @@ def _file(d: Cfg) -> Path | None:
 def corpus(d: Cfg) -> Corpus:
     """The encoded text of a data config (read once per process per file); UsageError for a missing,
     empty or non-UTF-8 file."""
-    path = _file(d)
+    path = source_file(d)
     if path is None:
         return _read(d.name, None, 0, 0)
     try:
         st = path.stat()
         if not path.is_file():
-            raise UsageError(f"{_where(d.name, str(path))}: not a file")
+            raise UsageError(f"{source_label(d.name, str(path))}: not a file")
     except FileNotFoundError:
         if d.name == "shakespeare":
             raise UsageError(
@@ -158,7 +159,7 @@ def corpus(d: Cfg) -> Corpus:
                 "data/tinyshakespeare/input.txt of the karpathy/char-rnn repository") from None
         raise UsageError(f"data.path {path}: no such file") from None
     except OSError as exc:
-        raise UsageError(f"{_where(d.name, str(path))}: cannot read: {exc.strerror or exc}") from None
+        raise UsageError(f"{source_label(d.name, str(path))}: cannot read: {exc.strerror or exc}") from None
     return _read(d.name, str(path), st.st_size, st.st_mtime_ns)
 
 
@@ -166,7 +167,8 @@ def corpus(d: Cfg) -> Corpus:
 # sizes, for planning (torch-free)
 
 
-def _split_sizes(n: int) -> tuple[int, int, int]:
+def split_sizes_of(n: int) -> tuple[int, int, int]:
+    """(train, validation, test) characters of a text of n characters (see split_sizes)."""
     n_train = int(n * TRAIN_FRACTION)
     n_val = (n - n_train) // 2
     return n_train, n_val, n - n_train - n_val
@@ -174,7 +176,7 @@ def _split_sizes(n: int) -> tuple[int, int, int]:
 
 def split_sizes(cfg: Cfg) -> tuple[int, int, int]:
     """(train, validation, test) characters: the first 90%, then the rest's two halves."""
-    return _split_sizes(len(corpus(cfg.data).tokens))
+    return split_sizes_of(len(corpus(cfg.data).tokens))
 
 
 def vocab_size(cfg: Cfg) -> int:
@@ -260,7 +262,7 @@ def _dataset(c: Corpus, block: int, count: int, whole: bool = False) -> Dataset:
 
     from activation_bench.data.synthetic import Dataset
 
-    n_train, n_val, n_test = _split_sizes(len(c.tokens))
+    n_train, n_val, n_test = split_sizes_of(len(c.tokens))
     train, val, test = np.split(c.tokens, [n_train, n_train + n_val])
     (xv, yv), (xt, yt) = windows(val, block, count), (whole_windows(test, block) if whole else
                                                       windows(test, block, count))

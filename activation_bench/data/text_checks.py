@@ -11,11 +11,11 @@ from activation_bench.data.text import (
     TASK,
     TEXT,
     TEXT_KEYS,
-    _file,
-    _split_sizes,
-    _where,
     block_size,
     corpus,
+    source_file,
+    source_label,
+    split_sizes_of,
 )
 from activation_bench.errors import UsageError, at
 
@@ -98,9 +98,9 @@ def validate(cfg: Cfg, where: str = "") -> None:
         d["root"] = os.path.abspath(os.path.expanduser(str(d.root)))
     c = corpus(d)
     if c.sha256 is not None:
-        path = str(_file(d))
+        path = str(source_file(d))
         if d.get("sha256") and d.sha256 != c.sha256:
-            raise UsageError(f"{_where(d.name, path)}: its SHA-256 is {c.sha256}, not the configured data.sha256="
+            raise UsageError(f"{source_label(d.name, path)}: its SHA-256 is {c.sha256}, not the configured data.sha256="
                              f"{d.sha256} ("
                              + ("not the tiny shakespeare this config expects; data.sha256=null takes this copy"
                                 if d.name == "shakespeare" else "the file changed since that config was saved")
@@ -108,7 +108,7 @@ def validate(cfg: Cfg, where: str = "") -> None:
         if d.name == "text":
             d["path"] = path
         d["sha256"] = c.sha256
-    sizes = _split_sizes(len(c.tokens))
+    sizes = split_sizes_of(len(c.tokens))
     for split, n in zip(("training", "validation", "test"), sizes):
         if n <= block + 1:
             raise UsageError(f"data={d.name}: the text is too short for {key}={block}: its {split} split "
