@@ -206,3 +206,27 @@ def test_spliced_options_kept_for_the_process_follow_the_config_files(tmp_path, 
     uniform = root / "data" / "uniform.yaml"
     uniform.write_text(uniform.read_text().replace("\nn_samples: 10", "\nn_samples: 12"))
     assert [c["data"]["n_samples"] for c in compose_many(members)] == [7, 12]
+
+
+def test_kept_compositions_resolve_an_interpolating_file_again_at_each_call(tmp_path, monkeypatch):
+    """A kept composition is reused with its resolved values only while no config file interpolates:
+    a file reading the environment (${oc.env:...}) gives each call the value of its moment, for
+    Hydra's compositions and for options composed without Hydra alike."""
+    import shutil
+
+    from activation_bench.config import compose, files
+
+    root = tmp_path / "configs"
+    shutil.copytree(files.config_dir(), root)
+    monkeypatch.setattr(files, "config_dir", lambda: root)
+    monkeypatch.setattr(compose, "config_dir", lambda: root)
+    uniform = root / "data" / "uniform.yaml"
+    uniform.write_text(uniform.read_text().replace("\nn_samples: 10", "\nn_samples: ${oc.env:ACTBENCH_TEST_N,10}"))
+    config = root / "config.yaml"
+    config.write_text(config.read_text().replace("\nepochs: 1000 ", "\nepochs: ${oc.env:ACTBENCH_TEST_N,1000} "))
+    members = [["data=uniform", "seed=1", "lr=0.5"], ["seed=2"]]
+    for n in ("7", "9"):
+        monkeypatch.setenv("ACTBENCH_TEST_N", n)
+        got = compose_many(members)
+        assert [c["data"]["n_samples"] for c in got] == [int(n), 10] and [c["epochs"] for c in got] == [int(n)] * 2
+        assert [c["lr"] for c in got] == [0.5, 0.001]  # a scalar checked in one call stays out of the next

@@ -38,12 +38,15 @@ that is neither a group choice nor a plain change. Every member is validated (co
   override in both or in neither.
 
 Hydra's compositions are kept for the process (`_compose_one`), keyed on the config folder's
-contents and the overrides: a study plans each sweep in a call of its own, each needing the
-defaults' composition.
+contents and the overrides, with their resolved containers: a study plans each sweep in a call of
+its own, each needing the defaults' composition. A call type-checks its scalars on a copy of a
+kept composition of its own, made only where it has scalars to check there (a grid of 8
+activations x 2 data composes in 18 ms, not 67 ms, with its caches warm).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -76,9 +79,21 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
     group_names = set(groups())
     cache: dict[tuple[str, ...], Composed] = {}
     typed: dict[tuple[tuple[str, ...], str], Any] = {}
-    validated: dict[tuple, tuple[Cfg, tuple[tuple[str, ...], DictConfig]]] = {}
+    validated: dict[tuple, tuple[Cfg, tuple[str, ...]]] = {}
     files = _Files(config_dir())
     out: list[Cfg] = []
+    owned: set[tuple[str, ...]] = set()
+
+    def scratch(key: tuple[str, ...]) -> DictConfig:
+        """Composition `key`'s config, for scalar overrides to be type-checked on in place: the
+        kept one is shared with later calls (_kept), so this call changes a copy of its own, made
+        when first needed (a deep copy costs about 3 ms; most compositions never need one)."""
+        if key not in owned:
+            container, cfg = cache[key]
+            cache[key] = (container, copy.deepcopy(cfg))
+            owned.add(key)
+        return cache[key][1]
+
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
@@ -90,11 +105,11 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                         bool(seeds))
             if unseeded in validated:
                 # like a member validated already but for its seed (see the module docstring)
-                first, (key, scratch) = validated[unseeded]
+                first, key = validated[unseeded]
                 cfg = Cfg.wrap(first)
                 for text, ov in seeds:
                     if (key, text) not in typed:
-                        typed[(key, text)] = _typed_value(scratch, text, ov)
+                        typed[(key, text)] = _typed_value(scratch(key), text, ov)
                     _set(cfg, "seed", Cfg.wrap(typed[(key, text)]))
                 validate.check_seed(cfg, where)
                 out.append(cfg)
@@ -102,19 +117,19 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
 
             def composed(overrides: tuple[str, ...], where: str = where) -> Composed:
                 if overrides not in cache:
-                    cfg = None
+                    done = None
                     if len(overrides) == 1 and () in cache:
-                        cfg = _option(cache[()][1], overrides[0], files)
-                    if cfg is None:
-                        cfg = _compose_one(hydra_compose, list(overrides), files)
-                    cache[overrides] = (_container(cfg, where), cfg)
+                        done = _option(cache[()][1], overrides[0], files, where)
+                    if done is None:
+                        done = _compose_one(hydra_compose, list(overrides), files, where)
+                    cache[overrides] = done
                 return cache[overrides]
 
             cfg, scratches, default = _structural(structural, composed)
             for text, ov in scalar:
-                key, scratch = scratches.get(ov.key_or_group.split(".")[0], default)
+                key = scratches.get(ov.key_or_group.split(".")[0], default)
                 if (key, text) not in typed:
-                    typed[(key, text)] = _typed_value(scratch, text, ov)
+                    typed[(key, text)] = _typed_value(scratch(key), text, ov)
                 _set(cfg, ov.key_or_group, Cfg.wrap(typed[(key, text)]))
             validate.validate(cfg, where)
             validated[unseeded] = (cfg, default)
@@ -142,25 +157,21 @@ def _split(member: Sequence[str], group_names: set[str]) -> tuple[list[str], lis
     return structural, scalar
 
 
-def _structural(structural: list[str], composed: Any) -> tuple[Cfg, dict[str, tuple[tuple[str, ...], DictConfig]],
-                                                                tuple[tuple[str, ...], DictConfig]]:
-    """The member's config before its scalar overrides, with the compositions its scalars are
-    checked on: per spliced group, and the default one (cache key, OmegaConf config)."""
-    scratches: dict[str, tuple[tuple[str, ...], DictConfig]] = {}
+def _structural(structural: list[str], composed: Any) -> tuple[Cfg, dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """The member's config before its scalar overrides, with the compositions (their keys in
+    `composed`'s cache) its scalars are checked on: per spliced group, and the default one."""
+    scratches: dict[str, tuple[str, ...]] = {}
     groups_chosen = [t.split("=", 1)[0] for t in structural]
     if all(g in SPLICED for g in groups_chosen) and len(set(groups_chosen)) == len(groups_chosen):
         # group-local choices compose independently: compose the defaults once and each choice
         # once, and splice the chosen subtrees in
-        container, scratch = composed(())
-        cfg = Cfg.wrap(container)
+        cfg = Cfg.wrap(composed(())[0])
         for text, group in zip(structural, groups_chosen):
-            sub, sub_scratch = composed((text,))
-            cfg[group] = Cfg.wrap(sub[group])
-            scratches[group] = ((text,), sub_scratch)
-        return cfg, scratches, ((), scratch)
+            cfg[group] = Cfg.wrap(composed((text,))[0][group])
+            scratches[group] = (text,)
+        return cfg, scratches, ()
     key = tuple(structural)
-    container, scratch = composed(key)
-    return Cfg.wrap(container), scratches, (key, scratch)
+    return Cfg.wrap(composed(key)[0]), scratches, key
 
 
 def _set(cfg: dict, dotted: str, value: Any) -> None:
@@ -242,14 +253,15 @@ def _compose_option(base: DictConfig, group: str, option: str) -> DictConfig | N
 # subtree of a result is used (spliced in, and the group's own keys type-checked on it), and that
 # subtree is a function of the files alone, whatever the base's other keys hold. None: only Hydra
 # composes it.
-_OPTIONS: dict[tuple[str, str], DictConfig | None] = {}
+_OPTIONS: dict[tuple[str, str], Composed | None] = {}
 
 
-def _option(base: DictConfig, text: str, files: _Files) -> DictConfig | None:
+def _option(base: DictConfig, text: str, files: _Files, where: str) -> Composed | None:
     """_compose_option for `group=option` (text), from _OPTIONS when it holds it."""
     digest = None if "${" in text else files.digest()
     group, option = text.split("=", 1)
-    return _kept(_OPTIONS, None if digest is None else (digest, text), lambda: _compose_option(base, group, option))
+    return _kept(_OPTIONS, None if digest is None else (digest, text), lambda: _compose_option(base, group, option),
+                 files, where)
 
 
 @functools.cache
@@ -269,52 +281,61 @@ def _primary_sets(directory: str, group: str) -> bool:
 class _Files:
     """The config folder's files as one digest, read when first asked (once per compose_many):
     what Hydra's compositions depend on besides the overrides. None where a composition could
-    depend on more (a file that uses Hydra's own resolver, ${hydra:...}, reads Hydra's state)."""
+    depend on more (a file that uses Hydra's own resolver, ${hydra:...}, reads Hydra's state).
+    `interpolates`: whether any file holds an interpolation (${...}), whose resolved value may
+    change from call to call (${oc.env:...})."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._digest: str | None = ""  # "": not read yet
+        self.interpolates = True
 
     def digest(self) -> str | None:
         if self._digest == "":
             import hashlib
 
             h = hashlib.sha256(str(self.root).encode())
+            interpolates = False
             for path in sorted(p for p in self.root.rglob("*") if p.is_file()):
                 data = path.read_bytes()
+                interpolates = interpolates or b"${" in data
                 if b"${hydra:" in data:
                     self._digest = None
                     break
                 h.update(f"\0{path.relative_to(self.root).as_posix()}\0{len(data)}\0".encode() + data)
             else:
                 self._digest = h.hexdigest()
+                self.interpolates = interpolates
         return self._digest
 
 
 # Hydra's compositions by (the config folder's digest, overrides), kept for the process: one costs
 # 50-150 ms, and a study plans each sweep in a compose_many call of its own (tests call compose()
 # hundreds of times).
-_HYDRA: dict[tuple[str, tuple[str, ...]], DictConfig | None] = {}
+_HYDRA: dict[tuple[str, tuple[str, ...]], Composed | None] = {}
 _KEEP = 64  # compositions kept in each store (_HYDRA, _OPTIONS); the oldest are dropped past it
 
 
-def _kept(store: dict, key: Any, build: Callable[[], DictConfig | None]) -> DictConfig | None:
-    """build()'s result, kept in `store` under `key` (None: not kept) for the rest of the process.
-    Each use gets a deep copy (about 3 ms): scalar overrides are type-checked on it in place. A
-    build that raises keeps nothing."""
-    import copy
-
+def _kept(store: dict, key: Any, build: Callable[[], DictConfig | None], files: _Files,
+          where: str) -> Composed | None:
+    """build()'s result and its resolved container (None where build gives None), kept in `store`
+    under `key` (None: not kept) for the rest of the process. Every use gets the kept objects
+    themselves, which nothing may change (compose_many copies the containers and type-checks scalar
+    overrides on a copy of the config of its own); the container is resolved again at each use
+    where a config file interpolates. A build that raises keeps nothing."""
     if key is not None and key in store:
-        return copy.deepcopy(store[key])
+        held = store[key]
+        return held if held is None or not files.interpolates else (_container(held[1], where), held[1])
     cfg = build()
+    held = None if cfg is None else (_container(cfg, where), cfg)
     if key is not None:
-        store[key] = copy.deepcopy(cfg)
+        store[key] = held
         while len(store) > _KEEP:
             del store[next(iter(store))]
-    return cfg
+    return held
 
 
-def _compose_one(hydra_compose: Any, overrides: list[str], files: _Files) -> DictConfig:
+def _compose_one(hydra_compose: Any, overrides: list[str], files: _Files, where: str) -> Composed:
     """Hydra's composition of the overrides (over config.yaml), from _HYDRA when it holds it: the
     same files and overrides compose to the same config. Overrides with an interpolation (${...})
     are composed afresh every time, as are compositions that failed."""
@@ -328,7 +349,8 @@ def _compose_one(hydra_compose: Any, overrides: list[str], files: _Files) -> Dic
             raise UsageError(_friendly(exc, " ".join(overrides))) from None
 
     digest = None if any("${" in text for text in overrides) else files.digest()
-    return _kept(_HYDRA, None if digest is None else (digest, tuple(overrides)), composed)  # type: ignore[return-value]
+    return _kept(_HYDRA, None if digest is None else (digest, tuple(overrides)), composed, files,  # type: ignore[return-value]
+                 where)
 
 
 def _friendly(exc: BaseException, where: str) -> str:
