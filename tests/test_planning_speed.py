@@ -230,3 +230,21 @@ def test_kept_compositions_resolve_an_interpolating_file_again_at_each_call(tmp_
         got = compose_many(members)
         assert [c["data"]["n_samples"] for c in got] == [int(n), 10] and [c["epochs"] for c in got] == [int(n)] * 2
         assert [c["lr"] for c in got] == [0.5, 0.001]  # a scalar checked in one call stays out of the next
+
+
+def test_scalar_values_checked_once_per_process_keep_their_types_and_refusals():
+    """compose._TYPED keeps a plain override's checked value for later calls: the schema's type
+    (lr=1 is the float 1.0, epochs=2 the int 2) in every call, and a refused value is refused in
+    every call, not kept."""
+    import pytest
+
+    from activation_bench.config import compose
+    from activation_bench.errors import UsageError
+
+    for _ in range(2):
+        cfg = compose_many([["lr=1", "epochs=2", "seed=3"]])[0]
+        assert (cfg["lr"], cfg["epochs"], cfg["seed"]) == (1.0, 2, 3)
+        assert type(cfg["lr"]) is float and type(cfg["epochs"]) is int
+        with pytest.raises(UsageError, match="epochs=abc"):
+            compose_many([["epochs=abc"]])
+    assert any(k[2] == "lr=1" for k in compose._TYPED) and not any(k[2] == "epochs=abc" for k in compose._TYPED)

@@ -40,8 +40,9 @@ that is neither a group choice nor a plain change. Every member is validated (co
 Hydra's compositions are kept for the process (`_compose_one`), keyed on the config folder's
 contents and the overrides, with their resolved containers: a study plans each sweep in a call of
 its own, each needing the defaults' composition. A call type-checks its scalars on a copy of a
-kept composition of its own, made only where it has scalars to check there (a grid of 8
-activations x 2 data composes in 18 ms, not 67 ms, with its caches warm).
+kept composition of its own, made only where it has scalars to check there, and a plain value
+checked once is kept for the process (_TYPED): with the caches warm, a grid of 8 activations x 2
+data x 3 seeds composes in 8 ms, not 67 ms, one run in 4.8 ms, not 11.2.
 """
 
 from __future__ import annotations
@@ -94,6 +95,23 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
             owned.add(key)
         return cache[key][1]
 
+    def typed_value(key: tuple[str, ...], text: str, ov: Any) -> Any:
+        """Override `text`'s value as composition `key` types it, checked once per call, or once
+        per process where it is a plain value (_TYPED)."""
+        if (key, text) not in typed:
+            digest = files.digest()
+            kept = None if (digest is None or files.interpolates or "${" in text
+                            or isinstance(ov.value(), (list, dict))) else (digest, key, text)
+            if kept in _TYPED:
+                typed[(key, text)] = _TYPED[kept]
+            else:
+                typed[(key, text)] = _typed_value(scratch(key), text, ov)
+                if kept is not None:
+                    _TYPED[kept] = typed[(key, text)]
+                    while len(_TYPED) > 64 * _KEEP:
+                        del _TYPED[next(iter(_TYPED))]
+        return typed[(key, text)]
+
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
@@ -108,9 +126,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
                 first, key = validated[unseeded]
                 cfg = Cfg.wrap(first)
                 for text, ov in seeds:
-                    if (key, text) not in typed:
-                        typed[(key, text)] = _typed_value(scratch(key), text, ov)
-                    _set(cfg, "seed", Cfg.wrap(typed[(key, text)]))
+                    _set(cfg, "seed", Cfg.wrap(typed_value(key, text, ov)))
                 validate.check_seed(cfg, where)
                 out.append(cfg)
                 continue
@@ -128,9 +144,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
             cfg, scratches, default = _structural(structural, composed)
             for text, ov in scalar:
                 key = scratches.get(ov.key_or_group.split(".")[0], default)
-                if (key, text) not in typed:
-                    typed[(key, text)] = _typed_value(scratch(key), text, ov)
-                _set(cfg, ov.key_or_group, Cfg.wrap(typed[(key, text)]))
+                _set(cfg, ov.key_or_group, Cfg.wrap(typed_value(key, text, ov)))
             validate.validate(cfg, where)
             validated[unseeded] = (cfg, default)
             out.append(cfg)
@@ -180,6 +194,14 @@ def _set(cfg: dict, dotted: str, value: Any) -> None:
     for part in parents:
         node = node[part]
     node[last] = value
+
+
+# Scalar overrides' checked values by (the config folder's digest, the composition's overrides,
+# the override's text), kept for the process where the value is a plain one (not a list or a
+# mapping, which merge into what the scratch holds) and nothing interpolates: type-checking one
+# needs a copy of the composition (about 3-5 ms), and the result is a function of the composition's
+# type at that key and the text alone. A value that fails its check raises and is not kept.
+_TYPED: dict[tuple[str, tuple[str, ...], str], Any] = {}
 
 
 def _typed_value(scratch: DictConfig, text: str, ov: Any) -> Any:
