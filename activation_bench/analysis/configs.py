@@ -13,16 +13,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from activation_bench.cfg import activation_label
+from activation_bench.cfg import activation_label, load_yaml
 from activation_bench.errors import UsageError
 
 
 def read_yaml(path: Path) -> dict:
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 (safe loader)
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"{path}: cannot read config: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
