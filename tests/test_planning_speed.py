@@ -236,10 +236,7 @@ def test_scalar_values_checked_once_per_process_keep_their_types_and_refusals():
     """compose._TYPED keeps a plain override's checked value for later calls: the schema's type
     (lr=1 is the float 1.0, epochs=2 the int 2) in every call, and a refused value is refused in
     every call, not kept."""
-    import pytest
-
     from activation_bench.config import compose
-    from activation_bench.errors import UsageError
 
     for _ in range(2):
         cfg = compose_many([["lr=1", "epochs=2", "seed=3"]])[0]
