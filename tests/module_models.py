@@ -160,3 +160,19 @@ class Unused(Fixed):
     def __init__(self, act_layer: type = nn.ReLU) -> None:
         super().__init__()
         self.spare = act_layer()
+
+
+class Lazy(nn.Module):
+    """Lazy modules (nn.LazyConv2d, nn.LazyBatchNorm2d, nn.LazyLinear: their parameters' shapes
+    set by the first forward), a hard-coded nn.ReLU (model.replace) and dropout; [N, 1, 8, 8]."""
+
+    def __init__(self, n_out: int = 10, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.conv = nn.LazyConv2d(4, 3, padding=1)
+        self.bn = nn.LazyBatchNorm2d()
+        self.act = nn.ReLU()
+        self.drop = nn.Dropout(dropout)
+        self.head = nn.LazyLinear(n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.drop(self.act(self.bn(self.conv(x)))).flatten(1))

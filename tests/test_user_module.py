@@ -63,6 +63,35 @@ def test_replace_members_equal_alone_with_learnable_activations():
     assert params["prelu"] == params["relu"] + 2  # one fresh PReLU (one weight) per replaced site
 
 
+def test_lazy_modules_get_their_parameters_from_the_members_seed_and_equal_alone():
+    """nn.LazyConv2d, LazyBatchNorm2d and LazyLinear get their shapes from a forward on zeros of the
+    data's shape, drawn from the member's "init" stream as a module built alone would be, with the
+    running statistics untouched; members equal their runs alone bit for bit."""
+    from activation_bench.data.synthetic import derived_seed
+    from activation_bench.engine.models import user_module
+    from tests.module_models import Lazy
+
+    grid = ["model=module", f"model.target={M}:Lazy", "model.replace=[ReLU]", "data=digits", "data.n_train=150",
+            "epochs=2", "batch_size=64", "shuffle=true", "activation=relu,silu", "seed=0,1"]
+    results = stacked_and_alone(grid)
+    for labels, alone, stacked in results:
+        _same(alone, stacked, labels)
+    by = {(lab["activation"], lab["seed"]): alone for lab, alone, _ in results}
+    assert by[("relu", "0")].train_loss != by[("relu", "1")].train_loss
+    assert by[("relu", "0")].n_params == 4 * 9 + 4 + 2 * 4 + 4 * 64 * 10 + 10
+
+    cfg = compose([*grid[:-2], "activation=relu", "seed=1"])
+    got = user_module.member(cfg, "cpu", torch.float32, user_module.sample_rows((1, 8, 8), False)).net
+    torch.manual_seed(derived_seed(1, "init"))
+    want = Lazy()
+    want.eval()
+    want(torch.zeros(2, 1, 8, 8))
+    assert got.training and got.bn.training and got.drop.training
+    assert [n for n, _ in got.named_parameters()] == [n for n, _ in want.named_parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(got.parameters(), want.parameters()))
+    assert int(got.bn.num_batches_tracked) == 0 and torch.equal(got.bn.running_mean, torch.zeros(4))
+
+
 def test_first_member_equals_a_plain_pytorch_loop():
     """A member starts from the module its seed builds and trains as torch.optim.Adam would."""
     from activation_bench.data import splits

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from activation_bench.data.synthetic import DTYPES, derived_seed
 from activation_bench.engine.activations import registry as activations
@@ -303,12 +304,41 @@ class StackedModules(MemberLayers):
         return {**self.members[0].sites.info(), "depth": self.depth}
 
 
-def member(cfg: Cfg, device: str, dtype: torch.dtype, where: str = "") -> Member:
+def sample_rows(shape: Sequence[int], text: bool) -> torch.Tensor:
+    """PROBE_ROWS rows of zeros in one sample's shape (token id 0 on text), in torch's default
+    dtype as a module is built: what gives a lazy module its parameters' shapes (`materialize`)."""
+    return torch.zeros(PROBE_ROWS, *shape, dtype=torch.long if text else None)
+
+
+def materialize(net: nn.Module, sample: torch.Tensor, target: str) -> None:
+    """Lazy modules (nn.LazyLinear, nn.LazyConv2d, ...) get their parameters at their first forward:
+    run one on `sample`, without gradients and in eval mode (running statistics and dropout
+    untouched; each module's own mode put back). Called while the global generator is seeded from
+    the member's "init" stream, so lazy parameters come from the member's seed as the others do.
+    A model without lazy parameters runs nothing here."""
+    if not any(isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in net.modules()):
+        return
+    modes = [(m, m.training) for m in net.modules()]
+    net.eval()
+    try:
+        with torch.no_grad():
+            net(sample)
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise UsageError(f"model.target '{target}' failed in a check forward on a batch of shape "
+                         f"{list(sample.shape)}: {last_line(exc)}") from None
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def member(cfg: Cfg, device: str, dtype: torch.dtype, sample: torch.Tensor) -> Member:
     """A member's module: built on the CPU with the global generator seeded from its seed's "init"
-    stream (the caller's random state untouched), then moved to the device and dtype."""
+    stream (the caller's random state untouched), its lazy modules materialized on `sample`
+    (`sample_rows`), then moved to the device and dtype."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derived_seed(cfg.seed, "init"))
-        net, sites = construct(dict(cfg.model), dict(cfg.activation), where)
+        net, sites = construct(dict(cfg.model), dict(cfg.activation))
+        materialize(net, sample, str(cfg.model["target"]))
     return Member(net.to(device=device, dtype=dtype), cfg.seed, device, sites)
 
 
@@ -319,8 +349,10 @@ def build(ordered: Sequence[Cfg], device: str, dtype: torch.dtype) -> StackedMod
     first = ordered[0]
     expected, what = expected_output(first, 1)
     info = probe(first)  # the sites; on text their units are the inputs' last axis (module_sites)
-    return StackedModules([member(c, device, dtype) for c in ordered], model_input_shape(first), expected, what,
-                          (len(info.site_widths), text.is_text(first.data), info.values_per_row))
+    shape, is_text = model_input_shape(first), text.is_text(first.data)
+    sample = sample_rows(shape, is_text)
+    return StackedModules([member(c, device, dtype, sample) for c in ordered], shape, expected, what,
+                          (len(info.site_widths), is_text, info.values_per_row))
 
 
 @dataclass(frozen=True)
@@ -360,7 +392,7 @@ def _probe(key: str) -> Probe:
     model, act, shape, expected, what, vocab, dtype_name = json.loads(key)
     dtype = DTYPES[dtype_name]
     cfg = Cfg.wrap({"model": model, "activation": act, "seed": 0})
-    m = member(cfg, "cpu", dtype)
+    m = member(cfg, "cpu", dtype, sample_rows(shape, bool(vocab)))
     gen = torch.Generator().manual_seed(0)
     x = (torch.randint(0, vocab, (PROBE_ROWS, *shape), generator=gen) if vocab
          else torch.randn(PROBE_ROWS, *shape, generator=gen, dtype=dtype))

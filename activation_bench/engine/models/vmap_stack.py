@@ -124,7 +124,8 @@ def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
 
     first = ordered[0]
     expected, what = user_module.expected_output(first, 1)
-    members = [user_module.member(c, device, dtype) for c in ordered]
+    sample = user_module.sample_rows(model_input_shape(first), text.is_text(first.data))
+    members = [user_module.member(c, device, dtype, sample) for c in ordered]
     info = user_module.probe(first)
     row_values = len(members) * (info.values_per_row + sum(info.site_widths))
     return VmapStack(members, model_input_shape(first), expected, what,
@@ -146,7 +147,8 @@ def probe(cfg: Any, where: str = "") -> None:
     gen = torch.Generator().manual_seed(0)
     x = (torch.randint(0, text.vocab_size(cfg), (2, rows, *shape), generator=gen) if text.is_text(cfg.data)
          else torch.randn(2, rows, *shape, generator=gen, dtype=dtype))
-    stack = VmapStack([user_module.member(user_module.seeded(cfg, s), "cpu", dtype) for s in (0, 1)], shape,
+    sample = user_module.sample_rows(shape, text.is_text(cfg.data))
+    stack = VmapStack([user_module.member(user_module.seeded(cfg, s), "cpu", dtype, sample) for s in (0, 1)], shape,
                       (rows,), "")
     try:
         with torch.no_grad():
