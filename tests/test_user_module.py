@@ -4,8 +4,12 @@ bit for bit; every data shape; bad input refused in one line."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +23,7 @@ from tests.engine_helpers import stacked_and_alone
 M = "tests.module_models"
 ACT = ["model=module", f"model.target={M}:ActNet", "model.act_arg=act_layer", "data=digits", "data.n_train=150",
        "epochs=2", "batch_size=64", "lr=0.01"]
+MODELS_SHA256 = hashlib.sha256((Path(__file__).parent / "module_models.py").read_bytes()).hexdigest()
 REPLACE = ["model=module", f"model.target={M}:Fixed", "model.replace=[torch.nn.ReLU]", "data=iris", "epochs=3",
            "batch_size=32", "lr=0.01"]
 
@@ -40,7 +45,8 @@ def test_act_layer_members_equal_their_runs_alone_bitwise_with_batch_norm_dropou
         assert stacked.stack_size == 2 and alone.stack_size == 1
         assert all(math.isfinite(v) for v in alone.train_loss)
         assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2},
-                                    "depth": 2}
+                                    "depth": 2, "code": {"target": f"{M}:ActNet", "file": "tests/module_models.py",
+                                                         "sha256": MODELS_SHA256}}
     by = {(lab["activation"], lab["seed"]): alone.train_loss for lab, alone, _ in results}
     assert by[("relu", "0")] != by[("silu", "0")]  # the activation reached the model
     assert by[("relu", "0")] != by[("relu", "1")]
@@ -332,3 +338,90 @@ def test_every_elementwise_registered_activation_and_a_target_one_go_in(runner, 
                                  "activation._target_=torch.nn.Softsign"])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "t" / "summary.json").read_text())["activation_sites"]["modules"] == 2
+
+
+# --------------------------------------------------------------------------------------------
+# the user's code, recorded: summary.json's `code`, checkpoints and sweeps that do not mix versions
+
+EDITED = """\
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    def forward(self, x):
+        return self.body(x)
+"""
+
+
+def _edit(path, text: str, monkeypatch) -> None:
+    """The model file rewritten, and this process made to see it as a new process would."""
+    from activation_bench.engine.models import user_module
+
+    path.write_text(text)
+    user_module.code_record.cache_clear()
+    monkeypatch.delitem(sys.modules, path.stem, raising=False)
+
+
+def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner, tmp_path, monkeypatch):
+    from activation_bench.engine.models import user_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    model = tmp_path / "edited_model_net.py"
+    _edit(model, EDITED, monkeypatch)
+    grid = ["model=module", "model.target=edited_model_net:Net", "model.replace=[ReLU]", "data=iris", "epochs=3",
+            "batch_size=32", "activation=gelu,relu", "seed=0,1"]
+    sweep = ["sweep", "--runs-dir", "runs", "--name", "s", "-q", *grid]
+    assert runner.invoke(app, sweep).exit_code == 0
+    runs = sorted(p for p in (tmp_path / "runs" / "s").iterdir() if p.is_dir())
+    first = hashlib.sha256(model.read_bytes()).hexdigest()
+    for run in runs:
+        code = json.loads((run / "summary.json").read_text())["code"]
+        assert code == {"target": "edited_model_net:Net", "file": "edited_model_net.py", "sha256": first}
+
+    # one member to train again, the model edited: refused in one line, nothing trained or written
+    shutil.rmtree(runs[-1])
+    _edit(model, EDITED.replace("nn.Linear(4, 8)", "nn.Linear(4, 8, bias=False)"), monkeypatch)
+    before = files_under(tmp_path / "runs")
+    result = runner.invoke(app, sweep)
+    assert result.exit_code == 2, result.output
+    err = result.stderr.strip()
+    assert "\n" not in err and "3 finished member(s) ran model.target 'edited_model_net:Net'" in err, err
+    assert f"SHA-256 {first[:12]}" in err and "mix two versions" in err, err
+    assert files_under(tmp_path / "runs") == before
+    # --force trains every member again under the new code
+    assert runner.invoke(app, [*sweep, "--force"]).exit_code == 0
+    now = hashlib.sha256(model.read_bytes()).hexdigest()
+    assert {json.loads((r / "summary.json").read_text())["code"]["sha256"] for r in runs} == {now}
+    # a saved config re-run under other code says so
+    result = runner.invoke(app, ["run", "--runs-dir", "runs", "-q", "--config", str(runs[0] / "config.yaml")])
+    assert result.exit_code == 0 and "other code of model.target" not in result.stderr
+    _edit(model, EDITED + "# edited\n", monkeypatch)
+    result = runner.invoke(app, ["run", "--runs-dir", "runs", "-q", "--config", str(runs[0] / "config.yaml")])
+    assert result.exit_code == 0 and "was trained with other code of model.target (edited_model_net.py" in result.stderr
+    # an installed distribution's target records its version
+    torch_code = dict(user_module.code_record("torch.nn:Linear"))
+    assert torch_code["distribution"] == "torch" and torch_code["version"] == torch.__version__
+
+
+def test_a_checkpoint_written_by_other_code_of_the_model_is_not_used(runner, tmp_path, monkeypatch):
+    from tests.test_checkpoint import _run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    model = tmp_path / "edited_model_ckpt.py"
+    _edit(model, EDITED, monkeypatch)
+    args = ["model=module", "model.target=edited_model_ckpt:Net", "model.replace=[ReLU]", "data=iris", "epochs=3",
+            "batch_size=32", "shuffle=true"]
+    assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@1.2").exit_code == 143
+    _edit(model, EDITED + "# edited\n", monkeypatch)
+    result = _run(runner, tmp_path / "b", args, monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert "written by other code of model.target (edited_model_ckpt.py changed); starting over" in result.stderr
+    assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
+    # started over under the new code: the same losses as a run of it from nothing
+    assert (tmp_path / "b" / "r" / "losses.csv").read_text() == (tmp_path / "ref" / "r" / "losses.csv").read_text()

@@ -140,6 +140,7 @@ def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None)
         "epochs": attempt.epochs,
         "elapsed": attempt.wall(),
         "model": {k: _cpu(v) for k, v in stack.model.state_dict().items()},
+        "code": code(stack),
         "opt": {
             "step_count": opt.step_count,
             "exp_avgs": [_cpu(t) for t in opt.exp_avgs] if adam else [],
@@ -158,6 +159,12 @@ def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None)
     }
 
 
+def code(stack: Any) -> dict[str, str] | None:
+    """The user's code a model=module stack runs (user_module.code_record), else None: a checkpoint
+    continues only under the code that wrote it."""
+    return (stack.model.info() or {}).get("code")
+
+
 def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
     """Why this state cannot continue this stack, or None."""
     stack = attempt.stack
@@ -169,6 +176,8 @@ def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
         return "its epochs do not match the config's"
     if set(state.get("generators", {})) != set(generators(stack)) or set(state.get("logs", {})) != set(attempt.logs):
         return "its random streams or logs do not match this stack's"
+    if state.get("code") != code(stack):
+        return f"written by other code of model.target ({(state.get('code') or {}).get('file', 'no record')} changed)"
     own = stack.model.state_dict()
     saved = state.get("model", {})
     if set(saved) != set(own) or any(saved[k].shape != v.shape or saved[k].dtype != v.dtype for k, v in own.items()):

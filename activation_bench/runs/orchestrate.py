@@ -63,7 +63,7 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
     cfg = compose(overrides) if config_file is None else compose_saved(config_file, overrides)
     check_memory([cfg], memory_mb)
     if config_file is not None:
-        _other_machine_notice(config_file.parent)
+        _rerun_notice(config_file.parent)
     if name is not None:
         store.check_name(name)
     root = store.ensure_root(runs_dir)
@@ -77,7 +77,7 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
     return cfg, final
 
 
-def _other_machine_notice(saved_dir: Path) -> None:
+def _rerun_notice(saved_dir: Path) -> None:
     """A saved CPU run re-run on another CPU model or thread count: one line says its losses need not
     come back bit for bit (docs/reproducibility.md), and how to set the count."""
     from activation_bench.host import torch_threads
@@ -93,6 +93,14 @@ def _other_machine_notice(saved_dir: Path) -> None:
                       f"OMP_NUM_THREADS={threads} sets it)")
     if saved.get("cpu") and saved["cpu"] != here["cpu"]:
         differ.append(f"on {saved['cpu']} (this machine: {here['cpu']})")
+    code = saved.get("code") or {}
+    if code.get("sha256"):
+        from activation_bench.engine.models.user_module import code_record
+
+        now = dict(code_record(str(code.get("target"))))
+        if (now.get("sha256"), now.get("version")) != (code["sha256"], code.get("version")):
+            differ.append(f"with other code of model.target ({code.get('file')}, SHA-256 {code['sha256'][:12]}; "
+                          f"now {now.get('sha256', '')[:12]})")
     if differ:
         stderr_line(f"note: {saved_dir} was trained {' and '.join(differ)}; its losses need not come back "
                     "bit for bit")
@@ -231,7 +239,37 @@ def pending(p: SweepPlan, force: bool) -> list[int]:
     if force:
         return list(range(len(p.members)))
     done = done_hashes(p.directory)
-    return [i for i, h in enumerate(p.hashes) if h not in done]
+    todo = [i for i, h in enumerate(p.hashes) if h not in done]
+    if todo and done:
+        _same_code(p, done)
+    return todo
+
+
+def _same_code(p: SweepPlan, done: dict[str, tuple[Path, dict]]) -> None:
+    """model=module, members left to train: UsageError where finished members ran other code of
+    their model.target than this process would (the file that defines it edited since: summary.json's
+    `code`), so that one sweep never holds two versions of a user's model. Runs that recorded no
+    code are not checked."""
+    targets = {h: str(c.model.get("target")) for h, c in zip(p.hashes, p.cfgs) if c.model.get("name") == "module"}
+    ran = [(targets[h], s["code"]) for h, (_, s) in done.items() if h in targets and s.get("code")]
+    if not ran:
+        return
+    from activation_bench.engine.models.user_module import code_record
+
+    for target in sorted({t for t, _ in ran}):
+        now = dict(code_record(target))
+        other = [c for t, c in ran if t == target and c != now]
+        if other:
+            raise UsageError(
+                f"{p.directory}: {len(other)} finished member(s) ran model.target '{target}' from "
+                f"{_code_text(other[0])}, now {_code_text(now)}: training the rest would mix two versions of the "
+                "model in one sweep; restore the code, train them all again (--force) or elsewhere (--name)")
+
+
+def _code_text(code: dict[str, str]) -> str:
+    """'mymodels.py (SHA-256 0f3a5b6c7d8e)', with an installed distribution's version."""
+    version = f", {code['distribution']} {code['version']}" if code.get("version") else ""
+    return f"{code.get('file')} (SHA-256 {str(code.get('sha256'))[:12]}{version})"
 
 
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,

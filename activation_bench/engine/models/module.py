@@ -92,13 +92,19 @@ class Module(Family):
         return f"{model.get('target')}({args}), activation {way(model)}"
 
     def info_rows(self, info: dict[str, Any] | None) -> list[tuple[str, str]]:
-        """'activation sites: 9 modules built through act_layer' (or '... replaced (torch.nn.ReLU)')."""
+        """'activation sites: 9 modules built through act_layer' (or '... replaced (torch.nn.ReLU)'),
+        and the code: 'mymodels.py, SHA-256 0f3a...' (with an installed distribution's version)."""
         sites = (info or {}).get("activation_sites")
         if not sites:
             return []
         n = sites["modules"]
         how = f"built through {sites['via']}" if sites["way"] == "act_arg" else f"replaced ({sites['via']})"
-        return [("activation sites", f"{n} module{'s' if n != 1 else ''} {how}")]
+        rows = [("activation sites", f"{n} module{'s' if n != 1 else ''} {how}")]
+        code = (info or {}).get("code") or {}
+        if code.get("sha256"):
+            version = f"{code['distribution']} {code['version']}, " if code.get("version") else ""
+            rows.append(("code", f"{version}{code['file']}, SHA-256 {code['sha256'][:12]}"))
+        return rows
 
     def layers(self, model: dict[str, Any]) -> int:
         """Not known from model.* alone: the activation sites are counted by the check forward on

@@ -136,19 +136,52 @@ def _swap(net: nn.Module, types: tuple[type, ...], factory: ActivationFactory) -
     return n
 
 
+@functools.lru_cache(maxsize=64)
+def code_record(target: str) -> tuple[tuple[str, str], ...]:
+    """What identifies model.target's code (summary.json's `code`): the file that defines it (its
+    path relative to the current directory where it lies below it), that file's SHA-256 and, where
+    an installed distribution provides it (timm, torchvision), that distribution's name and version.
+    Once per process and target: the module imported once is the code every member runs."""
+    import hashlib
+    import inspect
+    from importlib import metadata
+    from pathlib import Path
+
+    obj = import_target(target)
+    try:
+        source = inspect.getsourcefile(obj) or inspect.getfile(obj)
+    except TypeError:  # defined in C or built without a file
+        return (("target", target),)
+    path = Path(source).resolve()
+    out = [("target", target)]
+    try:
+        out.append(("file", path.relative_to(Path.cwd().resolve()).as_posix()))
+    except ValueError:
+        out.append(("file", str(path)))
+        top = target.partition(":")[0].split(".")[0]
+        dists = metadata.packages_distributions().get(top) or []
+        if dists:
+            out += [("distribution", dists[0]), ("version", metadata.version(dists[0]))]
+    out.append(("sha256", hashlib.sha256(path.read_bytes()).hexdigest()))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Sites:
     """Where the activation got in: "act_arg" (built through the constructor's argument) or
-    "replace" (modules swapped by type), how many modules, and their names in the model (the
-    modules module_sites hooks; one the model does not register as a submodule has none)."""
+    "replace" (modules swapped by type), how many modules, their names in the model (the modules
+    module_sites hooks; one the model does not register as a submodule has none), and the code
+    that built them (`code_record`)."""
 
     way: str
     modules: int
     via: str  # the argument's name, or the replaced types
     names: tuple[str, ...] = ()
+    code: tuple[tuple[str, str], ...] = ()
 
     def info(self) -> dict[str, Any]:
-        return {"activation_sites": {"way": self.way, "via": self.via, "modules": self.modules}}
+        return {"activation_sites": {"way": self.way, "via": self.via, "modules": self.modules},
+                "code": dict(self.code)}
 
 
 def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tuple[nn.Module, Sites]:
@@ -177,7 +210,8 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
             raise UsageError(f"model.target '{target}' never called model.act_arg={model['act_arg']}: no activation "
                              "module was built through it (the model may fix its activation itself"
                              + (f"; it holds {held}: try model.replace" if held else "") + f"){at(where)}")
-        return net, Sites("act_arg", factory.built, str(model["act_arg"]), _names(net, factory.made))
+        return net, Sites("act_arg", factory.built, str(model["act_arg"]), _names(net, factory.made),
+                          code_record(target))
     names = [str(t) for t in model.get("replace") or []]
     n = _swap(net, replace_types(names, where), factory)
     if not n:
@@ -185,7 +219,7 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
         raise UsageError(f"model.replace=[{', '.join(names)}] matched no module of model.target '{target}'; it holds "
                          + (held if held else "no activation modules")
                          + " (functional calls such as F.relu cannot be reached by replacing modules)" + at(where))
-    return net, Sites("replace", n, ", ".join(names), _names(net, factory.made))
+    return net, Sites("replace", n, ", ".join(names), _names(net, factory.made), code_record(target))
 
 
 def _names(net: nn.Module, made: list[nn.Module]) -> tuple[str, ...]:
