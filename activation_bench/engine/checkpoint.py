@@ -161,8 +161,14 @@ def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None)
 
 def code(stack: Any) -> dict[str, str] | None:
     """The user's code a model=module stack runs (user_module.code_record), else None: a checkpoint
-    continues only under the code that wrote it."""
-    return (stack.model.info() or {}).get("code")
+    continues only under the code that wrote it (the same SHA-256 and distribution version, wherever
+    the file lies)."""
+    record = (stack.model.info() or {}).get("code")
+    return None if record is None else {k: record[k] for k in ("file", "sha256", "version") if k in record}
+
+
+def _same_code(a: dict[str, str] | None, b: dict[str, str] | None) -> bool:
+    return (a or {}).get("sha256") == (b or {}).get("sha256") and (a or {}).get("version") == (b or {}).get("version")
 
 
 def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
@@ -176,7 +182,7 @@ def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
         return "its epochs do not match the config's"
     if set(state.get("generators", {})) != set(generators(stack)) or set(state.get("logs", {})) != set(attempt.logs):
         return "its random streams or logs do not match this stack's"
-    if state.get("code") != code(stack):
+    if not _same_code(state.get("code"), code(stack)):
         return f"written by other code of model.target ({(state.get('code') or {}).get('file', 'no record')} changed)"
     own = stack.model.state_dict()
     saved = state.get("model", {})

@@ -98,7 +98,7 @@ def _rerun_notice(saved_dir: Path) -> None:
         from activation_bench.engine.models.user_module import code_record
 
         now = dict(code_record(str(code.get("target"))))
-        if (now.get("sha256"), now.get("version")) != (code["sha256"], code.get("version")):
+        if _identity(now) != _identity(code):
             differ.append(f"with other code of model.target ({code.get('file')}, SHA-256 {code['sha256'][:12]}; "
                           f"now {now.get('sha256', '')[:12]})")
     if differ:
@@ -258,12 +258,18 @@ def _same_code(p: SweepPlan, done: dict[str, tuple[Path, dict]]) -> None:
 
     for target in sorted({t for t, _ in ran}):
         now = dict(code_record(target))
-        other = [c for t, c in ran if t == target and c != now]
+        other = [c for t, c in ran if t == target and _identity(c) != _identity(now)]
         if other:
             raise UsageError(
                 f"{p.directory}: {len(other)} finished member(s) ran model.target '{target}' from "
                 f"{_code_text(other[0])}, now {_code_text(now)}: training the rest would mix two versions of the "
                 "model in one sweep; restore the code, train them all again (--force) or elsewhere (--name)")
+
+
+def _identity(code: dict[str, str]) -> tuple[str | None, str | None]:
+    """What tells two versions of a user's code apart: the defining file's SHA-256 and an installed
+    distribution's version (not the path: the same file may be imported from another folder)."""
+    return code.get("sha256"), code.get("version")
 
 
 def _code_text(code: dict[str, str]) -> str:
