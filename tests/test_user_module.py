@@ -216,6 +216,8 @@ def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, modul
     report = runner.invoke(app, ["report", str(module_sweep), *tuned[:-2], "--tune-on", "val_acc", "-o", str(page)])
     assert report.exit_code == 0, report.output
     assert "tests.module_models:Fixed(), activation replacing torch.nn.ReLU" in page.read_text()
+    assert (f"<dt>model code</dt><dd>tests.module_models:Fixed from tests/module_models.py, SHA-256 "
+            f"{MODELS_SHA256[:12]}</dd>") in page.read_text()
     plot = runner.invoke(app, ["plot", str(module_sweep), "-o", str(tmp_path / "curves.png")])
     assert plot.exit_code == 0, plot.output
     plan = collect([module_sweep])

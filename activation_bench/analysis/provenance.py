@@ -76,6 +76,12 @@ def _architectures(summaries: list[dict[str, Any]], config: Path | None) -> list
     return sorted(names)
 
 
+def _code(code: dict[str, Any]) -> str:
+    """A user's model code as a run recorded it: 'mymodels:Net from mymodels.py, SHA-256 0f3a5b6c7d8e'."""
+    version = f" ({code['distribution']} {code['version']})" if code.get("version") else ""
+    return f"{code.get('target')} from {code.get('file')}{version}, SHA-256 {str(code['sha256'])[:12]}"
+
+
 def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
     """How to rerun it: the sweep command lines, one member's resolved config, versions, machine, dates."""
     import yaml
@@ -98,12 +104,14 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
     versions = sorted({", ".join(f"{k} {v}" for k, v in sorted((s.get("versions") or {}).items()))
                        for s in summaries} - {""})
     created = sorted(str(s["created"]) for s in summaries if s.get("created"))
+    code = sorted({_code(s["code"]) for s in summaries if isinstance(s.get("code"), dict) and s["code"].get("sha256")})
     return {
         "command": command, "sweeps": sweeps,
         "config_run": str(config[0]) if config else None,
         "config_text": config[1].read_text(encoding="utf-8", errors="replace") if config else None,
         "run_versions": versions,
         "architectures": _architectures(summaries, config[1] if config else None),
+        "code": code,  # model=module: the user's code each run recorded
         "devices": sorted({str(s.get("device")) for s in summaries if s.get("device")}),
         "machines": sorted({f"{s['cpu']}, {torch_threads(s['threads'])}"
                             for s in summaries if s.get("cpu") and s.get("threads")}),
