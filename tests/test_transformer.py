@@ -150,7 +150,7 @@ def test_a_stopped_transformer_resumes_bit_for_bit(runner, tmp_path, monkeypatch
     (["model.n_embd=15"], "model.n_embd (15) must be a multiple of model.n_head (2)"),
     (["model.ffn_match=half"], "unknown model.ffn_match 'half'"),
     (["model.norm=batch"], "unknown model.norm 'batch' for model=transformer"),
-    (["batch_size=null"], "set batch_size (windows per step)"),
+    (["batch_size=null"], "is text, trained on random windows: set batch_size (windows per member and step)"),
     (["model.attn_dropout=1.0"], "model.attn_dropout must be in [0, 1)"),
 ])
 def test_bad_transformer_input_is_refused_in_one_line(runner, runs_dir, args, message):

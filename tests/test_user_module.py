@@ -173,6 +173,9 @@ BAD = {
     "grad-log": ([*ACT, "log.grad_norms=true"], "log.grad_norms needs the shipped families' layers"),
     "text-no-window": ([f"model.target={M}:TinyLM", "model=module", "model.act_arg=act_layer", "data=python_docs"],
                        "or data.block_size (model=module); model=module has none"),
+    "text-no-batch": ([f"model.target={M}:TinyLM", "model=module", "model.act_arg=act_layer", "data=python_docs",
+                       "data.block_size=8", "+model.kwargs.vocab=28"],
+                      "data=python_docs is text, trained on random windows: set batch_size (windows per member"),
 }
 
 

@@ -54,6 +54,8 @@ def validate(cfg: Cfg, where: str = "") -> None:
     check(_finite(d.noise) and d.noise >= 0, f"data.noise must be >= 0, got {d.noise}", where)
     if d.name in text.TEXT:
         text_checks.validate(cfg, where)
+        check(cfg.batch_size is not None, f"data={d.name} is text, trained on random windows: set batch_size "
+              "(windows per member and step), e.g. batch_size=12", where)
     elif d.name in tables.REAL:
         check(d.n_val == 0, f"data.n_val does not apply to data={d.name}; use data.val_fraction", where)
         tables.validate(cfg, where)

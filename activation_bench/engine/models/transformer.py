@@ -90,8 +90,6 @@ class Transformer(Family):
         v.check_dropout(m.attn_dropout, where, "model.attn_dropout")
         check(not cfg.activation.get("param_matched"), "activation.param_matched is the MLP's; with "
                 "model=transformer a gated unit's width is model.ffn_match's (params by default)", where)
-        check(cfg.batch_size is not None, "model=transformer trains on random windows of the text: set "
-                "batch_size (windows per step), e.g. batch_size=12", where)
         check(not cfg.log.grad_norms and not cfg.log.preact_stats and not cfg.log.train_eval, "log.grad_norms, "
                 "log.preact_stats and log.train_eval apply to an MLP or a convnet; model=transformer does not write "
                 "them (its training loss is on random windows, its validation and test losses on fixed ones)", where)
