@@ -371,22 +371,31 @@ def _edit(path, text: str, monkeypatch) -> None:
     monkeypatch.delitem(sys.modules, path.stem, raising=False)
 
 
-def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner, tmp_path, monkeypatch):
-    from activation_bench.engine.models import user_module
-
+@pytest.fixture
+def model_file(request, tmp_path, monkeypatch):
+    """A model file of the working directory, named for the test (each its own module), as written
+    by EDITED; grid: the overrides that train it on iris."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    model = tmp_path / "edited_model_net.py"
-    _edit(model, EDITED, monkeypatch)
-    grid = ["model=module", "model.target=edited_model_net:Net", "model.replace=[ReLU]", "data=iris", "epochs=3",
-            "batch_size=32", "activation=gelu,relu", "seed=0,1"]
-    sweep = ["sweep", "--runs-dir", "runs", "--name", "s", "-q", *grid]
+    path = tmp_path / f"edited_{request.node.name[5:25]}.py"
+    _edit(path, EDITED, monkeypatch)
+    grid = ["model=module", f"model.target={path.stem}:Net", "model.replace=[ReLU]", "data=iris", "epochs=3",
+            "batch_size=32"]
+    return path, grid
+
+
+def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner, tmp_path, monkeypatch, model_file):
+    from activation_bench.engine.models import user_module
+
+    model, grid = model_file
+    target = grid[1].split("=")[1]
+    sweep = ["sweep", "--runs-dir", "runs", "--name", "s", "-q", *grid, "activation=gelu,relu", "seed=0,1"]
     assert runner.invoke(app, sweep).exit_code == 0
     runs = sorted(p for p in (tmp_path / "runs" / "s").iterdir() if p.is_dir())
     first = hashlib.sha256(model.read_bytes()).hexdigest()
     for run in runs:
         code = json.loads((run / "summary.json").read_text())["code"]
-        assert code == {"target": "edited_model_net:Net", "file": "edited_model_net.py", "sha256": first}
+        assert code == {"target": target, "file": model.name, "sha256": first}
 
     # one member to train again, the model edited: refused in one line, nothing trained or written
     shutil.rmtree(runs[-1])
@@ -395,7 +404,7 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     result = runner.invoke(app, sweep)
     assert result.exit_code == 2, result.output
     err = result.stderr.strip()
-    assert "\n" not in err and "3 finished member(s) ran model.target 'edited_model_net:Net'" in err, err
+    assert "\n" not in err and f"3 finished member(s) ran model.target '{target}'" in err, err
     assert f"SHA-256 {first[:12]}" in err and "mix two versions" in err, err
     assert files_under(tmp_path / "runs") == before
     # --force trains every member again under the new code
@@ -407,26 +416,22 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     assert result.exit_code == 0 and "other code of model.target" not in result.stderr
     _edit(model, EDITED + "# edited\n", monkeypatch)
     result = runner.invoke(app, ["run", "--runs-dir", "runs", "-q", "--config", str(runs[0] / "config.yaml")])
-    assert result.exit_code == 0 and "was trained with other code of model.target (edited_model_net.py" in result.stderr
+    assert result.exit_code == 0 and f"was trained with other code of model.target ({model.name}" in result.stderr
     # an installed distribution's target records its version
     torch_code = dict(user_module.code_record("torch.nn:Linear"))
     assert torch_code["distribution"] == "torch" and torch_code["version"] == torch.__version__
 
 
-def test_a_checkpoint_written_by_other_code_of_the_model_is_not_used(runner, tmp_path, monkeypatch):
+def test_a_checkpoint_written_by_other_code_of_the_model_is_not_used(runner, tmp_path, monkeypatch, model_file):
     from tests.test_checkpoint import _run
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    model = tmp_path / "edited_model_ckpt.py"
-    _edit(model, EDITED, monkeypatch)
-    args = ["model=module", "model.target=edited_model_ckpt:Net", "model.replace=[ReLU]", "data=iris", "epochs=3",
-            "batch_size=32", "shuffle=true"]
+    model, grid = model_file
+    args = [*grid, "shuffle=true"]
     assert _run(runner, tmp_path / "b", args, monkeypatch, "TERM@1.2").exit_code == 143
     _edit(model, EDITED + "# edited\n", monkeypatch)
     result = _run(runner, tmp_path / "b", args, monkeypatch)
     assert result.exit_code == 0, result.output
-    assert "written by other code of model.target (edited_model_ckpt.py changed); starting over" in result.stderr
+    assert f"written by other code of model.target ({model.name} changed); starting over" in result.stderr
     assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
     # started over under the new code: the same losses as a run of it from nothing
     assert (tmp_path / "b" / "r" / "losses.csv").read_text() == (tmp_path / "ref" / "r" / "losses.csv").read_text()
