@@ -349,6 +349,8 @@ def test_every_elementwise_registered_activation_and_a_target_one_go_in(runner, 
 # the user's code, recorded: summary.json's `code`, checkpoints and sweeps that do not mix versions
 
 EDITED = """\
+from functools import partial
+
 from torch import nn
 
 
@@ -359,6 +361,9 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.body(x)
+
+
+net = partial(Net)
 """
 
 
@@ -417,6 +422,8 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     _edit(model, EDITED + "# edited\n", monkeypatch)
     result = runner.invoke(app, ["run", "--runs-dir", "runs", "-q", "--config", str(runs[0] / "config.yaml")])
     assert result.exit_code == 0 and f"was trained with other code of model.target ({model.name}" in result.stderr
+    # a target without a source of its own (a functools.partial) records its module's file
+    assert dict(user_module.code_record(f"{model.stem}:net"))["file"] == model.name
     # an installed distribution's target records its version
     torch_code = dict(user_module.code_record("torch.nn:Linear"))
     assert torch_code["distribution"] == "torch" and torch_code["version"] == torch.__version__

@@ -150,7 +150,9 @@ def code_record(target: str) -> tuple[tuple[str, str], ...]:
     obj = import_target(target)
     try:
         source = inspect.getsourcefile(obj) or inspect.getfile(obj)
-    except TypeError:  # defined in C or built without a file
+    except TypeError:  # a functools.partial, an instance, a class defined in C: the module's file
+        source = getattr(sys.modules.get(target.partition(":")[0]), "__file__", None)
+    if not source or not os.path.isfile(source):
         return (("target", target),)
     path = Path(source).resolve()
     out = [("target", target)]
