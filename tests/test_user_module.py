@@ -369,10 +369,10 @@ net = partial(Net)
 
 def _edit(path, text: str, monkeypatch) -> None:
     """The model file rewritten, and this process made to see it as a new process would."""
-    from activation_bench.engine.models import user_module
+    from activation_bench.engine.models import user_code
 
     path.write_text(text)
-    user_module.code_record.cache_clear()
+    user_code.code_record.cache_clear()
     monkeypatch.delitem(sys.modules, path.stem, raising=False)
 
 
@@ -390,7 +390,7 @@ def model_file(request, tmp_path, monkeypatch):
 
 
 def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner, tmp_path, monkeypatch, model_file):
-    from activation_bench.engine.models import user_module
+    from activation_bench.engine.models import user_code
 
     model, grid = model_file
     target = grid[1].split("=")[1]
@@ -423,9 +423,9 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     result = runner.invoke(app, ["run", "--runs-dir", "runs", "-q", "--config", str(runs[0] / "config.yaml")])
     assert result.exit_code == 0 and f"was trained with other code of model.target ({model.name}" in result.stderr
     # a target without a source of its own (a functools.partial) records its module's file
-    assert dict(user_module.code_record(f"{model.stem}:net"))["file"] == model.name
+    assert dict(user_code.code_record(f"{model.stem}:net"))["file"] == model.name
     # an installed distribution's target records its version
-    torch_code = dict(user_module.code_record("torch.nn:Linear"))
+    torch_code = dict(user_code.code_record("torch.nn:Linear"))
     assert torch_code["distribution"] == "torch" and torch_code["version"] == torch.__version__
 
 

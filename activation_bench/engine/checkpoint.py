@@ -160,7 +160,7 @@ def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None)
 
 
 def code(stack: Any) -> dict[str, str] | None:
-    """The user's code a model=module stack runs (user_module.code_record), else None: a checkpoint
+    """The user's code a model=module stack runs (user_code.code_record), else None: a checkpoint
     continues only under the code that wrote it (the same SHA-256 and distribution version, wherever
     the file lies)."""
     record = (stack.model.info() or {}).get("code")

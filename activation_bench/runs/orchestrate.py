@@ -95,7 +95,7 @@ def _rerun_notice(saved_dir: Path) -> None:
         differ.append(f"on {saved['cpu']} (this machine: {here['cpu']})")
     code = saved.get("code") or {}
     if code.get("sha256"):
-        from activation_bench.engine.models.user_module import code_record
+        from activation_bench.engine.models.user_code import code_record
 
         now = dict(code_record(str(code.get("target"))))
         if _identity(now) != _identity(code):
@@ -254,7 +254,7 @@ def _same_code(p: SweepPlan, done: dict[str, tuple[Path, dict]]) -> None:
     ran = [(targets[h], s["code"]) for h, (_, s) in done.items() if h in targets and s.get("code")]
     if not ran:
         return
-    from activation_bench.engine.models.user_module import code_record
+    from activation_bench.engine.models.user_code import code_record
 
     for target in sorted({t for t, _ in ran}):
         now = dict(code_record(target))

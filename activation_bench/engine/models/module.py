@@ -1,9 +1,10 @@
 """model=module: a user's own torch.nn.Module (model.target=module:attribute) with the compared
 activation passed in through its constructor (model.act_arg, timm's `act_layer` convention) or
 swapped in by module type after construction (model.replace). The configuration side is here (no
-torch at import); the torch side, importing the target, building members and the check forward,
-is user_module.py. Members train one after another inside the stack's step, each its own module
-instance, so a member of a sweep is its run alone bit for bit (docs/your-own-model.md)."""
+torch at import); the torch side is user_code.py (importing the target, identifying its code) and
+user_module.py (building members, the check forward). Members train one after another inside the
+stack's step, each its own module instance, so a member of a sweep is its run alone bit for bit
+(docs/your-own-model.md)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ from torch.func import functional_call, stack_module_state, vmap
 from activation_bench.engine.diagnostics import activated_by
 from activation_bench.engine.models import module_sites, user_module
 from activation_bench.engine.models.base import MemberLayers
-from activation_bench.engine.models.user_module import Member, fit_output, last_line
+from activation_bench.engine.models.user_code import last_line
+from activation_bench.engine.models.user_module import Member, fit_output
 from activation_bench.errors import UsageError, at
 
 
