@@ -176,3 +176,18 @@ class Lazy(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.drop(self.act(self.bn(self.conv(x)))).flatten(1))
+
+
+class Checks(nn.Module):
+    """Tests what it is given as a class, as some models do (`issubclass(act_layer, (nn.Tanh, ...))`
+    to decide whether to pass inplace=True)."""
+
+    def __init__(self, act_layer: type = nn.ReLU, n_in: int = 4, n_out: int = 3) -> None:
+        super().__init__()
+        assert isinstance(act_layer, type) and issubclass(act_layer, nn.Module), act_layer
+        self.fc = nn.Linear(n_in, 8)
+        self.act = act_layer() if issubclass(act_layer, (nn.Tanh, nn.Sigmoid)) else act_layer(inplace=True)
+        self.head = nn.Linear(8, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.act(self.fc(x)))

@@ -345,6 +345,20 @@ def test_every_elementwise_registered_activation_and_a_target_one_go_in(runner, 
     assert json.loads((tmp_path / "t" / "summary.json").read_text())["activation_sites"]["modules"] == 2
 
 
+def test_act_arg_passes_a_class_that_models_can_test_as_one():
+    """model.act_arg's value is a class (issubclass, isinstance(type) hold) whose call builds a fresh
+    activation module, its own every time; members still equal their runs alone."""
+    from activation_bench.engine.models import user_module
+
+    args = ["model=module", f"model.target={M}:Checks", "model.act_arg=act_layer", "data=iris", "epochs=2",
+            "batch_size=32"]
+    for labels, alone, stacked in stacked_and_alone([*args, "activation=gelu,tanh", "seed=0,1"]):
+        _same(alone, stacked, labels)
+        assert alone.model_info["activation_sites"]["modules"] == 1
+    net, sites = user_module.construct({"target": f"{M}:Checks", "act_arg": "act_layer"}, {"name": "prelu"})
+    assert type(net.act) is torch.nn.PReLU and sites.modules == 1
+
+
 # --------------------------------------------------------------------------------------------
 # the user's code, recorded: summary.json's `code`, checkpoints and sweeps that do not mix versions
 

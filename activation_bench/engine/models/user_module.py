@@ -55,6 +55,19 @@ class ActivationFactory:
     def __repr__(self) -> str:
         return f"actbench activation factory ({self.act.get('name') or self.act.get('_target_')})"
 
+    def as_class(self) -> type[nn.Module]:
+        """The factory as model.act_arg passes it: a class, since models test what they are given as
+        one (`issubclass(act_layer, nn.GELU)`, `isinstance(act_layer, type)`); calling it builds
+        through this factory (`__new__` returns the fresh activation module, so its own `__init__`
+        never runs)."""
+        factory = self
+
+        class ActbenchActivation(nn.Module):
+            def __new__(cls, *args: Any, **kwargs: Any) -> nn.Module:  # type: ignore[misc]
+                return factory(*args, **kwargs)
+
+        return ActbenchActivation
+
 
 def _activation_modules(net: nn.Module) -> str:
     """The activation modules a model holds, by type and count ('' where none), for model.replace's
@@ -106,14 +119,15 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
     build = import_target(target, where)
     factory = ActivationFactory(act)
     kwargs = dict(model.get("kwargs") or {})
+    passed = factory.as_class()
     if model.get("act_arg"):
-        kwargs[str(model["act_arg"])] = factory
+        kwargs[str(model["act_arg"])] = passed
     try:
         net = build(**kwargs)
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - user code
-        shown = ", ".join(f"{k}=" + ("<activation factory>" if v is factory else repr(v)) for k, v in kwargs.items())
+        shown = ", ".join(f"{k}=" + ("<activation factory>" if v is passed else repr(v)) for k, v in kwargs.items())
         raise UsageError(f"model.target '{target}' failed to build with ({shown}): {last_line(exc)}"
                          f"{at(where)}") from None
     if not isinstance(net, nn.Module):
