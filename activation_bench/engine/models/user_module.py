@@ -1,6 +1,6 @@
 """model=module's torch side: build a member from model.target (imported by user_code.py), its
 own module with weights drawn from its seed's "init" stream and the activation passed in
-(model.act_arg: a factory building a fresh module per call) or swapped in by type (model.replace);
+(model.act_arg: a class whose every call builds a fresh module) or swapped in by type (model.replace);
 the check forward of validation (`probe`); and `StackedModules`, the stack whose members run one
 after another in its step.
 
@@ -34,9 +34,10 @@ PROBE_ROWS = 2  # the check forward's batch (two rows: batch norm's statistics n
 
 
 class ActivationFactory:
-    """What model.act_arg passes: called as a class would be (timm's `act_layer(inplace=True)`,
-    torchvision's `activation_layer()`), it builds a fresh activation module per call and ignores
-    every argument (inplace, num_parameters, ...). Keeps what it built (the activation sites)."""
+    """Builds the compared activation: called as a class would be (timm's `act_layer(inplace=True)`,
+    torchvision's `activation_layer()`), a fresh activation module per call, every argument
+    (inplace, num_parameters, ...) ignored; model.replace calls it per swapped module, model.act_arg
+    passes it as a class (`as_class`). Keeps what it built (the activation sites)."""
 
     def __init__(self, act: dict[str, Any]) -> None:
         self.act, self.made = act, []
