@@ -274,8 +274,10 @@ def _identity(code: dict[str, str]) -> tuple[str | None, str | None]:
 
 def _code_text(code: dict[str, str]) -> str:
     """'mymodels.py (SHA-256 0f3a5b6c7d8e)', with an installed distribution's version."""
+    if not code.get("sha256"):
+        return "no source file"
     version = f", {code['distribution']} {code['version']}" if code.get("version") else ""
-    return f"{code.get('file')} (SHA-256 {str(code.get('sha256'))[:12]}{version})"
+    return f"{code.get('file')} (SHA-256 {str(code['sha256'])[:12]}{version})"
 
 
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
