@@ -225,6 +225,8 @@ def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, modul
     assert plot.exit_code == 0, plot.output
     plan = collect([module_sweep])
     assert len(plan.members) == 32 and plan.members[0].params["model"] == "module"
+    assert plan.members[0].params["code.sha256"] == MODELS_SHA256
+    assert plan.members[0].params["code.file"] == "tests/module_models.py"
     summary = json.loads(next(module_sweep.glob("*/summary.json")).read_text())
     assert summary["activation_sites"] == {"way": "replace", "via": "torch.nn.ReLU", "modules": 2}
 

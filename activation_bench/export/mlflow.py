@@ -140,9 +140,12 @@ def _member(source: Path, run: str, epoch: np.ndarray, losses: dict[str, np.ndar
 
 
 def member_params(config: dict, summary: dict, run: str) -> dict[str, str]:
-    """The flattened resolved config, then the columns results.csv adds (swept keys, run, n_params)."""
+    """The flattened resolved config, then the columns results.csv adds (swept keys, run, n_params)
+    and, for model=module, the code the run recorded (code.file, code.sha256, code.version)."""
     out = {k: _text(v) for k, v in flatten_config(config).items()}
     extra = {**(summary.get("labels") or {}), "run": run, "n_params": summary.get("n_params")}
+    code = summary.get("code") if isinstance(summary.get("code"), dict) else {}
+    extra.update({f"code.{k}": v for k, v in code.items() if k != "target"})  # model.target is a config key
     out.update({str(k): _text(v) for k, v in extra.items() if str(k) not in out})
     return {_BAD_KEY.sub("_", k)[:250]: v[:6000] for k, v in out.items()}
 
