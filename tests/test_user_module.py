@@ -46,7 +46,8 @@ def test_act_layer_members_equal_their_runs_alone_bitwise_with_batch_norm_dropou
         assert all(math.isfinite(v) for v in alone.train_loss)
         assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2},
                                     "depth": 2, "code": {"target": f"{M}:ActNet", "file": "tests/module_models.py",
-                                                         "sha256": MODELS_SHA256}}
+                                                         "sha256": MODELS_SHA256,
+                                                         "files": {"tests/module_models.py": MODELS_SHA256}}}
     by = {(lab["activation"], lab["seed"]): alone.train_loss for lab, alone, _ in results}
     assert by[("relu", "0")] != by[("silu", "0")]  # the activation reached the model
     assert by[("relu", "0")] != by[("relu", "1")]
@@ -388,7 +389,7 @@ def _edit(path, text: str, monkeypatch) -> None:
     from activation_bench.engine.models import user_code
 
     path.write_text(text)
-    user_code.code_record.cache_clear()
+    user_code._code_json.cache_clear()
     monkeypatch.delitem(sys.modules, path.stem, raising=False)
 
 
@@ -416,7 +417,7 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     first = hashlib.sha256(model.read_bytes()).hexdigest()
     for run in runs:
         code = json.loads((run / "summary.json").read_text())["code"]
-        assert code == {"target": target, "file": model.name, "sha256": first}
+        assert code == {"target": target, "file": model.name, "sha256": first, "files": {model.name: first}}
 
     # one member to train again, the model edited: refused in one line, nothing trained or written
     shutil.rmtree(runs[-1])
@@ -425,8 +426,9 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     result = runner.invoke(app, sweep)
     assert result.exit_code == 2, result.output
     err = result.stderr.strip()
-    assert "\n" not in err and f"3 finished member(s) ran model.target '{target}'" in err, err
-    assert f"SHA-256 {first[:12]}" in err and "mix two versions" in err, err
+    assert "\n" not in err, err
+    assert f"3 finished member(s) ran other code of model.target '{target}' ({model.name} changed since)" in err, err
+    assert "mix two versions" in err, err
     assert files_under(tmp_path / "runs") == before
     # --force trains every member again under the new code
     assert runner.invoke(app, [*sweep, "--force"]).exit_code == 0
@@ -437,7 +439,8 @@ def test_runs_record_the_models_code_and_a_sweep_never_mixes_two_versions(runner
     assert result.exit_code == 0 and "other code of model.target" not in result.stderr
     _edit(model, EDITED + "# edited\n", monkeypatch)
     result = runner.invoke(app, ["run", "--runs-dir", "runs", "-q", "--config", str(runs[0] / "config.yaml")])
-    assert result.exit_code == 0 and f"was trained with other code of model.target ({model.name}" in result.stderr
+    assert result.exit_code == 0
+    assert f"was trained with other code of model.target ({model.name} changed since)" in result.stderr
     # a target without a source of its own (a functools.partial) records its module's file
     assert dict(user_code.code_record(f"{model.stem}:net"))["file"] == model.name
     # an installed distribution's target records its version
@@ -458,3 +461,38 @@ def test_a_checkpoint_written_by_other_code_of_the_model_is_not_used(runner, tmp
     assert _run(runner, tmp_path / "ref", args, monkeypatch).exit_code == 0
     # started over under the new code: the same losses as a run of it from nothing
     assert (tmp_path / "b" / "r" / "losses.csv").read_text() == (tmp_path / "ref" / "r" / "losses.csv").read_text()
+
+
+def test_the_code_record_follows_the_models_imports_within_the_working_directory(tmp_path, monkeypatch):
+    """A model in a package: the files its imports reach under the working directory are recorded
+    (not a module it never imports); an edit of one of them is a change, named; of another, none."""
+    from activation_bench.engine.models import user_code
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    pkg = tmp_path / "recorded_pkg"
+    pkg.mkdir()
+    files = {"__init__.py": "from .net import Net\n",
+             "net.py": "from torch import nn\n\nfrom . import layers\nfrom recorded_pkg.layers import width\n\n\n"
+                       "class Net(nn.Module):\n    def __init__(self, act_layer=nn.ReLU):\n        super().__init__()\n"
+                       "        self.body = layers.body(act_layer, width)\n\n    def forward(self, x):\n"
+                       "        return self.body(x)\n",
+             "layers.py": "from torch import nn\n\nwidth = 8\n\n\ndef body(act, w):\n"
+                          "    return nn.Sequential(nn.Linear(4, w), act(), nn.Linear(w, 3))\n",
+             "unrelated.py": "x = 1\n"}
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    before = user_code.code_record("recorded_pkg:Net")
+    assert before["file"] == "recorded_pkg/net.py"
+    assert set(before["files"]) == {"recorded_pkg/__init__.py", "recorded_pkg/net.py", "recorded_pkg/layers.py"}
+    (pkg / "unrelated.py").write_text("x = 2\n")
+    user_code._code_json.cache_clear()
+    assert user_code.code_change(before, user_code.code_record("recorded_pkg:Net")) is None
+    (pkg / "layers.py").write_text(files["layers.py"].replace("width = 8", "width = 16"))
+    user_code._code_json.cache_clear()
+    assert user_code.code_change(before, user_code.code_record("recorded_pkg:Net")) == "recorded_pkg/layers.py changed"
+    timm = {"target": "timm:create_model", "file": "/x/timm/_factory.py", "sha256": "a", "distribution": "timm",
+            "version": "1.0.9"}
+    assert user_code.code_change(timm, {**timm, "version": "1.0.11"}) == "timm 1.0.9 -> 1.0.11"
+    for name in [m for m in sys.modules if m.startswith("recorded_pkg")]:
+        monkeypatch.delitem(sys.modules, name)

@@ -77,9 +77,12 @@ def _architectures(summaries: list[dict[str, Any]], config: Path | None) -> list
 
 
 def _code(code: dict[str, Any]) -> str:
-    """A user's model code as a run recorded it: 'mymodels:Net from mymodels.py, SHA-256 0f3a5b6c7d8e'."""
+    """A user's model code as a run recorded it: 'mymodels:Net from mymodels.py, SHA-256 0f3a5b6c7d8e'
+    (with 'and 2 more files' it imports from the working directory, or the distribution's version)."""
     version = f" ({code['distribution']} {code['version']})" if code.get("version") else ""
-    return f"{code.get('target')} from {code.get('file')}{version}, SHA-256 {str(code['sha256'])[:12]}"
+    more = len(code.get("files") or {}) - 1
+    files = f" and {more} more file{'s' if more > 1 else ''}" if more > 0 else ""
+    return f"{code.get('target')} from {code.get('file')}{files}{version}, SHA-256 {str(code['sha256'])[:12]}"
 
 
 def provenance(loaded: Loaded, command: str) -> dict[str, Any]:

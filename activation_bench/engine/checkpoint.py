@@ -159,16 +159,10 @@ def capture(attempt: Attempt, epoch: int, step: int, total: torch.Tensor | None)
     }
 
 
-def code(stack: Any) -> dict[str, str] | None:
+def code(stack: Any) -> dict[str, Any] | None:
     """The user's code a model=module stack runs (user_code.code_record), else None: a checkpoint
-    continues only under the code that wrote it (the same SHA-256 and distribution version, wherever
-    the file lies)."""
-    record = (stack.model.info() or {}).get("code")
-    return None if record is None else {k: record[k] for k in ("file", "sha256", "version") if k in record}
-
-
-def _same_code(a: dict[str, str] | None, b: dict[str, str] | None) -> bool:
-    return (a or {}).get("sha256") == (b or {}).get("sha256") and (a or {}).get("version") == (b or {}).get("version")
+    continues only under the code that wrote it (user_code.code_change)."""
+    return (stack.model.info() or {}).get("code")
 
 
 def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
@@ -182,8 +176,12 @@ def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
         return "its epochs do not match the config's"
     if set(state.get("generators", {})) != set(generators(stack)) or set(state.get("logs", {})) != set(attempt.logs):
         return "its random streams or logs do not match this stack's"
-    if not _same_code(state.get("code"), code(stack)):
-        return f"written by other code of model.target ({(state.get('code') or {}).get('file', 'no record')} changed)"
+    if code(stack) is not None or state.get("code") is not None:
+        from activation_bench.engine.models.user_code import code_change
+
+        change = code_change(state.get("code"), code(stack))
+        if change:
+            return f"written by other code of model.target ({change})"
     own = stack.model.state_dict()
     saved = state.get("model", {})
     if set(saved) != set(own) or any(saved[k].shape != v.shape or saved[k].dtype != v.dtype for k, v in own.items()):

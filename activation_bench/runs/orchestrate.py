@@ -94,13 +94,12 @@ def _rerun_notice(saved_dir: Path) -> None:
     if saved.get("cpu") and saved["cpu"] != here["cpu"]:
         differ.append(f"on {saved['cpu']} (this machine: {here['cpu']})")
     code = saved.get("code") or {}
-    if code.get("sha256"):
-        from activation_bench.engine.models.user_code import code_record
+    if code.get("target"):
+        from activation_bench.engine.models.user_code import code_change, code_record
 
-        now = dict(code_record(str(code.get("target"))))
-        if _identity(now) != _identity(code):
-            differ.append(f"with other code of model.target ({code.get('file')}, SHA-256 {code['sha256'][:12]}; "
-                          f"now {now.get('sha256', '')[:12]})")
+        change = code_change(code, code_record(str(code["target"])))
+        if change:
+            differ.append(f"with other code of model.target ({change} since)")
     if differ:
         stderr_line(f"note: {saved_dir} was trained {' and '.join(differ)}; its losses need not come back "
                     "bit for bit")
@@ -247,37 +246,23 @@ def pending(p: SweepPlan, force: bool) -> list[int]:
 
 def _same_code(p: SweepPlan, done: dict[str, tuple[Path, dict]]) -> None:
     """model=module, members left to train: UsageError where finished members ran other code of
-    their model.target than this process would (the file that defines it edited since: summary.json's
-    `code`), so that one sweep never holds two versions of a user's model. Runs that recorded no
-    code are not checked."""
+    their model.target than this process would (a file of it edited since, another version of its
+    distribution: summary.json's `code`, user_code.code_change), so that one sweep never holds two
+    versions of a user's model. Runs that recorded no code are not checked."""
     targets = {h: str(c.model.get("target")) for h, c in zip(p.hashes, p.cfgs) if c.model.get("name") == "module"}
     ran = [(targets[h], s["code"]) for h, (_, s) in done.items() if h in targets and s.get("code")]
     if not ran:
         return
-    from activation_bench.engine.models.user_code import code_record
+    from activation_bench.engine.models.user_code import code_change, code_record
 
     for target in sorted({t for t, _ in ran}):
-        now = dict(code_record(target))
-        other = [c for t, c in ran if t == target and _identity(c) != _identity(now)]
-        if other:
+        now = code_record(target)
+        changes = [change for t, c in ran if t == target and (change := code_change(c, now))]
+        if changes:
             raise UsageError(
-                f"{p.directory}: {len(other)} finished member(s) ran model.target '{target}' from "
-                f"{_code_text(other[0])}, now {_code_text(now)}: training the rest would mix two versions of the "
-                "model in one sweep; restore the code, train them all again (--force) or elsewhere (--name)")
-
-
-def _identity(code: dict[str, str]) -> tuple[str | None, str | None]:
-    """What tells two versions of a user's code apart: the defining file's SHA-256 and an installed
-    distribution's version (not the path: the same file may be imported from another folder)."""
-    return code.get("sha256"), code.get("version")
-
-
-def _code_text(code: dict[str, str]) -> str:
-    """'mymodels.py (SHA-256 0f3a5b6c7d8e)', with an installed distribution's version."""
-    if not code.get("sha256"):
-        return "no source file"
-    version = f", {code['distribution']} {code['version']}" if code.get("version") else ""
-    return f"{code.get('file')} (SHA-256 {str(code['sha256'])[:12]}{version})"
+                f"{p.directory}: {len(changes)} finished member(s) ran other code of model.target '{target}' "
+                f"({changes[0]} since): training the rest would mix two versions of the model in one sweep; "
+                "restore the code, train them all again (--force) or elsewhere (--name)")
 
 
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,

@@ -104,7 +104,9 @@ class Module(Family):
         code = (info or {}).get("code") or {}
         if code.get("sha256"):
             version = f"{code['distribution']} {code['version']}, " if code.get("version") else ""
-            rows.append(("code", f"{version}{code['file']}, SHA-256 {code['sha256'][:12]}"))
+            more = len(code.get("files") or {}) - 1
+            files = f" (and {more} more file{'s' if more > 1 else ''})" if more > 0 else ""
+            rows.append(("code", f"{version}{code['file']}{files}, SHA-256 {code['sha256'][:12]}"))
         return rows
 
     def layers(self, model: dict[str, Any]) -> int:

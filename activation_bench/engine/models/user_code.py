@@ -4,11 +4,15 @@ identifies the code that ran (`code_record`: summary.json's `code`)."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import importlib.util
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -70,33 +74,120 @@ def replace_types(names: Sequence[str], where: str = "") -> tuple[type, ...]:
     return tuple(out)
 
 
+def code_record(target: str) -> dict[str, Any]:
+    """What identifies model.target's code (summary.json's `code`): `file`, the file that defines it
+    (relative to the working directory where it lies below it) and its `sha256`; `files`, the SHA-256
+    of every file of the working directory the model's code runs (the defining file and, following
+    import statements, the modules they reach there: read, not run; `importlib` calls are not
+    followed); and, where an installed distribution provides the target (timm, torchvision), the
+    `distribution` and its `version`. Once per process and target: the module imported once is the
+    code every member runs."""
+    return json.loads(_code_json(target))
+
+
 @functools.lru_cache(maxsize=64)
-def code_record(target: str) -> tuple[tuple[str, str], ...]:
-    """What identifies model.target's code (summary.json's `code`): the file that defines it (its
-    path relative to the current directory where it lies below it), that file's SHA-256 and, where
-    an installed distribution provides it (timm, torchvision), that distribution's name and version.
-    Once per process and target: the module imported once is the code every member runs."""
+def _code_json(target: str) -> str:
     import hashlib
     import inspect
     from importlib import metadata
-    from pathlib import Path
 
     obj = import_target(target)
+    module = target.partition(":")[0]
     try:
         source = inspect.getsourcefile(obj) or inspect.getfile(obj)
+        module = getattr(inspect.getmodule(obj), "__name__", module)
     except TypeError:  # a functools.partial, an instance, a class defined in C: the module's file
-        source = getattr(sys.modules.get(target.partition(":")[0]), "__file__", None)
+        source = getattr(sys.modules.get(module), "__file__", None)
     if not source or not os.path.isfile(source):
-        return (("target", target),)
-    path = Path(source).resolve()
-    out = [("target", target)]
-    try:
-        out.append(("file", path.relative_to(Path.cwd().resolve()).as_posix()))
-    except ValueError:
-        out.append(("file", str(path)))
-        top = target.partition(":")[0].split(".")[0]
-        dists = metadata.packages_distributions().get(top) or []
+        return json.dumps({"target": target})
+    path, root = Path(source).resolve(), Path.cwd().resolve()
+    out: dict[str, Any] = {"target": target}
+    if path.is_relative_to(root):
+        out["file"] = path.relative_to(root).as_posix()
+        out["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        out["files"] = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in _local_sources(path, module, root)}
+    else:
+        out["file"] = str(path)
+        out["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        dists = metadata.packages_distributions().get(module.split(".")[0]) or []
         if dists:
-            out += [("distribution", dists[0]), ("version", metadata.version(dists[0]))]
-    out.append(("sha256", hashlib.sha256(path.read_bytes()).hexdigest()))
-    return tuple(out)
+            out.update(distribution=dists[0], version=metadata.version(dists[0]))
+    return json.dumps(out)
+
+
+def code_change(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str | None:
+    """What differs between two code records (`code_record`) in words ('mymodels/blocks.py changed',
+    'timm 1.0.9 -> 1.0.11'), or None where they are the same code; the path a file was imported
+    from does not count. A record without files compares its defining file."""
+    def files(code: dict[str, Any]) -> dict[str, str]:
+        return code.get("files") or ({str(code.get("file")): code["sha256"]} if code.get("sha256") else {})
+
+    old, new = old or {}, new or {}
+    if old.get("version") != new.get("version"):
+        return f"{old.get('distribution') or new.get('distribution')} {old.get('version')} -> {new.get('version')}"
+    a, b = files(old), files(new)
+    if a == b or (not a.keys() & b.keys() and sorted(a.values()) == sorted(b.values())):
+        return None
+    changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "") + " changed"
+
+
+def _local_sources(path: Path, module: str, root: Path) -> list[Path]:
+    """The defining file and the files under root that its import statements reach, transitively."""
+    seen: dict[Path, None] = {}
+    todo = [(path, module)]
+    while todo:
+        file, name = todo.pop()
+        if file in seen:
+            continue
+        seen[file] = None
+        for imported in _imports(file, name):
+            found = _local_module(imported, root)
+            if found is not None and found[0] not in seen:
+                todo.append(found)
+    return sorted(seen)
+
+
+def _imports(file: Path, name: str) -> list[str]:
+    """The module names a file's import statements name (relative ones resolved; for `from m import
+    x`, both m and m.x, which may be a submodule)."""
+    try:
+        tree = ast.parse(file.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return []
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) \
+                    if node.level else node.module
+            except (ImportError, ValueError):
+                continue
+            if base:
+                out += [base, *(f"{base}.{a.name}" for a in node.names if a.name != "*")]
+    return out
+
+
+def _local_module(name: str, root: Path) -> tuple[Path, str] | None:
+    """(file, name) of module `name` where its file lies under root; nothing outside root is imported
+    to find out (its top-level package is looked up first), nor actbench itself."""
+    top = name.split(".")[0]
+    if top == "activation_bench":
+        return None
+    try:
+        spec = importlib.util.find_spec(top)
+        if spec is None or not any(Path(p).resolve().is_relative_to(root) for p in
+                                   [spec.origin or "", *(spec.submodule_search_locations or [])] if p):
+            return None
+        if name != top:
+            spec = importlib.util.find_spec(name)  # imports its parent packages: the user's own, under root
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    path = Path(spec.origin).resolve()
+    return (path, name) if path.is_relative_to(root) else None

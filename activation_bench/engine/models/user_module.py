@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -106,7 +106,7 @@ class Sites:
     modules: int
     via: str  # the argument's name, or the replaced types
     names: tuple[str, ...] = ()
-    code: tuple[tuple[str, str], ...] = ()
+    code: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def info(self) -> dict[str, Any]:
         return {"activation_sites": {"way": self.way, "via": self.via, "modules": self.modules},
