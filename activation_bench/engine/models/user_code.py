@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -173,18 +174,21 @@ def _imports(file: Path, name: str) -> list[str]:
 
 
 def _local_module(name: str, root: Path) -> tuple[Path, str] | None:
-    """(file, name) of module `name` where its file lies under root; nothing outside root is imported
-    to find out (its top-level package is looked up first), nor actbench itself."""
-    top = name.split(".")[0]
-    if top == "activation_bench":
+    """(file, name) of module `name` where its file lies under root (not actbench itself); found by
+    path alone: no module is imported to find it."""
+    parts = name.split(".")
+    if parts[0] == "activation_bench":
         return None
     try:
-        spec = importlib.util.find_spec(top)
-        if spec is None or not any(Path(p).resolve().is_relative_to(root) for p in
-                                   [spec.origin or "", *(spec.submodule_search_locations or [])] if p):
-            return None
-        if name != top:
-            spec = importlib.util.find_spec(name)  # imports its parent packages: the user's own, under root
+        spec = importlib.util.find_spec(parts[0])
+        if spec is None or not any(Path(p).resolve().is_relative_to(root)
+                                   for p in [spec.origin or "", *(spec.submodule_search_locations or [])] if p):
+            return None  # a package installed elsewhere: nothing of it is the user's code here
+        for i in range(1, len(parts)):
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]),
+                                                            list(spec.submodule_search_locations))
     except (ImportError, ValueError, AttributeError):
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
