@@ -181,8 +181,8 @@ def _local_module(name: str, root: Path) -> tuple[Path, str] | None:
         return None
     try:
         spec = importlib.util.find_spec(parts[0])
-        if spec is None or not any(Path(p).resolve().is_relative_to(root)
-                                   for p in [spec.origin or "", *(spec.submodule_search_locations or [])] if p):
+        where = [spec.origin if spec and spec.has_location else "", *(spec and spec.submodule_search_locations or [])]
+        if spec is None or not any(Path(p).resolve().is_relative_to(root) for p in where if p):
             return None  # a package installed elsewhere: nothing of it is the user's code here
         for i in range(1, len(parts)):
             if spec is None or not spec.submodule_search_locations:
