@@ -491,6 +491,8 @@ def test_the_code_record_follows_the_models_imports_within_the_working_directory
     (pkg / "layers.py").write_text(files["layers.py"].replace("width = 8", "width = 16"))
     user_code._code_json.cache_clear()
     assert user_code.code_change(before, user_code.code_record("recorded_pkg:Net")) == "recorded_pkg/layers.py changed"
+    # installed packages and the standard library are never the user's code, wherever the run starts
+    assert user_code._local_module("torch.nn", Path("/")) is None and user_code._local_module("json", Path("/")) is None
     timm = {"target": "timm:create_model", "file": "/x/timm/_factory.py", "sha256": "a", "distribution": "timm",
             "version": "1.0.9"}
     assert user_code.code_change(timm, {**timm, "version": "1.0.11"}) == "timm 1.0.9 -> 1.0.11"

@@ -103,7 +103,7 @@ def _code_json(target: str) -> str:
         return json.dumps({"target": target})
     path, root = Path(source).resolve(), Path.cwd().resolve()
     out: dict[str, Any] = {"target": target}
-    if path.is_relative_to(root):
+    if _local(path, root):
         out["file"] = path.relative_to(root).as_posix()
         out["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
         out["files"] = {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -182,7 +182,7 @@ def _local_module(name: str, root: Path) -> tuple[Path, str] | None:
     try:
         spec = importlib.util.find_spec(parts[0])
         where = [spec.origin if spec and spec.has_location else "", *(spec and spec.submodule_search_locations or [])]
-        if spec is None or not any(Path(p).resolve().is_relative_to(root) for p in where if p):
+        if spec is None or not any(_local(Path(p).resolve(), root) for p in where if p):
             return None  # a package installed elsewhere: nothing of it is the user's code here
         for i in range(1, len(parts)):
             if spec is None or not spec.submodule_search_locations:
@@ -194,4 +194,20 @@ def _local_module(name: str, root: Path) -> tuple[Path, str] | None:
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
     path = Path(spec.origin).resolve()
-    return (path, name) if path.is_relative_to(root) else None
+    return (path, name) if _local(path, root) else None
+
+
+def _local(path: Path, root: Path) -> bool:
+    """Whether a file is the user's own code: under root (the working directory) and not in the
+    interpreter's library or an installed package's folder (a venv inside the project, or a run
+    from the home directory, would otherwise take torch's thousands of modules for the user's)."""
+    return path.is_relative_to(root) and not any(path.is_relative_to(d) for d in _library_dirs()) \
+        and not {"site-packages", "dist-packages"} & set(path.parts)
+
+
+@functools.cache
+def _library_dirs() -> tuple[Path, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple({Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)})
