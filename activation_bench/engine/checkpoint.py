@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import torch
 
+from activation_bench.engine.models.user_code import code_change
+
 FORMAT = 1  # bumped when the state's layout changes: an older checkpoint is then not used
 
 
@@ -176,12 +178,9 @@ def mismatch(attempt: Attempt, state: dict[str, Any]) -> str | None:
         return "its epochs do not match the config's"
     if set(state.get("generators", {})) != set(generators(stack)) or set(state.get("logs", {})) != set(attempt.logs):
         return "its random streams or logs do not match this stack's"
-    if code(stack) is not None or state.get("code") is not None:
-        from activation_bench.engine.models.user_code import code_change
-
-        change = code_change(state.get("code"), code(stack))
-        if change:
-            return f"written by other code of model.target ({change})"
+    change = code_change(state.get("code"), code(stack))
+    if change:
+        return f"written by other code of model.target ({change})"
     own = stack.model.state_dict()
     saved = state.get("model", {})
     if set(saved) != set(own) or any(saved[k].shape != v.shape or saved[k].dtype != v.dtype for k, v in own.items()):

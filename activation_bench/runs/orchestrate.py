@@ -78,8 +78,9 @@ def prepare_run(overrides: Sequence[str], runs_dir: Path, name: str | None,
 
 
 def _rerun_notice(saved_dir: Path) -> None:
-    """A saved CPU run re-run on another CPU model or thread count: one line says its losses need not
-    come back bit for bit (docs/reproducibility.md), and how to set the count."""
+    """A saved CPU run re-run on another CPU model or thread count, or (model=module) under other code
+    of its model.target: one line says its losses need not come back bit for bit
+    (docs/reproducibility.md), and how to set the count."""
     from activation_bench.host import torch_threads
     from activation_bench.runs.checkpoint import machine
 

@@ -40,6 +40,15 @@ def way(model: dict[str, Any]) -> str:
     return "replacing " + ", ".join(str(t) for t in model.get("replace") or [])
 
 
+def describe_code(code: dict[str, Any]) -> str:
+    """A code record (summary.json's `code`, user_code.code_record) in words: 'mymodels/net.py and 2
+    more files, SHA-256 0f3a5b6c7d8e', with an installed distribution's version ('(timm 1.0.9)')."""
+    more = len(code.get("files") or {}) - 1
+    files = f" and {more} more file{'s' if more > 1 else ''}" if more > 0 else ""
+    version = f" ({code['distribution']} {code['version']})" if code.get("version") else ""
+    return f"{code.get('file')}{files}{version}, SHA-256 {str(code['sha256'])[:12]}"
+
+
 def _kwargs(model: dict[str, Any]) -> dict[str, Any]:
     return dict(model.get("kwargs") or {})
 
@@ -94,7 +103,7 @@ class Module(Family):
 
     def info_rows(self, info: dict[str, Any] | None) -> list[tuple[str, str]]:
         """'activation sites: 9 modules built through act_layer' (or '... replaced (torch.nn.ReLU)'),
-        and the code: 'mymodels.py, SHA-256 0f3a...' (with an installed distribution's version)."""
+        and the code (describe_code)."""
         sites = (info or {}).get("activation_sites")
         if not sites:
             return []
@@ -103,10 +112,7 @@ class Module(Family):
         rows = [("activation sites", f"{n} module{'s' if n != 1 else ''} {how}")]
         code = (info or {}).get("code") or {}
         if code.get("sha256"):
-            version = f"{code['distribution']} {code['version']}, " if code.get("version") else ""
-            more = len(code.get("files") or {}) - 1
-            files = f" (and {more} more file{'s' if more > 1 else ''})" if more > 0 else ""
-            rows.append(("code", f"{version}{code['file']}{files}, SHA-256 {code['sha256'][:12]}"))
+            rows.append(("code", describe_code(code)))
         return rows
 
     def layers(self, model: dict[str, Any]) -> int:

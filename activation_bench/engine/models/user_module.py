@@ -120,8 +120,8 @@ def construct(model: dict[str, Any], act: dict[str, Any], where: str = "") -> tu
     build = import_target(target, where)
     factory = ActivationFactory(act)
     kwargs = dict(model.get("kwargs") or {})
-    passed = factory.as_class()
-    if model.get("act_arg"):
+    passed = factory.as_class() if model.get("act_arg") else None
+    if passed is not None:
         kwargs[str(model["act_arg"])] = passed
     try:
         net = build(**kwargs)
@@ -274,6 +274,12 @@ def sample_rows(shape: Sequence[int], text: bool) -> torch.Tensor:
     return torch.zeros(PROBE_ROWS, *shape, dtype=torch.long if text else None)
 
 
+def forward_failed(target: str, shape: list[int], exc: BaseException) -> UsageError:
+    """The one-line refusal of a model that raised in a check forward (its exception's last line)."""
+    return UsageError(f"model.target '{target}' failed in a check forward on a batch of shape {shape}: "
+                      f"{last_line(exc)}")
+
+
 def materialize(net: nn.Module, sample: torch.Tensor, target: str) -> None:
     """Lazy modules (nn.LazyLinear, nn.LazyConv2d, ...) get their parameters at their first forward:
     run one on `sample`, without gradients and in eval mode (running statistics and dropout
@@ -288,8 +294,7 @@ def materialize(net: nn.Module, sample: torch.Tensor, target: str) -> None:
         with torch.no_grad():
             net(sample)
     except Exception as exc:  # noqa: BLE001 - user code
-        raise UsageError(f"model.target '{target}' failed in a check forward on a batch of shape "
-                         f"{list(sample.shape)}: {last_line(exc)}") from None
+        raise forward_failed(target, list(sample.shape), exc) from None
     finally:
         for m, training in modes:
             m.training = training
@@ -371,8 +376,7 @@ def _probe(key: str) -> Probe:
         with torch.no_grad(), module_sites.capture(m.net, m.sites.names, lambda _n, h: widths.append(h[0].numel())):
             out = m(x)
     except Exception as exc:  # noqa: BLE001 - user code
-        raise UsageError(f"model.target '{model['target']}' failed in a check forward on a batch of shape "
-                         f"{[PROBE_ROWS, *shape]}: {last_line(exc)}") from None
+        raise forward_failed(model["target"], [PROBE_ROWS, *shape], exc) from None
     finally:
         for h in hooks:
             h.remove()
