@@ -92,9 +92,9 @@ def main() -> None:
     import torch
     from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
-    from activation_bench.cli.search import keep_freed_memory
+    from activation_bench.host import keep_freed_memory
 
-    keep_freed_memory()  # as `actbench search` does (for both sides)
+    keep_freed_memory()  # as actbench's training does (for both sides)
 
     print(header())
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; load average before: "

@@ -82,13 +82,9 @@ def search(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
-    from activation_bench.host import keep_freed_memory
     from activation_bench.runs import launching, memory
     from activation_bench.search import driver
 
-    # a rung's stacks allocate and free tensors of tens of MB every step; glibc otherwise returned
-    # each one to the system and page-faulted it back in, a third of a screen's time here
-    keep_freed_memory(1 << 30, (1 << 31) - 1)
     all_overrides = list(overrides or [])
     hydra_overrides = hydra_settings(all_overrides)
     with reported():

@@ -50,6 +50,7 @@ from activation_bench.engine.preact import PreactLog
 from activation_bench.engine.teacher import make_dataset
 from activation_bench.engine.vml import resolve_vml_kernels
 from activation_bench.engine.whole_split import BestWeights, Judged, judge
+from activation_bench.host import keep_freed_memory
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -118,6 +119,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
         raise ValueError("members of one stack must share shapes and optimiser settings")
     n_real = len(cfgs)
     engine, why = _plan_engine(cfgs, store)
+    keep_freed_memory()  # a step's megabyte tensors reused from the heap, not page-faulted in anew
     resolve_vml_kernels()  # before any threaded erf/exp/tanh: see vml.py
     # Denormal floats (losses near the float floor make Adam's second moments ~1e-40) are up to
     # 100x slower on CPUs; flushing them to zero changes no update measurably (eps=1e-8

@@ -27,7 +27,6 @@ from activation_bench.engine.compiled import acts as compiled_acts
 from activation_bench.engine.compiled import mlp as compiled_mlp
 from activation_bench.engine.compiled import plain as plain_step
 from activation_bench.engine.compiled import store as compile_store
-from activation_bench.host import keep_freed_memory
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -58,18 +57,9 @@ def _inductor_default() -> str:
     return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
-def _steady_malloc() -> None:
-    """Keep freed buffers in the heap. The compiled step allocates its buffers afresh each call
-    (megabytes for a stack's weight gradient), and glibc gave such blocks back to the system and
-    mapped them again on the next call: one 3000-epoch sweep took 3.1 million page faults and 7.2 s
-    of system time (27.7 s against 19.6 s for the same sweep without them). With fixed thresholds:
-    0.22 million and 1.7 s, run after run."""
-    keep_freed_memory(32 << 20, 512 << 20)
-
-
 def _configure() -> None:
-    """Steady malloc, and inductor's caches (and the compile store) in the user cache directory."""
-    _steady_malloc()
+    """Inductor's caches (and the compile store) in the user cache directory (glibc keeps freed
+    buffers: train.train sets host.keep_freed_memory)."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir()
 
 
