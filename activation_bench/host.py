@@ -1,5 +1,6 @@
 """The machine this process runs on: its CPU (read from /proc/cpuinfo without importing torch),
-and how its C library keeps freed memory.
+and how its C library keeps freed memory; and how run summaries and reports name what a run ran on
+(the CPU, the thread count, a user's model code).
 
 A float32 result on CPU depends on the CPU model (it picks oneMKL's code branches) and on the
 number of torch threads (docs/reproducibility.md), so run summaries, checkpoints, the compile
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import platform
+from typing import Any
 
 
 @functools.cache
@@ -43,6 +45,16 @@ def torch_threads(n: int) -> str:
     return f"{n} torch thread{'s' * (n != 1)}"
 
 
+def describe_code(code: dict[str, Any]) -> str:
+    """A user's model code as a run recorded it (summary.json's `code`, the engine's
+    user_code.code_record) in words: 'mymodels/net.py and 2 more files, SHA-256 0f3a5b6c7d8e', with an
+    installed distribution's version ('(timm 1.0.9)'): the run summary's row and reports' provenance."""
+    more = len(code.get("files") or {}) - 1
+    files = f" and {more} more file{'s' if more > 1 else ''}" if more > 0 else ""
+    version = f" ({code['distribution']} {code['version']})" if code.get("version") else ""
+    return f"{code.get('file')}{files}{version}, SHA-256 {str(code['sha256'])[:12]}"
+
+
 # glibc's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD for a training process (keep_freed_memory)
 MMAP_THRESHOLD = 1 << 30
 TRIM_THRESHOLD = (1 << 31) - 1
@@ -57,8 +69,8 @@ def keep_freed_memory() -> None:
     the system and the next step page-faults them in again: 4 GPTs of nanoGPT's size, 60 steps and
     their evaluations, took 2.6 s of system time against 0.8 s and 1.09x the wall time; at 250
     steps 2.6 s against 1.1 s, the wall time within noise. A process that trains keeps its peak
-    memory mapped instead. Without glibc (another C library, not Linux)
-    nothing changes. Once per process."""
+    memory mapped instead. Without glibc (another C library, not Linux) nothing changes. Once per
+    process."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt

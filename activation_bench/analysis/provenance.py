@@ -17,7 +17,7 @@ from typing import Any
 from activation_bench import __version__
 from activation_bench.analysis.loading import Loaded
 from activation_bench.cfg import load_yaml
-from activation_bench.host import cpu_model, torch_threads
+from activation_bench.host import cpu_model, describe_code, torch_threads
 
 
 def _run_dirs(loaded: Loaded) -> list[Path]:
@@ -76,16 +76,6 @@ def _architectures(summaries: list[dict[str, Any]], config: Path | None) -> list
     return sorted(names)
 
 
-def _code(code: dict[str, Any]) -> str:
-    """A user's model code as a run recorded it: 'mymodels:Net from mymodels/net.py and 2 more files,
-    SHA-256 0f3a5b6c7d8e', with an installed distribution's version; the run summary's `code` row
-    says the same (engine/models/module.describe_code: analysis does not import the engine)."""
-    more = len(code.get("files") or {}) - 1
-    files = f" and {more} more file{'s' if more > 1 else ''}" if more > 0 else ""
-    version = f" ({code['distribution']} {code['version']})" if code.get("version") else ""
-    return f"{code.get('target')} from {code.get('file')}{files}{version}, SHA-256 {str(code['sha256'])[:12]}"
-
-
 def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
     """How to rerun it: the sweep command lines, one member's resolved config, versions, machine, dates."""
     import yaml
@@ -108,7 +98,8 @@ def provenance(loaded: Loaded, command: str) -> dict[str, Any]:
     versions = sorted({", ".join(f"{k} {v}" for k, v in sorted((s.get("versions") or {}).items()))
                        for s in summaries} - {""})
     created = sorted(str(s["created"]) for s in summaries if s.get("created"))
-    code = sorted({_code(s["code"]) for s in summaries if isinstance(s.get("code"), dict) and s["code"].get("sha256")})
+    code = sorted({f"{s['code'].get('target')} from {describe_code(s['code'])}" for s in summaries
+                   if isinstance(s.get("code"), dict) and s["code"].get("sha256")})
     return {
         "command": command, "sweeps": sweeps,
         "config_run": str(config[0]) if config else None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from activation_bench.engine.models.family import Family, Memory
+from activation_bench.host import describe_code
 
 if TYPE_CHECKING:
     from activation_bench.cfg import Cfg
@@ -38,15 +39,6 @@ def way(model: dict[str, Any]) -> str:
     if model.get("act_arg"):
         return f"through {model['act_arg']}="
     return "replacing " + ", ".join(str(t) for t in model.get("replace") or [])
-
-
-def describe_code(code: dict[str, Any]) -> str:
-    """A code record (summary.json's `code`, user_code.code_record) in words: 'mymodels/net.py and 2
-    more files, SHA-256 0f3a5b6c7d8e', with an installed distribution's version ('(timm 1.0.9)')."""
-    more = len(code.get("files") or {}) - 1
-    files = f" and {more} more file{'s' if more > 1 else ''}" if more > 0 else ""
-    version = f" ({code['distribution']} {code['version']})" if code.get("version") else ""
-    return f"{code.get('file')}{files}{version}, SHA-256 {str(code['sha256'])[:12]}"
 
 
 def _kwargs(model: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +95,7 @@ class Module(Family):
 
     def info_rows(self, info: dict[str, Any] | None) -> list[tuple[str, str]]:
         """'activation sites: 9 modules built through act_layer' (or '... replaced (torch.nn.ReLU)'),
-        and the code (describe_code)."""
+        and the code (host.describe_code)."""
         sites = (info or {}).get("activation_sites")
         if not sites:
             return []

@@ -125,13 +125,12 @@ def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
 
     first = ordered[0]
     expected, what = user_module.expected_output(first, 1)
-    shape = model_input_shape(first)
-    sample = user_module.sample_rows(shape, text.is_text(first.data))
+    shape, is_text = model_input_shape(first), text.is_text(first.data)
+    sample = user_module.sample_rows(shape, is_text)
     members = [user_module.member(c, device, dtype, sample) for c in ordered]
     info = user_module.probe(first)
     row_values = len(members) * (info.values_per_row + sum(info.site_widths))
-    return VmapStack(members, shape, expected, what,
-                     (len(info.site_widths), text.is_text(first.data), row_values))
+    return VmapStack(members, shape, expected, what, (len(info.site_widths), is_text, row_values))
 
 
 def probe(cfg: Any, where: str = "") -> None:
