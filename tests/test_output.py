@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from activation_bench.cli.main import app
 from activation_bench.runs import orchestrate
+from activation_bench.runs.progress import SweepProgress
 from tests.conftest import TINY
 
 
@@ -58,7 +59,7 @@ def test_run_summary_and_sweep_grid_keep_paths_and_values_whole(runner: CliRunne
 def test_sweep_progress_moves_by_epochs_within_a_stack_and_counts_model_steps(tmp_path: Path) -> None:
     # two stacks (lr values), 3 members each; batch_size=4 of 6 samples: 2 optimiser steps an epoch
     p = orchestrate.plan(["lr=0.01,0.02", "seed=range(3)", "batch_size=4", *TINY], tmp_path, "prog")
-    seen: list[orchestrate.SweepProgress] = []
+    seen: list[SweepProgress] = []
     assert orchestrate.train_members(p, list(range(6)), 1024.0, False, seen.append) == 6
     first = [s for s in seen if s.stack == 1 and s.epochs]
     assert [s.epoch for s in first] == [1, 2, 3, 4]  # every epoch of the stack, before it finishes

@@ -227,6 +227,7 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
 
     from activation_bench.engine.checkpoint import Preempted
     from activation_bench.runs import checkpoint, launching, orchestrate
+    from activation_bench.runs.progress import SweepProgress
 
     console = Console(stderr=True)
     skipped = len(p.members) - len(todo)
@@ -240,10 +241,11 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     task = progress.add_task("sweep", total=total, completed=skipped, status=f"{skipped}/{total} members")
     start = time.perf_counter()
 
-    def on_progress(now: orchestrate.SweepProgress) -> None:
+    def on_progress(now: SweepProgress) -> None:
         parts = [f"{skipped + now.finished}/{total} members"]
         if now.epochs:  # a stack is training: where it is
-            parts.append(f"stack {now.stack}/{now.stacks} epoch {now.epoch}/{now.epochs}")
+            stack = f"stacks {now.stack}+{now.beside}" if now.beside else f"stack {now.stack}"
+            parts.append(f"{stack}/{now.stacks} epoch {now.epoch}/{now.epochs}")
         seconds = time.perf_counter() - start
         if now.steps and seconds > 0:
             parts.append(f"{now.steps / seconds:,.0f} model-steps/s")
@@ -259,7 +261,7 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
                                    threads)
             elif todo:
                 with checkpoint.handling_signals():
-                    orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice)
+                    orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice, beside=True)
     except Preempted as stop:
         path, have, missing = orchestrate.build_results(p)
         where = f"; checkpoint written at epoch {stop.epoch}/{stop.epochs}" if stop.epochs else ""

@@ -148,9 +148,35 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
 def _plan_engine(cfgs: Sequence[Cfg], store: bool = True) -> tuple[str, str]:
     """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
     first = cfgs[0]
-    n = data_shapes(first)[0]
-    rows = min(first.batch_size or n, n)
-    return compiled.plan(first, len(cfgs), first.epochs * -(-n // rows), rows, store)
+    return compiled.plan(first, len(cfgs), *_steps_rows(first), store)
+
+
+def _steps_rows(cfg: Cfg) -> tuple[int, int]:
+    """(optimiser steps over the whole run, rows a step)."""
+    n = data_shapes(cfg)[0]
+    rows = min(cfg.batch_size or n, n)
+    return cfg.epochs * -(-n // rows), rows
+
+
+BESIDE_MIN_S = 1.0  # estimated eager seconds a stack needs before a thread of its own pays for itself
+
+
+def trains_beside(cfgs: Sequence[Cfg], store: bool = True) -> bool:
+    """Whether this stack may train in a thread beside another stack (runs/beside.py): on the CPU,
+    eager as planned with `store` (a compiled step is not thread-safe), of a family that allows it
+    (Family.trains_beside), without a user's activation module (its code may draw from the global
+    RNG), on generated data (real and text data come from per-process caches), and with at least
+    BESIDE_MIN_S seconds of estimated work."""
+    first = cfgs[0]
+    family = registry.of(first)
+    if resolve_device(first.device) != "cpu" or not family.trains_beside:
+        return False
+    if text.is_text(first.data) or tables.is_real(first.data) or any(c.activation.get("_target_") for c in cfgs):
+        return False
+    if _plan_engine(cfgs, store)[0] != "eager":
+        return False
+    steps, rows = _steps_rows(first)
+    return compiled.work_s(len(cfgs), steps, rows * family.macs(first)) >= BESIDE_MIN_S
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,

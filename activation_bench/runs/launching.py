@@ -15,7 +15,8 @@ from pathlib import Path
 
 from activation_bench.errors import UsageError
 from activation_bench.runs import store
-from activation_bench.runs.orchestrate import Notice, Progress, SweepPlan, SweepProgress, done_hashes, steps_per_epoch
+from activation_bench.runs.orchestrate import Notice, SweepPlan, done_hashes, steps_per_epoch
+from activation_bench.runs.progress import Progress, SweepProgress
 
 LAUNCHERS = {
     "basic": None,

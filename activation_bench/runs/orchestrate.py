@@ -7,6 +7,7 @@ call into this module; none of them trains or writes files any other way.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import sys
@@ -20,8 +21,11 @@ from activation_bench.runs import store
 from activation_bench.runs.contents import COLUMNS
 from activation_bench.runs.labels import sweep_labels
 from activation_bench.runs.memory import check_memory, stack_budget_mb
+from activation_bench.runs.progress import Progress, Tally
 
 if TYPE_CHECKING:
+    from threading import Event
+
     from activation_bench.cfg import Cfg
     from activation_bench.engine.train import RunResult
 
@@ -31,22 +35,6 @@ Notice = Callable[[str], None]
 def stderr_line(line: str) -> None:
     """A notice where the caller gives none (a single run, a launcher's job): one line on stderr."""
     print(line, file=sys.stderr, flush=True)
-
-
-@dataclass
-class SweepProgress:
-    """Where a sweep stands; reported after every epoch of a stack (counts, no formatting)."""
-
-    finished: int  # members finished so far
-    members: float  # the same, fractional while a stack trains (its members count by epochs done)
-    steps: int  # model-steps taken so far: members x optimiser steps
-    epoch: int = 0  # epochs done by the stack training now (0 with a launcher)
-    epochs: int = 0
-    stack: int = 0  # that stack's number (1-based), of `stacks`
-    stacks: int = 0
-
-
-Progress = Callable[[SweepProgress], None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,52 +255,78 @@ def _same_code(p: SweepPlan, done: dict[str, tuple[Path, dict]]) -> None:
 
 
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
-                  on_progress: Progress | None = None, notice: Notice | None = None) -> int:
+                  on_progress: Progress | None = None, notice: Notice | None = None, beside: bool = False) -> int:
     """Train the given members in stacks and write one run directory each. Returns count written.
     A stack with a checkpoint in the sweep's directory resumes from it, as the same stack; each
-    stack writes checkpoints when due, and stops with checkpoint.Preempted at a signal."""
-    from torch import get_num_threads
-
-    from activation_bench.engine import train
+    stack writes checkpoints when due, and stops with checkpoint.Preempted at a signal. With
+    `beside`, two consecutive stacks that may (runs/beside.py) train at once, in two threads."""
+    from activation_bench.runs import beside as two
     from activation_bench.runs import checkpoint
 
     store.clean_stale_temps(p.directory)
     checkpoint.clean_stale(p.directory)
     say = notice or stderr_line
-    stacks = _stacks(p, indices, memory_mb, force)
-    trained = steps = 0
+    stacks, budget = _stacks(p, indices, memory_mb, force)
+    tally = Tally(on_progress, len(stacks))
     engines = _auto_engines(p, force)
-
-    for k, members in enumerate(stacks, 1):
+    pairs = beside and len(stacks) > 1 and two.pays()
+    k = 0
+    while k < len(stacks):
         checkpoint.SIGNAL_STATE.check()  # a signal between stacks: stop before the next one
-        per_epoch = len(members) * steps_per_epoch(p.cfgs[members[0]])
+        saved = "eager" not in engines  # engine=auto may look for a saved compiled step
+        two_at_once = pairs and two.pair([[p.cfgs[i] for i in s] for s in stacks[k:k + 2]], budget, saved)
+        wave = [k, k + 1] if two_at_once else [k]
+        hooks = {j: checkpoint.StackCheckpoints(p.directory, [p.hashes[i] for i in stacks[j]],
+                                                p.cfgs[stacks[j][0]].get("checkpoint"), say,
+                                                f"stack {j + 1}/{len(stacks)} ({len(stacks[j])} members)")
+                 for j in wave}
+        tasks = [functools.partial(_train_stack, p, stacks[j], j, hooks[j], tally, say, saved) for j in wave]
+        outcomes = two.train_both(*tasks) if len(tasks) == 2 else (two.Outcome(tasks[0](None)),)
+        for j, outcome in zip(wave, outcomes):
+            if outcome.results is not None:
+                _finish(p, stacks[j], outcome.results, j, len(stacks), engines, force, notice, hooks[j])
+                tally.finish(j, p.cfgs[stacks[j][0]].epochs)
+        if (error := two.first_error(outcomes)) is not None:
+            raise error
+        k += len(wave)
+    return tally.finished
 
-        def progress(done: int, total: int, _loss: Any, base: int = trained, size: int = len(members),
-                     base_steps: int = steps, per_epoch: int = per_epoch, k: int = k) -> None:
-            if on_progress is not None:
-                on_progress(SweepProgress(base, base + size * done / total, base_steps + per_epoch * done,
-                                          done, total, k, len(stacks)))
 
-        hooks = checkpoint.StackCheckpoints(p.directory, [p.hashes[i] for i in members],
-                                            p.cfgs[members[0]].get("checkpoint"), say,
-                                            f"stack {k}/{len(stacks)} ({len(members)} members)")
-        results = train.train([p.cfgs[i] for i in members], progress, say, hooks, store="eager" not in engines)
-        if p.cfgs[members[0]].engine == "auto" and results:
-            if results[0].engine == "eager" and "compiled" in engines:
-                say(f"engine eager for stack {k}/{len(stacks)} (auto: its compiled step is not saved on this "
-                    "machine, while this sweep's earlier members trained compiled)")
-            engines.add(results[0].engine)
-        store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
-                         for i, r in zip(members, results)], replace=force, processes=get_num_threads())
-        hooks.remove()
-        for i, result in zip(members, results):
-            if result.status == "diverged" and notice is not None:
-                notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
-        trained += len(members)
-        steps += per_epoch * p.cfgs[members[0]].epochs
-        if on_progress is not None:
-            on_progress(SweepProgress(trained, trained, steps, stack=k, stacks=len(stacks)))
-    return trained
+def _train_stack(p: SweepPlan, members: list[int], j: int, hooks: Any, tally: Tally, say: Notice, saved: bool,
+                 cancel: Event | None) -> list[RunResult]:
+    """Train stack number j (0-based); its progress goes to `tally`, and it stops with
+    beside.Cancelled at an epoch's end once `cancel` is set (the stack beside it failed)."""
+    from activation_bench.engine import train
+    from activation_bench.runs.beside import Cancelled
+
+    first = p.cfgs[members[0]]
+    tally.start(j, len(members), len(members) * steps_per_epoch(first), first.epochs)
+
+    def progress(done: int, total: int, _loss: Any) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled
+        tally.epoch(j, done, total)
+
+    return train.train([p.cfgs[i] for i in members], progress, say, hooks, store=saved)
+
+
+def _finish(p: SweepPlan, members: list[int], results: list[RunResult], j: int, stacks: int, engines: set[str],
+            force: bool, notice: Notice | None, hooks: Any) -> None:
+    """Write one trained stack's run directories (forked writers: no second thread trains now) and
+    drop its checkpoint; engine=auto's engines and the diverged members are said."""
+    from torch import get_num_threads
+
+    if p.cfgs[members[0]].engine == "auto" and results:
+        if results[0].engine == "eager" and "compiled" in engines:
+            (notice or stderr_line)(f"engine eager for stack {j + 1}/{stacks} (auto: its compiled step is not "
+                                    "saved on this machine, while this sweep's earlier members trained compiled)")
+        engines.add(results[0].engine)
+    store.write_runs([(p.directory / p.names[i], p.cfgs[i], r, p.hashes[i], p.labels[i])
+                     for i, r in zip(members, results)], replace=force, processes=get_num_threads())
+    hooks.remove()
+    for i, result in zip(members, results):
+        if result.status == "diverged" and notice is not None:
+            notice(f"diverged: {p.names[i]} (loss not finite or exploded at epoch {result.diverged_epoch})")
 
 
 def _auto_engines(p: SweepPlan, force: bool) -> set[str]:
@@ -327,10 +341,12 @@ def _auto_engines(p: SweepPlan, force: bool) -> set[str]:
     return {s.get("engine", "eager") for h, (_, s) in done_hashes(p.directory).items() if h in auto}
 
 
-def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool) -> list[list[int]]:
-    """The members' stacks (plan indices): first each stack a checkpoint holds whose members are
-    all to train here (it resumes as the same stack), then the rest as plan_stacks groups them.
-    A checkpoint whose members have all finished is removed (never with --force)."""
+def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float,
+            force: bool) -> tuple[list[list[int]], float]:
+    """The members' stacks (plan indices), and the memory budget of one stack: first each stack a
+    checkpoint holds whose members are all to train here (it resumes as the same stack), then the
+    rest as plan_stacks groups them. A checkpoint whose members have all finished is removed (never
+    with --force)."""
     from activation_bench.engine import plan
     from activation_bench.runs import checkpoint
 
@@ -348,8 +364,8 @@ def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool)
     taken = {i for s in resumed for i in s}
     rest = [i for i in indices if i not in taken]
     cfgs = [p.cfgs[i] for i in rest]
-    budget = stack_budget_mb(memory_mb, plan.resolve_device(cfgs[0].device)) if cfgs else memory_mb
-    return resumed + [[rest[j] for j in s] for s in plan.plan_stacks(cfgs, budget)]
+    budget = stack_budget_mb(memory_mb, plan.resolve_device(p.cfgs[indices[0]].device)) if indices else memory_mb
+    return resumed + [[rest[j] for j in s] for s in plan.plan_stacks(cfgs, budget)], budget
 
 
 def steps_per_epoch(cfg: Cfg) -> int:

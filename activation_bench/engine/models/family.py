@@ -30,6 +30,9 @@ class Family:
     name: str = ""
     schema: type = object  # the dataclass Hydra checks model.* against (configs/model/NAME.yaml extends it)
     eval_rows: int | None = None  # evaluation passes take this many rows at a time (None: a split at once)
+    # two of its eager CPU stacks may train at once, in two threads of one process (runs/beside.py):
+    # its torch side draws from its members' own generators only and keeps no state between stacks
+    trains_beside: bool = False
 
     # -- configuration side (no torch) --
     def validate(self, cfg: Cfg, where: str) -> None:

@@ -41,6 +41,7 @@ def widths(cfg: Cfg) -> tuple[int, int]:
 class MLP(Family):
     name = "mlp"
     schema = MLPConfig
+    trains_beside = True
 
     def validate(self, cfg: Cfg, where: str) -> None:
         from activation_bench.engine.models import checks as v
