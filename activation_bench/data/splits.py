@@ -6,6 +6,7 @@ their labels are int64 class indices, never scaled; image pixels are standardise
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,14 +50,16 @@ def split_arrays(cfg: Cfg) -> Split:
 
 _SPLITS: dict[tuple, Split] = {}
 _MAX_SPLITS = 512
+_LOCK = threading.RLock()  # two stacks may load their members' splits at once (runs/beside.py)
 
 
 def _split_cached(key: tuple, make: Callable[[], Split]) -> Split:
-    if key not in _SPLITS:
-        if len(_SPLITS) >= _MAX_SPLITS:
-            _SPLITS.pop(next(iter(_SPLITS)))
-        _SPLITS[key] = make()
-    return _SPLITS[key]
+    with _LOCK:
+        if key not in _SPLITS:
+            if len(_SPLITS) >= _MAX_SPLITS:
+                _SPLITS.pop(next(iter(_SPLITS)))
+            _SPLITS[key] = make()
+        return _SPLITS[key]
 
 
 def _split(cfg: Cfg) -> Split:

@@ -44,6 +44,9 @@ IMAGES = images.NAMES  # read from the standard image files, with a fixed test s
 FIXED_TEST = (*GENERATED, *IMAGES)
 CLASSIFICATION = (*CLASS_TABLES, *GENERATED, *IMAGES)  # sources whose task is classification
 REAL = (*TABLES, *CLASSIFICATION, "csv", "function")
+# loaded by functions of the config alone (no package's global state: mnist1d reseeds NumPy's), so two
+# stacks may load them at once (runs/beside.py); image files are not among them
+THREAD_SAFE = (*TABLES, *CLASS_TABLES, "csv", "function")
 # keys that only real and function tasks use; the synthetic data leaves them null
 REAL_KEYS = ("path", "sha256", "features", "fn", "val_fraction", "test_fraction", "standardize", "dropna")
 MIN_TRAIN = 2  # standardising needs a spread
