@@ -3,8 +3,8 @@
 
 Why: the eager step of a small model is about 160 small operations and the Python between them; one
 stack alone leaves the cores idle for part of each step, and a second stack's step fills them.
-Measured on the reference grid (docs/performance.md): 1.12-1.23x on training, at torch's two threads
-each on two cores.
+Measured on the reference grid's two stacks of 240 (docs/performance.md), on two cores: training
+1.60-1.68x faster at one torch thread each, 1.05-1.32x at two threads each.
 
 Each member keeps its bits: torch's operations read their inputs and the thread count only (ATen
 gives a new thread the process's count at its first parallel operation, so a run records the count
@@ -44,9 +44,10 @@ Task = Callable[[threading.Event], list[Any]]  # trains one stack; raises Cancel
 
 
 def pays() -> bool:
-    """Whether two stacks at once pay on this machine at torch's thread count: measured at two threads
-    each on two cores (four threads on two cores: the gain above); where both stacks' threads fit the
-    cores they do not compete for them. More threads than that were not measured: one at a time."""
+    """Whether two stacks at once pay on this machine at torch's thread count: measured at one and two
+    threads each on two cores (the gains above; at two, four threads share two cores); where both
+    stacks' threads fit the cores they do not compete for them. Beyond that (more threads than the
+    cores hold twice, such as torch's default on a larger machine) not measured: one at a time."""
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
