@@ -4,6 +4,7 @@ error in one stack cancels the other; the progress of both."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -16,7 +17,9 @@ from activation_bench.engine.checkpoint import Preempted
 from activation_bench.engine.plan import member_bytes
 from activation_bench.runs import beside, orchestrate
 from activation_bench.runs.progress import SweepProgress
+from tests import test_checkpoint
 from tests.test_checkpoint import MINI, _run, assert_same_outputs
+from tests.test_transformer import TINY_GPT, WHOLE
 
 # two stacks of four members (model.hidden_dim splits them), each with its own data order and dropout
 GRID = ["activation=gelu,relu", "seed=0,1", "model.hidden_dim=5,6", *MINI[:2], *MINI[3:], "model.dropout=0.2"]
@@ -73,6 +76,35 @@ def test_paired_sweep_of_a_table_equals_one_stack_at_a_time(runner, tmp_path, mo
     assert both.exit_code == 0, both.output
     assert calls == [2]
     assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
+def test_a_gpt_sweep_of_one_stack_trains_as_two_halves_at_once(runner, tmp_path, monkeypatch):
+    """Four seeds of a GPT (one stack) with dropout: paired as two stacks of two, every file equals
+    the stack of four's, the whole test split judged."""
+    grid = [*TINY_GPT, *WHOLE, "data=python_docs", "model.dropout=0.1", "seed=range(4)"]
+    ref = _run(runner, tmp_path / "ref", grid, monkeypatch, command="sweep")
+    assert ref.exit_code == 0, ref.output
+    calls = _pair_all(monkeypatch)
+    both = _run(runner, tmp_path / "b", grid, monkeypatch, command="sweep")
+    assert both.exit_code == 0, both.output
+    assert calls == [2]
+    sizes = {json.loads(f.read_text())["stack_size"] for f in (tmp_path / "b" / "r").glob("*/summary.json")}
+    assert sizes == {2}
+    monkeypatch.setattr(test_checkpoint, "TIMING", (*test_checkpoint.TIMING, "stack_size"))  # 4 against 2
+    assert_same_outputs(tmp_path / "ref" / "r", tmp_path / "b" / "r")
+
+
+def test_halves_split_a_stack_that_would_train_alone():
+    def anything(_stacks):
+        return True
+
+    eight, three = list(range(8)), [8, 9, 10]
+    assert beside.halves([eight], 0, anything) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert beside.halves([eight], 1, anything) == [eight]  # resumed from its checkpoint: as it was
+    assert beside.halves([three], 0, anything) == [three]  # a half of one member may train padded
+    assert beside.halves([eight, three], 0, anything) == [eight, three]  # a pair already
+    assert beside.halves([eight, three, eight], 0, anything) == [eight, three, [0, 1, 2, 3], [4, 5, 6, 7]]
+    assert beside.halves([eight], 0, lambda _stacks: False) == [eight]
 
 
 def test_paired_sweep_stopped_by_a_signal_resumes_bit_for_bit(runner, tmp_path, monkeypatch):
@@ -132,7 +164,7 @@ def test_which_stacks_may_train_beside(monkeypatch):
 def test_two_stacks_pair_only_within_one_stack_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(train, "BESIDE_MIN_S", 0.0)
     p = orchestrate.plan(GRID, tmp_path, "s")
-    stacks, _ = orchestrate._stacks(p, range(8), 1024.0, False)
+    stacks, _, _ = orchestrate._stacks(p, range(8), 1024.0, False)
     assert [len(s) for s in stacks] == [4, 4]
     cfgs = [[p.cfgs[i] for i in s] for s in stacks]
     assert beside.pair(cfgs, 1024.0)

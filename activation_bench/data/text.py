@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -242,19 +243,21 @@ def make_dataset(cfg: Cfg) -> Dataset:
     their next characters [windows, block_size], x_test / y_test the test split's (the whole split's
     non-overlapping windows by default, else `data.eval_windows` fixed windows as validation's); info:
     source, sizes, the characters each held-out split scores, vocabulary (and sha256 for a file)."""
-    c = corpus(cfg.data)
-    whole = judges_whole(cfg.data)
-    block = block_size(cfg)
-    count = int(cfg.data.val_windows if whole else cfg.data.eval_windows)
-    key = (id(c), block, count, whole)
-    if key not in _DATASETS or _DATASETS[key][0] is not c:
-        _DATASETS[key] = (c, _dataset(c, block, count, whole))
-        if len(_DATASETS) > 32:
-            _DATASETS.pop(next(iter(_DATASETS)))
-    return _DATASETS[key][1]
+    with _LOCK:
+        c = corpus(cfg.data)
+        whole = judges_whole(cfg.data)
+        block = block_size(cfg)
+        count = int(cfg.data.val_windows if whole else cfg.data.eval_windows)
+        key = (id(c), block, count, whole)
+        if key not in _DATASETS or _DATASETS[key][0] is not c:
+            _DATASETS[key] = (c, _dataset(c, block, count, whole))
+            if len(_DATASETS) > 32:
+                _DATASETS.pop(next(iter(_DATASETS)))
+        return _DATASETS[key][1]
 
 
 _DATASETS: dict[tuple[int, int, int, bool], tuple[Corpus, Any]] = {}
+_LOCK = threading.RLock()  # two stacks may load their text at once (runs/beside.py): read and cut once
 
 
 def _dataset(c: Corpus, block: int, count: int, whole: bool = False) -> Dataset:

@@ -165,14 +165,14 @@ def trains_beside(cfgs: Sequence[Cfg], store: bool = True) -> bool:
     """Whether this stack may train in a thread beside another stack (runs/beside.py): on the CPU,
     eager as planned with `store` (a compiled step is not thread-safe), of a family that allows it
     (Family.trains_beside), without a user's activation module (its code may draw from the global
-    RNG), on synthetic data or a table or function task (tables.THREAD_SAFE: not text, images or
+    RNG), on data loaded from the config alone (synthetic, text, tables.THREAD_SAFE: not images or
     mnist1d), and with at least BESIDE_MIN_S seconds of estimated work."""
     first = cfgs[0]
     family = registry.of(first)
     if resolve_device(first.device) != "cpu" or not family.trains_beside:
         return False
     data = first.data
-    if text.is_text(data) or (tables.is_real(data) and data.name not in tables.THREAD_SAFE):
+    if tables.is_real(data) and data.name not in tables.THREAD_SAFE:
         return False
     if any(c.activation.get("_target_") for c in cfgs):
         return False

@@ -66,6 +66,27 @@ def pair(stacks: Sequence[Sequence[Cfg]], budget_mb: float, store: bool = True) 
     return sum(plan.member_bytes(c) for s in stacks for c in s) / 2**20 <= budget_mb
 
 
+def halves(stacks: list[list[int]], fixed: int, can_pair: Callable[[list[list[int]]], bool]) -> list[list[int]]:
+    """The stacks, with each that would train alone (no partner next to it: `can_pair` of it and the
+    next is false) split into two halves that train at once, where it has at least four members (a
+    stack of one may train padded: Family.pads_alone) and `can_pair` its halves. The first `fixed`
+    stacks (resumed from checkpoints, as the same stacks) are never split. A member's losses do not
+    depend on its stack's size (docs/reproducibility.md)."""
+    out = list(stacks)
+    i = 0
+    while i < len(out):
+        if i + 1 < len(out) and can_pair(out[i:i + 2]):
+            i += 2
+            continue
+        half = len(out[i]) // 2
+        if i >= fixed and half >= 2 and can_pair([out[i][:half], out[i][half:]]):
+            out[i:i + 1] = [out[i][:half], out[i][half:]]
+            i += 2
+            continue
+        i += 1
+    return out
+
+
 def train_both(here: Task, there: Task) -> tuple[Outcome, Outcome]:
     """Run `there` in a second thread while `here` runs in this one; return when both have ended.
     Where one ends with an error other than Preempted (a signal stops both, through the shared

@@ -266,10 +266,16 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     store.clean_stale_temps(p.directory)
     checkpoint.clean_stale(p.directory)
     say = notice or stderr_line
-    stacks, budget = _stacks(p, indices, memory_mb, force)
-    tally = Tally(on_progress, len(stacks))
+    stacks, budget, resumed = _stacks(p, indices, memory_mb, force)
     engines = _auto_engines(p, force)
-    pairs = beside and len(stacks) > 1 and two.pays()
+    pairs = beside and bool(stacks) and two.pays()
+    if pairs:  # a stack that would train alone goes as two halves at once
+
+        def can_pair(two_stacks: list[list[int]]) -> bool:
+            return two.pair([[p.cfgs[i] for i in s] for s in two_stacks], budget, "eager" not in engines)
+
+        stacks = two.halves(stacks, resumed, can_pair)
+    tally = Tally(on_progress, len(stacks))
     k = 0
     while k < len(stacks):
         checkpoint.SIGNAL_STATE.check()  # a signal between stacks: stop before the next one
@@ -342,11 +348,11 @@ def _auto_engines(p: SweepPlan, force: bool) -> set[str]:
 
 
 def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float,
-            force: bool) -> tuple[list[list[int]], float]:
-    """The members' stacks (plan indices), and the memory budget of one stack: first each stack a
-    checkpoint holds whose members are all to train here (it resumes as the same stack), then the
-    rest as plan_stacks groups them. A checkpoint whose members have all finished is removed (never
-    with --force)."""
+            force: bool) -> tuple[list[list[int]], float, int]:
+    """The members' stacks (plan indices), the memory budget of one stack and how many stacks lead
+    the list as checkpoints hold them: first each stack a checkpoint holds whose members are all to
+    train here (it resumes as the same stack), then the rest as plan_stacks groups them. A
+    checkpoint whose members have all finished is removed (never with --force)."""
     from activation_bench.engine import plan
     from activation_bench.runs import checkpoint
 
@@ -365,7 +371,7 @@ def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float,
     rest = [i for i in indices if i not in taken]
     cfgs = [p.cfgs[i] for i in rest]
     budget = stack_budget_mb(memory_mb, plan.resolve_device(p.cfgs[indices[0]].device)) if indices else memory_mb
-    return resumed + [[rest[j] for j in s] for s in plan.plan_stacks(cfgs, budget)], budget
+    return resumed + [[rest[j] for j in s] for s in plan.plan_stacks(cfgs, budget)], budget, len(resumed)
 
 
 def steps_per_epoch(cfg: Cfg) -> int:

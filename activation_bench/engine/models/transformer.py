@@ -64,6 +64,7 @@ def _vocab(cfg: Cfg) -> int:
 class Transformer(Family):
     name = "transformer"
     schema = TransformerConfig
+    trains_beside = True  # every dropout mask from the member's own stream (stacked_gpt.py)
     # evaluation passes take CHUNK windows at a time, as a whole split's do (whole_split.py): one pass
     # over nanoGPT's 240 sampled windows streams [members, 15,360, 512] activations through memory;
     # 64 windows a pass took 1.5-1.9 s against 2.4-2.8 s for 4 members (2026-12-02), the same bits
