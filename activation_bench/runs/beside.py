@@ -1,5 +1,6 @@
 """Two eager stacks trained at once: one in the calling thread, one in a second thread
-(`orchestrate.train_members` pairs them where `engine.train.trains_beside` allows and `pays` says so).
+(`orchestrate.train_members` pairs them where `engine.train.trains_beside` allows and `pays` says so,
+and splits a stack that would train alone in two halves: `halves`).
 
 Why: the eager step of a small model is about 160 small operations and the Python between them; one
 stack alone leaves the cores idle for part of each step, and a second stack's step fills them.
