@@ -259,7 +259,8 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     """Train the given members in stacks and write one run directory each. Returns count written.
     A stack with a checkpoint in the sweep's directory resumes from it, as the same stack; each
     stack writes checkpoints when due, and stops with checkpoint.Preempted at a signal. With
-    `beside`, two consecutive stacks that may (runs/beside.py) train at once, in two threads."""
+    `beside`, two consecutive stacks that may (runs/beside.py) train at once, in two threads, and a
+    stack that would train alone trains as two halves at once (beside.halves)."""
     from activation_bench.runs import beside as two
     from activation_bench.runs import checkpoint
 
