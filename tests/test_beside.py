@@ -12,7 +12,7 @@ import torch
 
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.data import splits
-from activation_bench.engine import train
+from activation_bench.engine import plan
 from activation_bench.engine.checkpoint import Preempted
 from activation_bench.engine.plan import member_bytes
 from activation_bench.runs import beside, orchestrate
@@ -34,7 +34,7 @@ def _pair_all(monkeypatch) -> list[int]:
         calls.append(len(tasks))
         return real(*tasks)
 
-    monkeypatch.setattr(train, "BESIDE_MIN_S", 0.0)
+    monkeypatch.setattr(plan, "BESIDE_MIN_S", 0.0)
     monkeypatch.setattr(beside, "pays", lambda: True)
     monkeypatch.setattr(beside, "train_both", counting)
     return calls
@@ -145,24 +145,24 @@ def test_one_stack_at_a_time_without_beside(tmp_path, paired):
 
 def test_which_stacks_may_train_beside(monkeypatch):
     cfgs = compose_many([[*MINI, f"seed={s}"] for s in range(4)])
-    assert not train.trains_beside(cfgs)  # a few milliseconds of work: a thread does not pay
-    monkeypatch.setattr(train, "BESIDE_MIN_S", 0.0)
-    assert train.trains_beside(cfgs)
+    assert not plan.trains_beside(cfgs)  # a few milliseconds of work: a thread does not pay
+    monkeypatch.setattr(plan, "BESIDE_MIN_S", 0.0)
+    assert plan.trains_beside(cfgs)
     refused = {
         "a user's activation module": [*MINI, "activation=custom", "activation._target_=act_helpers.ScaledTanh"],
         "mnist1d (its package reseeds NumPy's global generator)": ["data=mnist1d", "epochs=1"],
         "a family that does not allow it": ["model=cnn", "data=mnist1d", "epochs=1"],
     }
-    assert train.trains_beside([compose(["data=diabetes", "epochs=2"])])  # a table: split under a lock
+    assert plan.trains_beside([compose(["data=diabetes", "epochs=2"])])  # a table: split under a lock
     for why, overrides in refused.items():
-        assert not train.trains_beside([compose(overrides)]), why
+        assert not plan.trains_beside([compose(overrides)]), why
     for engine in ("compiled", "saved"):  # a compiled step is not thread-safe (dynamo)
-        monkeypatch.setattr(train, "_plan_engine", lambda _cfgs, _store=True, e=engine: (e, "requested"))
-        assert not train.trains_beside(cfgs), engine
+        monkeypatch.setattr(plan, "planned_engine", lambda _cfgs, _store=True, e=engine: (e, "requested"))
+        assert not plan.trains_beside(cfgs), engine
 
 
 def test_two_stacks_pair_only_within_one_stack_budget(tmp_path, monkeypatch):
-    monkeypatch.setattr(train, "BESIDE_MIN_S", 0.0)
+    monkeypatch.setattr(plan, "BESIDE_MIN_S", 0.0)
     p = orchestrate.plan(GRID, tmp_path, "s")
     stacks, _, _ = orchestrate._stacks(p, range(8), 1024.0, False)
     assert [len(s) for s in stacks] == [4, 4]

@@ -82,9 +82,9 @@ def test_auto_counts_a_convnets_convolutions_as_their_im2col_products():
     cfg = compose(["model=cnn", "data=mnist1d", "engine=auto", "batch_size=100", "epochs=2"])
     # MNIST-1D's CNN: 19, 10 and 5 positions of 5, 75 and 75 inputs to 25 channels, then 125 -> 10
     assert registry.of(cfg).macs(cfg) == 19 * 5 * 25 + 10 * 75 * 25 + 5 * 75 * 25 + 125 * 10
-    assert train._plan_engine([cfg] * 80) == ("eager", "auto: estimated eager time 3.9 s < 120 s")
+    assert plan.planned_engine([cfg] * 80) == ("eager", "auto: estimated eager time 3.9 s < 120 s")
     long = compose(["model=cnn", "data=mnist1d", "engine=auto", "batch_size=100", "epochs=100"])
-    assert train._plan_engine([long] * 80)[0] == ("compiled" if compiled.compiler_missing() is None else "eager")
+    assert plan.planned_engine([long] * 80)[0] == ("compiled" if compiled.compiler_missing() is None else "eager")
 
 
 def test_a_tiny_run_with_auto_stays_eager_and_says_nothing_but_records_it(runner, runs_dir):

@@ -1,7 +1,8 @@
 """Planning a sweep's training, in arithmetic on configs (nothing is built or trained here): each
 member's data shapes and outputs, which members can share a stack (`stack_key`), how much memory a
-member takes (`member_bytes`), and the stacks a grid is cut into (`plan_stacks`). The training
-engine (train.py), the memory check (runs/memory.py) and the sweep orchestration use these."""
+member takes (`member_bytes`), the stacks a grid is cut into (`plan_stacks`), the engine a stack
+will train with (`planned_engine`) and whether it may train beside another (`trains_beside`). The
+training engine (train.py), the memory check (runs/memory.py) and the sweep orchestration use these."""
 
 from __future__ import annotations
 
@@ -123,3 +124,44 @@ def plan_stacks(cfgs: Sequence[Cfg], memory_mb: float = 1024.0, max_members: int
         size = -(-len(idx) // n_chunks)
         stacks.extend(idx[i : i + size] for i in range(0, len(idx), size))
     return stacks
+
+
+def planned_engine(cfgs: Sequence[Cfg], store: bool = True) -> tuple[str, str]:
+    """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
+    from activation_bench.engine.compiled import choose as compiled
+
+    first = cfgs[0]
+    return compiled.plan(first, len(cfgs), *steps_rows(first), store)
+
+
+def steps_rows(cfg: Cfg) -> tuple[int, int]:
+    """(optimiser steps over the whole run, rows a step)."""
+    n = data_shapes(cfg)[0]
+    rows = min(cfg.batch_size or n, n)
+    return cfg.epochs * -(-n // rows), rows
+
+
+BESIDE_MIN_S = 1.0  # estimated eager seconds a stack needs before a thread of its own pays for itself
+
+
+def trains_beside(cfgs: Sequence[Cfg], store: bool = True) -> bool:
+    """Whether this stack may train in a thread beside another stack (runs/beside.py): on the CPU,
+    eager as planned with `store` (a compiled step is not thread-safe), of a family that allows it
+    (Family.trains_beside), without a user's activation module (its code may draw from the global
+    RNG), on data loaded from the config alone (synthetic, text, tables.THREAD_SAFE: not images or
+    mnist1d), and with at least BESIDE_MIN_S seconds of estimated work."""
+    from activation_bench.engine.compiled.choose import work_s
+
+    first = cfgs[0]
+    family = registry.of(first)
+    if resolve_device(first.device) != "cpu" or not family.trains_beside:
+        return False
+    data = first.data
+    if tables.is_real(data) and data.name not in tables.THREAD_SAFE:
+        return False
+    if any(c.activation.get("_target_") for c in cfgs):
+        return False
+    if planned_engine(cfgs, store)[0] != "eager":
+        return False
+    steps, rows = steps_rows(first)
+    return work_s(len(cfgs), steps, rows * family.macs(first)) >= BESIDE_MIN_S

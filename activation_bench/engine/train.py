@@ -43,6 +43,7 @@ from activation_bench.engine.plan import (
     classifies,
     data_shapes,
     logged_columns,
+    planned_engine,
     resolve_device,
     stack_key,
 )
@@ -118,7 +119,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     if any(stack_key(c) != key for c in cfgs[1:]):
         raise ValueError("members of one stack must share shapes and optimiser settings")
     n_real = len(cfgs)
-    engine, why = _plan_engine(cfgs, store)
+    engine, why = planned_engine(cfgs, store)
     keep_freed_memory()  # a step's megabyte tensors reused from the heap, not page-faulted in anew
     resolve_vml_kernels()  # before any threaded erf/exp/tanh: see vml.py
     # Denormal floats (losses near the float floor make Adam's second moments ~1e-40) are up to
@@ -143,43 +144,6 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     finally:
         if flush:
             torch.set_flush_denormal(False)
-
-
-def _plan_engine(cfgs: Sequence[Cfg], store: bool = True) -> tuple[str, str]:
-    """(engine, why) for this stack before it is built (compiled.plan, from the members' shapes)."""
-    first = cfgs[0]
-    return compiled.plan(first, len(cfgs), *_steps_rows(first), store)
-
-
-def _steps_rows(cfg: Cfg) -> tuple[int, int]:
-    """(optimiser steps over the whole run, rows a step)."""
-    n = data_shapes(cfg)[0]
-    rows = min(cfg.batch_size or n, n)
-    return cfg.epochs * -(-n // rows), rows
-
-
-BESIDE_MIN_S = 1.0  # estimated eager seconds a stack needs before a thread of its own pays for itself
-
-
-def trains_beside(cfgs: Sequence[Cfg], store: bool = True) -> bool:
-    """Whether this stack may train in a thread beside another stack (runs/beside.py): on the CPU,
-    eager as planned with `store` (a compiled step is not thread-safe), of a family that allows it
-    (Family.trains_beside), without a user's activation module (its code may draw from the global
-    RNG), on data loaded from the config alone (synthetic, text, tables.THREAD_SAFE: not images or
-    mnist1d), and with at least BESIDE_MIN_S seconds of estimated work."""
-    first = cfgs[0]
-    family = registry.of(first)
-    if resolve_device(first.device) != "cpu" or not family.trains_beside:
-        return False
-    data = first.data
-    if tables.is_real(data) and data.name not in tables.THREAD_SAFE:
-        return False
-    if any(c.activation.get("_target_") for c in cfgs):
-        return False
-    if _plan_engine(cfgs, store)[0] != "eager":
-        return False
-    steps, rows = _steps_rows(first)
-    return compiled.work_s(len(cfgs), steps, rows * family.macs(first)) >= BESIDE_MIN_S
 
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,

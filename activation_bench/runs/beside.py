@@ -1,5 +1,5 @@
 """Two eager stacks trained at once: one in the calling thread, one in a second thread
-(`orchestrate.train_members` pairs them where `engine.train.trains_beside` allows and `pays` says so,
+(`orchestrate.train_members` pairs them where `engine.plan.trains_beside` allows and `pays` says so,
 and splits a stack that would train alone in two halves: `halves`).
 
 Why: the eager step of a small model is about 160 small operations and the Python between them; one
@@ -58,11 +58,11 @@ def pays() -> bool:
 
 def pair(stacks: Sequence[Sequence[Cfg]], budget_mb: float, store: bool = True) -> bool:
     """Whether two stacks (their members' configs) may train at once: both may
-    (engine.train.trains_beside, with engine=auto's `store`) and together they fit the memory budget
+    (engine.plan.trains_beside, with engine=auto's `store`) and together they fit the memory budget
     of one stack."""
-    from activation_bench.engine import plan, train
+    from activation_bench.engine import plan
 
-    if len(stacks) != 2 or not all(train.trains_beside(s, store) for s in stacks):
+    if len(stacks) != 2 or not all(plan.trains_beside(s, store) for s in stacks):
         return False
     return sum(plan.member_bytes(c) for s in stacks for c in s) / 2**20 <= budget_mb
 
