@@ -19,8 +19,9 @@ downloads nothing) and runs it once; the clone is left as it is. Then, interleav
   each epoch (`data.eval_windows=240`, the sampled evaluation of nanoGPT's size);
 - actbench, `--seeds` seeds as one sweep (`seed=range(N)`), against nanoGPT run that many times.
 
-Each figure is the median wall time of the rounds, start-up included; the ratios are nanoGPT's time over
-ours (above 1: actbench is faster). Measure on a quiet machine (load below 1.5).
+Each time is the median wall time of the rounds, start-up included; each ratio is nanoGPT's time over
+ours in the same round (above 1: actbench is faster), and the figure is their median. Measure on a
+quiet machine (load below 1.5).
 """
 
 from __future__ import annotations
@@ -102,10 +103,15 @@ def main() -> None:
             print(f"round {r + 1}: nanoGPT {times['nanogpt'][-1]:.1f} s, actbench run {times['one'][-1]:.1f} s, "
                   f"sweep of {args.seeds} {times['sweep'][-1]:.1f} s", flush=True)
     nano, one, sweep = (statistics.median(times[k]) for k in ("nanogpt", "one", "sweep"))
+    # each round's ratio against the nanoGPT run of that round (a slow spell of a shared machine hits
+    # the neighbours alike), and their median, as peer_throughput.py reports
+    ones = [n / o for n, o in zip(times["nanogpt"], times["one"])]
+    sweeps = [args.seeds * n / s for n, s in zip(times["nanogpt"], times["sweep"])]
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
-    print(f"one run, {args.steps} steps: nanoGPT {nano:.1f} s, actbench {one:.1f} s: {nano / one:.2f}x")
-    print(f"{args.seeds} seeds: nanoGPT {args.seeds} x {nano:.1f} s, actbench sweep {sweep:.1f} s: "
-          f"{args.seeds * nano / sweep:.2f}x")
+    print(f"one run, {args.steps} steps: nanoGPT {nano:.1f} s, actbench {one:.1f} s (medians): "
+          f"{statistics.median(ones):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in ones)})")
+    print(f"{args.seeds} seeds: nanoGPT {args.seeds} x {nano:.1f} s, actbench sweep {sweep:.1f} s (medians): "
+          f"{statistics.median(sweeps):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in sweeps)})")
 
 
 if __name__ == "__main__":
