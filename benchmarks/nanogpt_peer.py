@@ -89,6 +89,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.steps % EVAL_EVERY:
         parser.error(f"--steps must be a multiple of {EVAL_EVERY}")
+    from provenance import compile_bytecode, header  # benchmarks/ is on sys.path when a script there runs
+
+    print(header(), flush=True)
+    compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="nanogpt-peer-") as tmp:
         work = Path(tmp)
         peer = prepare_nanogpt(args.nanogpt, args.text, work)
