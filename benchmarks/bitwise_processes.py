@@ -12,6 +12,10 @@ children: on a CPU where oneMKL's kernels of different accuracy round differentl
 with AVX-512) about one process in 25-40 then shows a mismatch; where they agree (AMD EPYC) none
 does, with or without the fix.
 
+`--paired` trains the grid's stacks two at a time, in two threads, as a sweep pairs them
+(activation_bench/runs/beside.py): each process's first threaded vector-math calls then come from
+two stacks at once; the members are still compared with their runs alone.
+
 `--engine compiled` checks the compiled engine's promise instead (docs/reproducibility.md): every
 process trains the grid's stacks with engine=compiled (the inductor cache warmed by the first) and
 prints a digest of every member's losses at every epoch; processes whose digest differs from the
@@ -19,6 +23,7 @@ first's are counted as mismatches.
 
 Usage:
     nice -n 5 python benchmarks/bitwise_processes.py [--processes 200] [--epochs 25] [--jobs 1] [--without-fix]
+    python benchmarks/bitwise_processes.py --paired --processes 200 --jobs 2 --epochs 2
     python benchmarks/bitwise_processes.py --engine compiled --processes 20
 """
 
@@ -40,22 +45,31 @@ GRID = ["activation=gelu,relu,prelu,stochastic_gelu,swiglu", "data=normal,unifor
         "lr=0.01,0.03"]
 
 
-def child(without_fix: bool, epochs: int) -> None:
+def child(without_fix: bool, epochs: int, paired: bool = False) -> None:
     """One process's check; prints a JSON line {mismatches: [...], members: n, threads: t}."""
     import torch
 
     from activation_bench.config.compose import compose_many
     from activation_bench.config.grid import expand
     from activation_bench.engine import plan, train
+    from activation_bench.runs import beside
 
     if without_fix:
         train.resolve_vml_kernels = lambda: None
     grid = expand([*GRID, f"epochs={epochs}"])
     cfgs = compose_many(grid.members)
+    stacks = plan.plan_stacks(cfgs)
+    # two at a time in two threads with --paired (the last alone where their number is odd), else one by one
+    waves = [stacks[k:k + 2] for k in range(0, len(stacks), 2)] if paired else [[s] for s in stacks]
     stacked = {}
-    for stack in plan.plan_stacks(cfgs):
-        for i, res in zip(stack, train.train([cfgs[i] for i in stack])):
-            stacked[i] = res.train_loss
+    for wave in waves:
+        tasks = [lambda _cancel, s=s: train.train([cfgs[i] for i in s]) for s in wave]
+        outcomes = beside.train_both(*tasks) if len(tasks) == 2 else [beside.Outcome(tasks[0](None))]
+        for stack, out in zip(wave, outcomes):
+            if out.error is not None:
+                raise out.error
+            for i, res in zip(stack, out.results):
+                stacked[i] = res.train_loss
     bad = []
     for i, cfg in enumerate(cfgs):
         alone = train.train([cfg])[0].train_loss
@@ -93,6 +107,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=200)
     ap.add_argument("--epochs", type=int, default=25, help="epochs per member (the test's 25)")
     ap.add_argument("--without-fix", action="store_true", help="skip the engine's VML warm-up in the children")
+    ap.add_argument("--paired", action="store_true", help="train the stacks two at a time in two threads")
     ap.add_argument("--jobs", type=int, default=1, help="processes run at once (each at the default threads)")
     ap.add_argument("--engine", choices=("eager", "compiled"), default="eager",
                     help="compiled: the same bits from process to process, instead of stacked == alone")
@@ -102,15 +117,17 @@ def main() -> None:
         if args.engine == "compiled":
             compiled_child(args.epochs)
         else:
-            child(args.without_fix, args.epochs)
+            child(args.without_fix, args.epochs, args.paired)
         return
     from benchmarks.provenance import header
 
     print(header())
     print(f"# load average at start: {os.getloadavg()[0]:.2f}; {args.processes} fresh processes, "
-          f"{'WITHOUT' if args.without_fix else 'with'} the VML warm-up, {args.epochs} epochs")
+          f"{'WITHOUT' if args.without_fix else 'with'} the VML warm-up, {args.epochs} epochs"
+          f"{', stacks two at a time in two threads' if args.paired else ''}")
     cmd = [sys.executable, __file__, "--child", "--epochs", str(args.epochs), "--engine", args.engine]
     cmd += ["--without-fix"] if args.without_fix else []
+    cmd += ["--paired"] if args.paired else []
     failed, start = 0, time.perf_counter()
     reference: str | None = None
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
