@@ -23,9 +23,9 @@ prints a digest of every member's losses at every epoch; processes whose digest 
 first's are counted as mismatches.
 
 Usage:
-    nice -n 5 python benchmarks/bitwise_processes.py [--processes 200] [--epochs 25] [--jobs 1] [--without-fix]
-    python benchmarks/bitwise_processes.py --paired --processes 200 --jobs 2 --epochs 2
-    python benchmarks/bitwise_processes.py --engine compiled --processes 20
+    nice -n 5 python -m tools.bitwise_processes [--processes 200] [--epochs 25] [--jobs 1] [--without-fix]
+    python -m tools.bitwise_processes --paired --processes 200 --jobs 2 --epochs 2
+    python -m tools.bitwise_processes --engine compiled --processes 20
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 GRID = ["activation=gelu,relu,prelu,stochastic_gelu,swiglu", "data=normal,uniform", "seed=0,1",
         "lr=0.01,0.03"]
@@ -126,7 +125,8 @@ def main() -> None:
     print(f"# load average at start: {os.getloadavg()[0]:.2f}; {args.processes} fresh processes, "
           f"{'WITHOUT' if args.without_fix else 'with'} the VML warm-up, {args.epochs} epochs"
           f"{', stacks two at a time in two threads' if args.paired else ''}")
-    cmd = [sys.executable, __file__, "--child", "--epochs", str(args.epochs), "--engine", args.engine]
+    cmd = [sys.executable, "-m", "tools.bitwise_processes", "--child", "--epochs", str(args.epochs),
+           "--engine", args.engine]
     cmd += ["--without-fix"] if args.without_fix else []
     cmd += ["--paired"] if args.paired else []
     failed, start = 0, time.perf_counter()

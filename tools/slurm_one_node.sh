@@ -2,8 +2,8 @@
 # A real one-node SLURM on this machine, for checking `--launcher submitit_slurm` (requeue after
 # `scontrol requeue`, a time limit, preemption) by hand. Not run by CI or the tests.
 #
-#   sudo bash benchmarks/slurm_one_node.sh          # install (Debian 12), configure, start
-#   sudo bash benchmarks/slurm_one_node.sh stop     # stop the daemons it started
+#   sudo bash tools/slurm_one_node.sh          # install (Debian 12), configure, start
+#   sudo bash tools/slurm_one_node.sh stop     # stop the daemons it started
 #
 # One node named after `hostname -s` with all its CPUs, a partition `debug` (the default) and a
 # partition `high` whose jobs preempt debug's (PreemptMode=REQUEUE), JobRequeue=1. Made for containers: no systemd (daemons started directly), no cgroups

@@ -19,7 +19,7 @@ Prints:
   aside) and results.csv equal the uninterrupted sweep's, byte for byte.
 
 Usage:
-    python benchmarks/soak_preemption.py [--kills 8] [--seed 0] [--seconds 1.0] [--epochs 150]
+    python -m tools.soak_preemption [--kills 8] [--seed 0] [--seconds 1.0] [--epochs 150]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="checkpoint.seconds of both sweeps")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = ap.parse_args()
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
+    from benchmarks.provenance import header
 
     print(header(), f"load average {os.getloadavg()[0]:.2f}", flush=True)
     rng = random.Random(args.seed)
