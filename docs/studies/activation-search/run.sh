@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The searches of docs/activation-search.md: 400 candidates drawn from the core space (seed 0) on
-# three tasks with the search's defaults: rung 1 on 2 seeds at lr 3e-3 and 3e-2, the best quarter
-# on 4 seeds for twice as long at each one's rung-1 lr, then the judgement: the best 16 of those and
-# relu, gelu, silu and tanh at lr 1e-3..1e-1 on 4 fresh tuning seeds, each at its chosen lr on 10
-# other fresh seeds. One torch thread per process; RUNS defaults to runs/.
+# The searches of the activation-search study (README.md beside this script): 400 candidates
+# drawn from the core space (seed 0) on three tasks with the search's defaults: rung 1 on 2 seeds
+# at lr 3e-3 and 3e-2, the best quarter on 4 seeds for twice as long at each one's rung-1 lr, then
+# the judgement: the best 16 of those and relu, gelu, silu and tanh at lr 1e-3..1e-1 on 4 fresh
+# tuning seeds, each at its chosen lr on 10 other fresh seeds. One torch thread per process; RUNS
+# defaults to runs/.
 set -euo pipefail
 RUNS=${RUNS:-runs}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

@@ -1,4 +1,5 @@
-"""The tables and figures of docs/activation-search.md from finished searches (run.sh, known.sh).
+"""The tables and figures of the activation-search study (README.md beside this file) from finished
+searches (run.sh, known.sh).
 
 For each search directory: counts from candidates.csv; the screen (rung 1) ranking, each
 candidate at the better of its two learning rates; what the second screening learning rate
@@ -102,7 +103,8 @@ def task_tables(root: Path, task: str) -> str:
               f"{a.get('optimism')}x their last-screen score ({a.get('optimism_n')} survivors).", ""]
     lines += known(root, task, best)
     plot(task, [r["activation"] for r in survivors[:5]])
-    lines += [f"![the five best on {task}](studies/activation-search/winners_{task}.svg)", ""]
+    # tables.md lives beside the figures (HERE): the image path is relative to this folder
+    lines += [f"![the five best on {task}](winners_{task}.svg)", ""]
     return "\n".join(lines)
 
 
