@@ -44,6 +44,8 @@ from activation_bench.analysis.stats import (
 )
 from activation_bench.analysis.tasks import check_tasks
 from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
+from activation_bench.analysis.verdicts import Margin, add_verdicts, check_margin
+from activation_bench.analysis.verdicts import columns as verdict_cols
 from activation_bench.errors import UsageError
 
 
@@ -203,6 +205,7 @@ def comparisons(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple
     return out
 
 
+SEQ_COLS = ["seeds_used", "stopped", "decided_at", "p_anytime_holm"]  # with sequential verdicts (sequential.py)
 EXTRA_COLS = ["seeds_needed", "min_detectable_ratio"]  # with --power (power.POWER_COLS)
 TUNE_COLS = ["tune_n", "tune_score"]  # with --tune
 
@@ -216,7 +219,8 @@ def output_columns(res: CompareResult) -> list[str]:
     """A result's columns in output order: group columns, tuned keys, group statistics, then the
     tuning, comparison and --power columns it has."""
     how = res.scale
-    extra = [*TUNE_COLS, *compare_cols(how), *windows.COLS.get(how, []), *extra_cols(how), "is_baseline"]
+    extra = [*TUNE_COLS, *compare_cols(how), *windows.COLS.get(how, []), *verdict_cols(how), *SEQ_COLS,
+             *extra_cols(how), "is_baseline"]
     params = ["params"] if "params" in res.table.columns else []
     return [*res.group_cols, *params, *res.tuned_keys, *stat_cols(how)] + [c for c in extra if c in res.table.columns]
 
@@ -235,17 +239,24 @@ def _with_params(table: pd.DataFrame, loaded: Loaded, group_cols: list[str]) -> 
 
 def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | None = None,
             baseline: str | None = None, loss: str = "train_loss", floor: float = FLOOR,
-            power: Any = None, tune: TuneSpec | None = None, pair_by: Sequence[str] | None = None) -> CompareResult:
+            power: Any = None, tune: TuneSpec | None = None, pair_by: Sequence[str] | None = None,
+            margin: Margin | None = None, sequential: Any = None, alpha: float = ALPHA) -> CompareResult:
     """Group, summarise and pair-compare the loaded runs. Rows come best first within each
     combination of the group columns other than the baseline key. `power` (a power.PowerSpec)
     adds the columns seeds_needed and min_detectable_ratio to the comparisons. `tune` (a
     tune.TuneSpec): each group at its tuned values, statistics on the evaluation seeds only.
     `loss` is the compared column, a loss or an accuracy (see the module docstring). `pair_by`: the
     columns a pair shares (default: seed and every other varying column but the baseline key and the
-    tuned keys); e.g. seed alone where each group trains at its own recipe (lr, warmup) chosen elsewhere."""
+    tuned keys); e.g. seed alone where each group trains at its own recipe (lr, warmup) chosen elsewhere.
+    `margin` (verdicts.Margin): each comparison's verdict (better, worse, equivalent, undecided) at level
+    `alpha` for all comparisons together; with `sequential` (sequential.SequentialSpec) from the
+    anytime-valid confidence sequence over the seeds in order, with seeds_used and stopped."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
     how = scale(metric, loss)
     _check_power(power, metric, how)
+    check_margin(margin, how, metric.label)
+    if sequential is not None and margin is None:
+        raise UsageError("sequential verdicts need a margin: give --margin too, e.g. --margin 1.05")
     notes = list(loaded.warnings)
     if tune is not None:
         parse_tune(tune.keys, tune.tune_seeds, by)
@@ -271,6 +282,8 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         pair_cols = _pair_cols(loaded, pair_by) if pair_by else [c for c in varying_columns(loaded) if c not in skip]
         comp = comparisons(values, group_cols, base, metric, pair_cols, notes, loss)
         comp, window_facts = _window_interval(comp, loaded, values, judged, group_cols, base, pair_cols, metric, loss)
+        if margin is not None:
+            comp = _verdicts(comp, values, group_cols, base, pair_cols, how, margin, sequential, alpha)
         if power is not None:
             from activation_bench.analysis.power import add_power
 
@@ -281,7 +294,7 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
     if base is None:  # no pairs: the note on a whole test split's windows still applies
         window_facts = windows.add_interval(pd.DataFrame(), loaded, list(judged), {}, group_cols, metric, loss)[1]
     res = CompareResult(table, list(group_cols), metric, loss, base, pair_cols, notes, floor, power, selection,
-                        windows=window_facts)
+                        windows=window_facts, margin=margin, sequential=sequential, alpha=alpha)
     res.table = table[output_columns(res)].reset_index(drop=True)
     res.budget = budget_check(loaded, group_cols, judged if selection is not None else None, selection,
                               validation_column(tune), loss, order=res.table)
@@ -290,6 +303,21 @@ def compare(loaded: Loaded, metric: Metric | str = "final", by: Sequence[str] | 
         res.budget.notes.append(f"no warning for --metric {metric.label}: the verdict is read at a fixed epoch "
                                 "or loss, not at the end of the budget")
     return res
+
+
+def _verdicts(comp: pd.DataFrame, values: pd.DataFrame, group_cols: list[str], base: tuple[str, str],
+              pair_cols: list[str], how: str, margin: Margin, sequential: Any, alpha: float) -> pd.DataFrame:
+    """comp with each comparison's verdict against the margin (verdicts.py); sequential: from the
+    confidence sequence of its differences in seed order (sequential.py)."""
+    if sequential is None:
+        return add_verdicts(comp, how, margin, alpha)
+    from activation_bench.analysis.sequential import add_sequential, differences
+
+    pairs = pair_up(values, group_cols, base, pair_cols, [])
+    by_group = {k: idx for k, idx in group_index(pairs, group_cols)}
+    keys = [tuple(r) for r in filled(comp, group_cols).to_numpy(object)] if group_cols else [()] * len(comp)
+    diffs = [differences(pairs.iloc[by_group.get(k, np.zeros(0, np.int64))], how) for k in keys]
+    return add_sequential(comp, diffs, how, margin, sequential, alpha)
 
 
 def _pair_cols(loaded: Loaded, pair_by: Sequence[str]) -> list[str]:
@@ -350,7 +378,8 @@ def _with_choice(table: pd.DataFrame, sel: Selection) -> pd.DataFrame:
 
 def _tidy(table: pd.DataFrame) -> pd.DataFrame:
     """Counts as (nullable) integers, flags as (nullable) booleans, empty notes as ''."""
-    for c in ("n", "n_diverged", "n_not_reached", "n_missing", "n_pairs", "n_ties", "seeds_needed"):
+    for c in ("n", "n_diverged", "n_not_reached", "n_missing", "n_pairs", "n_ties", "seeds_needed", "seeds_used",
+              "decided_at"):
         if c in table.columns:
             table[c] = table[c].astype("Int64")
     for c in ("significant", "is_baseline"):
@@ -358,8 +387,9 @@ def _tidy(table: pd.DataFrame) -> pd.DataFrame:
             table[c] = table[c].astype("boolean")
     if "note" in table.columns:
         table["note"] = table["note"].fillna("").astype(object)
-    if "baseline" in table.columns:
-        table["baseline"] = table["baseline"].fillna("").astype(object)
+    for c in ("baseline", "verdict", "stopped"):
+        if c in table.columns:
+            table[c] = table[c].fillna("").astype(object)
     return table
 
 

@@ -28,6 +28,9 @@ class CompareResult:
     tuning: Any = None  # a tune.Selection when --tune was given
     budget: Any = None  # a budget.BudgetCheck: the runs still improving when the budget ran out
     windows: Any = None  # a whole test split's windows (analysis/windows.py): facts for its method note
+    margin: Any = None  # a verdicts.Margin when --margin was given: each comparison's verdict
+    sequential: Any = None  # a sequential.SequentialSpec: verdicts from the anytime-valid confidence sequence
+    alpha: float = ALPHA  # the verdicts' level for all comparisons together
 
     @property
     def all_warnings(self) -> list[str]:
@@ -109,6 +112,10 @@ def method_notes(res: CompareResult) -> list[str]:
             from activation_bench.analysis.power import method_note
 
             lines.append(method_note(res.power))
+        if res.margin is not None:
+            from activation_bench.analysis.verdicts import method_note as verdict_note
+
+            lines.append(verdict_note(res.margin, res.alpha, res.sequential is not None))
     return lines
 
 

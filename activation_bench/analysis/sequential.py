@@ -1,0 +1,239 @@
+"""Anytime-valid judging: verdicts that may be read after every batch of judging seeds.
+
+A sequential study trains its judging seeds a batch at a time and stops a comparison once its verdict
+(verdicts.py: better, worse, equivalent against a margin) is decided. Reading a fixed-n interval after
+every batch would inflate the error rate; a *confidence sequence* holds its level at every number of
+seeds at once, so the study may look as often as it likes and stop on what it sees.
+
+The confidence sequence here is the scale-invariant normal mixture for a mean with unknown variance
+(Lai 1976, "On confidence sequences", Ann. Statist.; Wang and Ramdas 2023, "Anytime-valid t-tests and
+confidence sequences for Gaussian means with unknown variance"): for paired differences d_1..d_n
+(normal, any mean mu, any spread), the Bayes factor of a N(0, g) prior on the standardised effect with
+the scale-invariant prior on the spread,
+
+    BF_n(mu) = (1 + n g)^(-1/2) * ((1 + t^2/nu) / (1 + t^2/(nu (1 + n g))))^((nu + 1)/2),
+
+t the one-sample t statistic of d - mu and nu = n - 1, is a test martingale at the true mu, so by
+Ville's inequality P(BF_n(mu) >= 1/alpha for some n) <= alpha. The set of mu with BF_n(mu) < 1/alpha
+is mean_n +- b_n * sd_n / sqrt(n), the boundary b_n in closed form (`boundary`): exact for normal
+differences from n = 2 on (where an asymptotic sequence is weakest), and ~20 lines, which is why no
+library is used (docs/comparing.md says more). It is intersected over n (still valid, never wider).
+g = 1 (`G`) keeps it within ~1.5x of the fixed-n t interval from about 10 seeds on; with alpha 0.05
+over two comparisons no verdict is possible before 6 seeds. The comparisons of a table share
+alpha by Bonferroni (each at alpha/m), and the anytime p-values (min over looks of 1/BF at no
+difference) are Holm-corrected.
+
+`decisions(...)` is what a sequential sweep calls after each batch; compare(..., sequential=...) shows
+the same numbers. Pure numpy/pandas: no torch, no scipy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from activation_bench.analysis.metrics import ACCURACY, FLOOR, Metric
+from activation_bench.analysis.verdicts import Margin, verdict_of, with_verdict
+
+G = 1.0  # the mixture's prior variance of the standardised effect
+OPEN, DECIDED, MAX_SEEDS = "open", "decided", "max seeds"  # why a comparison stopped (or not)
+
+
+@dataclass(frozen=True)
+class SequentialSpec:
+    """How sequential verdicts are read (the level is compare's `alpha`): the most judging seeds a
+    comparison may use (an undecided one with that many stopped at "max seeds"; None: more may come,
+    it stays "open"), and the mixture's g."""
+
+    max_seeds: int | None = None
+    g: float = G
+
+
+def boundary(n: np.ndarray, alpha: float, g: float = G) -> np.ndarray:
+    """b_n: the |t| at which BF_n reaches 1/alpha (inf where it never does: too few seeds)."""
+    n = np.asarray(n, float)
+    nu, c = n - 1, 1 + n * g
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = np.exp((2 * np.log(1 / alpha) + np.log(c)) / n)  # (1 + u) / (1 + u / c) at the boundary, u = t^2 / nu
+        u = (a - 1) / (1 - a / c)
+        return np.where((n >= 2) & (a < c), np.sqrt(u * nu), np.inf)
+
+
+def log_bf(t2: np.ndarray, n: np.ndarray, g: float = G) -> np.ndarray:
+    """log BF_n at a t statistic with t^2 = t2 (inf allowed: all differences equal and off mu)."""
+    n = np.asarray(n, float)
+    nu, c = n - 1, 1 + n * g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.asarray(t2, float) / nu
+        ratio = np.where(np.isinf(u), c, c * (1 + u) / (c + u))
+        out = -0.5 * np.log(c) + 0.5 * n * np.log(ratio)
+    return np.where(n >= 2, np.nan_to_num(out, nan=-0.5 * np.log(c)), 0.0)
+
+
+def running(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prefix of the last axis: n, mean and sd (ddof 1; NaN for n = 1)."""
+    d = np.asarray(d, float)
+    n = np.arange(1, d.shape[-1] + 1, dtype=float)
+    shift = d[..., :1]  # centred on the first value against cancellation
+    s1, s2 = np.cumsum(d - shift, axis=-1), np.cumsum((d - shift) ** 2, axis=-1)
+    mean = shift + s1 / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = np.clip((s2 - s1**2 / n) / (n - 1), 0, None)
+    return n, mean, np.sqrt(var)
+
+
+def confidence_sequence(d: np.ndarray, alpha: float, g: float = G) -> tuple[np.ndarray, np.ndarray]:
+    """The running-intersection confidence sequence of the mean of d along its last axis (rows:
+    independent sequences): lo, hi per prefix. (-inf, inf) until a verdict is possible."""
+    n, mean, sd = running(d)
+    b = boundary(n, alpha, g)
+    with np.errstate(invalid="ignore"):
+        half = np.where(np.isinf(b), np.inf, b * np.nan_to_num(sd) / np.sqrt(n))
+    return np.maximum.accumulate(mean - half, axis=-1), np.minimum.accumulate(mean + half, axis=-1)
+
+
+def anytime_p(d: np.ndarray, g: float = G) -> np.ndarray:
+    """Anytime-valid p-values of "no difference" per prefix: min over looks of 1/BF_k(0), capped at 1."""
+    n, mean, sd = running(d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t2 = np.where(sd > 0, n * mean**2 / sd**2, np.where(mean == 0, 0.0, np.inf))
+    lbf = np.maximum.accumulate(log_bf(t2, n, g), axis=-1)
+    return np.minimum(1.0, np.exp(-lbf))
+
+
+def judge(d: np.ndarray, size: float, higher_is_better: bool, alpha: float,
+          g: float = G) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Verdicts per prefix of each row of d (paired differences in seed order): lo, hi, verdict."""
+    lo, hi = confidence_sequence(d, alpha, g)
+    return lo, hi, verdict_of(lo, hi, size, higher_is_better)
+
+
+def seed_order(pairs: pd.DataFrame) -> np.ndarray:
+    """Positions of pairs in seed order (numeric where seeds are numbers), else as given."""
+    if "seed" not in pairs.columns or not len(pairs):
+        return np.arange(len(pairs))
+    seeds = pd.to_numeric(pairs["seed"], errors="coerce")
+    key = seeds if seeds.notna().all() else pairs["seed"].astype(str)
+    return np.argsort(key.to_numpy(), kind="stable")
+
+
+def differences(pairs: pd.DataFrame, how: str) -> np.ndarray:
+    """The paired differences of pairs (compare.pair_up's rows) where both runs are ok, in seed order:
+    log10 differences, or percentage points on an accuracy."""
+    p = pairs.iloc[seed_order(pairs)]
+    ok = (p["status_c"].to_numpy(object) == "ok") & (p["status_b"].to_numpy(object) == "ok")
+    if how == ACCURACY:
+        return 100 * (p["value_c"].to_numpy(float) - p["value_b"].to_numpy(float))[ok]
+    return (p["log10_c"].to_numpy(float) - p["log10_b"].to_numpy(float))[ok]
+
+
+def add_sequential(comp: pd.DataFrame, diffs: Sequence[np.ndarray], how: str, margin: Margin,
+                   spec: SequentialSpec, alpha: float = 0.05) -> pd.DataFrame:
+    """comp (compare.comparisons' rows) with the anytime-valid verdict of each row's differences
+    (diffs, one array per row, seed order): verdict, its interval, seeds_used, stopped, decided_at
+    (the fewest seeds at which it was already decided) and p_anytime_holm."""
+    from activation_bench.analysis.stats import holm
+
+    m = max(len(diffs), 1)
+    lo, hi = np.full(len(diffs), -np.inf), np.full(len(diffs), np.inf)
+    used, at, p = np.zeros(len(diffs), int), np.full(len(diffs), np.nan), np.full(len(diffs), np.nan)
+    for i, d in enumerate(diffs):
+        used[i] = len(d)
+        if len(d) < 2:
+            continue
+        los, his, v = judge(d, margin.size, how == ACCURACY, alpha / m, spec.g)
+        lo[i], hi[i] = los[-1], his[-1]
+        decided = np.flatnonzero(v != "undecided")
+        at[i] = decided[0] + 1 if len(decided) else np.nan
+        p[i] = anytime_p(d, spec.g)[-1]
+    comp = with_verdict(comp.copy(), lo, hi, how, margin)
+    comp["seeds_used"] = used
+    comp["stopped"] = [stop_reason(v, n, spec.max_seeds) for v, n in zip(comp["verdict"], used)]
+    comp["decided_at"] = pd.array([None if np.isnan(a) else int(a) for a in at], dtype="Int64")
+    comp["p_anytime_holm"] = holm(p)
+    return comp
+
+
+def stop_reason(verdict: str, n: int, max_seeds: int | None) -> str:
+    """decided; max seeds (undecided at the most seeds allowed); open (more seeds may decide it)."""
+    if verdict != "undecided":
+        return DECIDED
+    return MAX_SEEDS if max_seeds is not None and n >= max_seeds else OPEN
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One comparison with the baseline, as a sequential sweep reads it after a batch of seeds.
+
+    group: the candidate group's values of the group columns (e.g. {"activation": "gelu"}, and the
+    other varying keys such as {"data": "digits"}); tuned: its chosen values of the tuned keys ({}
+    without tune); baseline: "KEY=VALUE". verdict: better | worse | equivalent | undecided. n: the
+    pairs (judging seeds both runs finished) it used. estimate, lo, hi: the mean paired effect and its
+    anytime-valid interval, as a geometric-mean ratio on a loss or in percentage points on an accuracy.
+    p: anytime-valid p-value of no difference, Holm-corrected across the comparisons. stopped:
+    "decided", "max seeds" or "open" (train more seeds for it). decided_at: the fewest pairs at which
+    it was already decided (None: undecided)."""
+
+    group: dict[str, str]
+    tuned: dict[str, str]
+    baseline: str
+    verdict: str
+    n: int
+    estimate: float
+    lo: float
+    hi: float
+    p: float
+    stopped: str
+    decided_at: int | None
+
+    @property
+    def done(self) -> bool:
+        """No more judging seeds needed for this comparison."""
+        return self.stopped != OPEN
+
+
+def decisions(loaded: object, metric: Metric | str, by: Sequence[str] | None, baseline: str | None, loss: str,
+              tune: object | None, margin: Margin | str | float, alpha: float = 0.05, max_seeds: int | None = None,
+              pair_by: Sequence[str] | None = None, floor: float = FLOOR) -> list[Decision]:
+    """Every comparison with the baseline judged anytime-validly on the runs loaded so far.
+
+    Call it after each batch of judging seeds with the sweep's runs (`loading.load(paths, loss)`),
+    the study's compare arguments (metric, by, baseline, loss, tune: a tune.TuneSpec or None, as
+    compare takes them) and its margin (a verdicts.Margin, or the --margin text). alpha is the error
+    rate of all comparisons together, at every look; max_seeds the sweep's --judge-seeds-max (the
+    judging seeds a comparison may use). Returns one Decision per non-baseline group, in compare's
+    row order; a group whose Decision is done needs no more judging seeds, the baseline's group
+    needs them while any other is open. The numbers are those `compare --margin X --sequential`
+    prints on the same runs, so the verdict read at the stop is the one the table shows.
+
+    With `tune`, give tune_seeds explicitly (the tuning seeds must not move as judging seeds are
+    added: the default, a third of the seeds, would)."""
+    from activation_bench.analysis.compare import compare
+    from activation_bench.analysis.loading import is_accuracy
+    from activation_bench.analysis.verdicts import parse_margin
+
+    if not isinstance(margin, Margin):
+        margin = parse_margin(margin, accuracy=is_accuracy(loss))
+    res = compare(loaded, metric, by, baseline, loss, floor, tune=tune, pair_by=pair_by,  # type: ignore[arg-type]
+                  margin=margin, sequential=SequentialSpec(max_seeds), alpha=alpha)
+    return table_decisions(res)
+
+
+def table_decisions(res: object) -> list[Decision]:
+    """The Decisions of a CompareResult made with margin and sequential."""
+    t = res.table  # type: ignore[attr-defined]
+    acc = res.scale == ACCURACY  # type: ignore[attr-defined]
+    lo_c, hi_c = ("verdict_lo_pp", "verdict_hi_pp") if acc else ("verdict_ratio_lo", "verdict_ratio_hi")
+    out = []
+    for _, r in t[~t["is_baseline"].fillna(False).astype(bool)].iterrows():
+        at = r["decided_at"]
+        out.append(Decision(
+            group={c: str(r[c]) for c in res.group_cols},  # type: ignore[attr-defined]
+            tuned={k: str(r[k]) for k in res.tuned_keys},  # type: ignore[attr-defined]
+            baseline=str(r["baseline"]), verdict=str(r["verdict"]), n=int(r["seeds_used"]),
+            estimate=float(r["diff_pp"] if acc else r["ratio"]), lo=float(r[lo_c]), hi=float(r[hi_c]),
+            p=float(r["p_anytime_holm"]), stopped=str(r["stopped"]), decided_at=None if pd.isna(at) else int(at)))
+    return out
