@@ -405,13 +405,24 @@ def tuned_values(loaded: Loaded, values: pd.DataFrame, metric: Metric, group_col
                                      len(with_grid), smallest=False)
     else:
         tune_s, eval_s = split_seeds(seeds, spec.tune_seeds)
-    sel_values, source, why = selection_values(loaded, metric, floor, spec.on)
-    notes.extend(why)
-    higher = scale(metric, spec.on) == ACCURACY
-    sel = select(sel_values, group_cols, spec.keys, tune_s, eval_s, score="score", selected_on=source,
-                 higher_is_better=higher, own_grid=spec.grid == "own")
+    sel = choose(loaded, metric, group_cols, spec, tune_s, eval_s, floor)
     notes.extend(sel.notes)
     return evaluated(values, sel), sel
+
+
+def choose(loaded: Loaded, metric: Metric, group_cols: Sequence[str], spec: TuneSpec, tune_seeds: Sequence[str],
+           eval_seeds: Sequence[str], floor: float, keep: np.ndarray | None = None) -> Selection:
+    """The choice itself, from the tuning seeds' runs of `loaded`: what `compare --tune` and a tuned
+    sweep (runs/staged.py, before its judging seeds are trained) both call. `keep` (a mask over
+    loaded.runs): the runs it may read; the notes of the selection score come first in sel.notes."""
+    sel_values, source, why = selection_values(loaded, metric, floor, spec.on)
+    if keep is not None:
+        sel_values = sel_values[keep]
+    higher = scale(metric, spec.on) == ACCURACY
+    sel = select(sel_values, group_cols, spec.keys, tune_seeds, eval_seeds, score="score", selected_on=source,
+                 higher_is_better=higher, own_grid=spec.grid == "own")
+    sel.notes[:0] = why
+    return sel
 
 
 def method_note(sel: Selection, metric_label: str) -> str:

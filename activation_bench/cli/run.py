@@ -15,6 +15,7 @@ from activation_bench.cli.options import KEYS_HELP, OverridesArg, RunsDirOpt
 from activation_bench.errors import UsageError, reported
 
 if TYPE_CHECKING:
+    from activation_bench.analysis.staged import Tuning
     from activation_bench.cfg import Cfg
     from activation_bench.engine.train import RunResult
     from activation_bench.runs.orchestrate import SweepPlan
@@ -153,7 +154,9 @@ SWEEP_HELP = (
     "  actbench sweep 'activation=glob(*)' 'lr=1e-3,1e-2' 'seed=range(10)'\n\n"
     "  actbench sweep 'activation=relu,gelu,expr' 'activation.fn=\"x*sigmoid(x)\",\"sin(x)*x\"' 'seed=range(5)'\n\n"
     "  actbench sweep 'activation=gelu,relu' 'seed=range(30)' --launcher joblib --jobs 2\n\n"
-    "  actbench sweep ... --launcher submitit_slurm hydra.launcher.partition=gpu\n"
+    "  actbench sweep ... --launcher submitit_slurm hydra.launcher.partition=gpu\n\n"
+    "  actbench sweep 'activation=gelu,relu' 'lr=1e-3,1e-2' 'seed=range(6)' data=digits --tune lr --tune-seeds 2 "
+    "--metric early_stop   (tune, then judge: docs/tuning.md)\n"
     + KEYS_HELP
 )
 
@@ -174,6 +177,18 @@ def sweep(
         min=0.001, help="Memory budget of one training stack (MB; never more than the machine has "
         "available); larger sweeps are chunked, a member larger than the budget is refused.")] = 1024.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    tune: Annotated[list[str] | None, typer.Option(
+        "--tune", help="Tune, then judge: train the tuning seeds over the whole grid, choose each group's value "
+        "of this swept key as `compare --tune` does (same options, same code), then train the judging seeds "
+        "at the chosen values only. Repeatable.", show_default=False)] = None,
+    tune_seeds: Annotated[str | None, typer.Option(
+        "--tune-seeds", help="With --tune: the K smallest seeds tune (default: a third, at least 2).",
+        show_default=False)] = None,
+    tune_on: Annotated[str | None, typer.Option(
+        "--tune-on", help="With --tune: choose on val_loss (default) or val_acc.", show_default=False)] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", "-m", help="With --tune: the metric the choice applies to the validation column, as compare's "
+        "--metric (default: final).", show_default=False)] = None,
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
     from activation_bench.runs import launching, memory, orchestrate
@@ -188,7 +203,11 @@ def sweep(
             launching.check_launcher(launcher)
         if not grid_overrides:
             raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
-        p = orchestrate.plan(grid_overrides, runs_dir, name)
+        tuning = _tuning(tune, tune_seeds, tune_on, metric)
+        p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
+        if tuning is not None:
+            _tuned(p, tuning, dry_run, force, launcher, jobs, hydra_overrides, memory_mb, quiet)
+            return
         todo = orchestrate.pending(p, force)
         if dry_run:
             _print_grid(p, todo)
@@ -197,6 +216,43 @@ def sweep(
         memory.check_memory([p.cfgs[i] for i in todo], memory_mb, local=launcher != "submitit_slurm")
         orchestrate.write_sweep_file(p)
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
+
+
+def _tuning(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, metric: str | None) -> Tuning | None:
+    """--tune, --tune-seeds, --tune-on, --metric checked by compare's own parser; None without --tune."""
+    from activation_bench.analysis.metrics import parse_metric
+    from activation_bench.analysis.staged import Tuning
+    from activation_bench.analysis.tune import parse_tune
+
+    spec = parse_tune(tune, tune_seeds, None, tune_on)
+    if spec is None:
+        if metric is not None:
+            raise UsageError("--metric sets up --tune (what the choice applies to the validation column): give "
+                             "--tune KEY too, e.g. --tune lr")
+        return None
+    parse_metric(metric or "final")
+    return Tuning(spec, metric or "final")
+
+
+def _tuned(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: str | None, jobs: int,
+           hydra_overrides: list[str], memory_mb: float, quiet: bool) -> None:
+    """sweep --tune: the tuning stage, the choice, the judging stage (cli/tuned.py)."""
+    from activation_bench.analysis import staged
+    from activation_bench.cli import tuned
+    from activation_bench.runs import memory, orchestrate
+
+    staged.check([p], tuning)
+    if dry_run:
+        tuned.print_plan([p], [tuning], force)
+        return
+    memory.check_memory(p.cfgs, memory_mb, local=launcher != "submitit_slurm")
+    tuned.tunings_record([p], [tuning])
+    orchestrate.write_sweep_file(p)
+
+    def run_stage(_k: int, todo: list[int], needed: list[int], stage: str) -> None:
+        _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet, needed=needed, stage=stage)
+
+    tuned.run_staged([p], [tuning], force, run_stage, lambda line: typer.echo(line, err=True))
 
 
 def _print_grid(p: SweepPlan, todo: list[int]) -> None:
@@ -217,9 +273,11 @@ def _print_grid(p: SweepPlan, todo: list[int]) -> None:
 
 
 def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, hydra_overrides: list[str],
-               memory_mb: float, force: bool, quiet: bool, threads: int = 0) -> None:
+               memory_mb: float, force: bool, quiet: bool, threads: int = 0, needed: list[int] | None = None,
+               stage: str = "sweep") -> None:
     """Train a sweep's members here or through a launcher (whose jobs get `threads` torch threads
-    where given, else a share of the cores)."""
+    where given, else a share of the cores). `needed`: the members this stage of a tuned sweep
+    needs (default: all; `todo` is among them), counted in the progress and the last line."""
     import time
 
     from rich.console import Console
@@ -230,14 +288,14 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     from activation_bench.runs.progress import SweepProgress
 
     console = Console(stderr=True)
-    skipped = len(p.members) - len(todo)
+    total = len(p.members) if needed is None else len(needed)
+    skipped = total - len(todo)
     if skipped:
         typer.echo(f"resuming {p.directory}: {skipped} finished members skipped, {len(todo)} to run", err=True)
     progress = Progress(
-        TextColumn("sweep"), BarColumn(bar_width=20), TextColumn("{task.fields[status]}"),
+        TextColumn(stage), BarColumn(bar_width=20), TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=quiet,
     )
-    total = len(p.members)
     task = progress.add_task("sweep", total=total, completed=skipped, status=f"{skipped}/{total} members")
     start = time.perf_counter()
 
@@ -263,18 +321,18 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
                 with checkpoint.handling_signals():
                     orchestrate.train_members(p, todo, memory_mb, force, on_progress, notice, beside=True)
     except Preempted as stop:
-        path, have, missing = orchestrate.build_results(p)
+        path, have, missing = orchestrate.build_results(p, needed)
         where = f"; checkpoint written at epoch {stop.epoch}/{stop.epochs}" if stop.epochs else ""
-        typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume "
+        typer.echo(f"interrupted: {have}/{total} members done; run the same command again to resume "
                    f"(stopped by {checkpoint.signal_name(stop.signum)}{where})", err=True)
         raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
     except KeyboardInterrupt:
-        path, have, missing = orchestrate.build_results(p)
-        typer.echo(f"interrupted: {have}/{len(p.members)} members done; run the same command again to resume", err=True)
+        path, have, missing = orchestrate.build_results(p, needed)
+        typer.echo(f"interrupted: {have}/{total} members done; run the same command again to resume", err=True)
         raise typer.Exit(130) from None
     with reported():
-        path, have, missing = orchestrate.build_results(p)
-    typer.echo(f"{have}/{len(p.members)} members done; results: {path}")
+        path, have, missing = orchestrate.build_results(p, needed)
+    typer.echo(f"{have}/{total} members done{'' if needed is None else f' ({stage})'}; results: {path}")
     if missing:
         typer.echo(f"{missing} members missing; run the same command again to resume", err=True)
         raise typer.Exit(1)

@@ -128,6 +128,9 @@ class SweepPlan:
     names: list[str]
     cfgs: list[Cfg] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
+    # a tuned sweep (analysis/staged.py): its tuning rule(s), written into sweep.yaml; its grid may
+    # change between runs in one folder (the choice is made again)
+    tuned: list[dict] | None = None
 
 
 def sweep_name(overrides: Sequence[str]) -> str:
@@ -142,8 +145,9 @@ def member_name(index: int, labels: dict[str, str]) -> str:
     return f"{index:04d}_" + store.slug(body, 100)
 
 
-def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPlan:
-    """Expand and validate every member (nothing is written); exit-2 errors name the member."""
+def plan(overrides: Sequence[str], runs_dir: Path, name: str | None, tuned: bool = False) -> SweepPlan:
+    """Expand and validate every member (nothing is written); exit-2 errors name the member. A
+    `tuned` sweep may replace a tuned sweep of other overrides in its folder (check_same_sweep)."""
     from activation_bench.config.grid import expand
     from activation_bench.config.hashing import config_hash
 
@@ -152,7 +156,7 @@ def plan(overrides: Sequence[str], runs_dir: Path, name: str | None) -> SweepPla
     directory = runs_dir / (store.check_name(name) if name else sweep_name(overrides))
     keys, labels = sweep_labels(grid.keys, grid.labels, cfgs)
     names = [member_name(i, lab) for i, lab in enumerate(labels)]
-    check_same_sweep(directory, list(overrides))  # refused here: a study's later sweep before its first trains
+    check_same_sweep(directory, list(overrides), tuned)  # refused here: a study's later sweep before its first trains
     return SweepPlan(directory, list(overrides), keys, grid.members, labels, names,
                      cfgs, [config_hash(c) for c in cfgs])
 
@@ -173,9 +177,11 @@ def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str,
         raise
 
 
-def check_same_sweep(directory: Path, overrides: list[str]) -> None:
+def check_same_sweep(directory: Path, overrides: list[str], tuned: bool = False) -> None:
     """UsageError where `directory` holds the sweep.yaml of a sweep with other overrides (resuming it
-    would mix two grids); a missing or damaged sweep.yaml passes (write_sweep_file rewrites it)."""
+    would mix two grids); a missing or damaged sweep.yaml passes (write_sweep_file rewrites it). A
+    tuned sweep replacing a tuned sweep passes: its results hold its own grid's members only, and its
+    choice is made again from them (analysis/staged.py)."""
     import yaml
 
     from activation_bench.cfg import load_yaml
@@ -187,6 +193,8 @@ def check_same_sweep(directory: Path, overrides: list[str]) -> None:
         old = load_yaml(existing.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return
+    if isinstance(old, dict) and tuned and old.get("tuned"):
+        return
     if isinstance(old, dict) and list(old.get("overrides") or []) != overrides:
         raise UsageError(f"{directory} holds a different sweep ({' '.join(map(str, old['overrides']))}); "
                          "choose another --name")
@@ -197,10 +205,11 @@ def write_sweep_file(p: SweepPlan) -> None:
 
     store.ensure_root(p.directory.parent)
     store.inside(p.directory.parent, p.directory)
-    check_same_sweep(p.directory, p.overrides)
+    check_same_sweep(p.directory, p.overrides, bool(p.tuned))
     p.directory.mkdir(parents=True, exist_ok=True)
     doc = {
         "overrides": p.overrides,
+        **({"tuned": p.tuned} if p.tuned else {}),
         "keys": p.keys,
         "members": [
             {"name": n, "overrides": m, "labels": lab, "config_hash": h}
@@ -383,17 +392,19 @@ def steps_per_epoch(cfg: Cfg) -> int:
     return -(-n // (cfg.batch_size or n))
 
 
-def build_results(p: SweepPlan) -> tuple[Path, int, int]:
-    """Rebuild results.csv from the run directories (so it never holds duplicates).
+def build_results(p: SweepPlan, needed: Sequence[int] | None = None) -> tuple[Path, int, int]:
+    """Rebuild results.csv from the run directories (so it never holds duplicates): every finished
+    member of the plan.
 
-    Returns (path, members included, members missing).
+    Returns (path, members included, members missing): missing among `needed` (a tuned sweep's
+    stages), or among all members.
     """
     done = done_hashes(p.directory)
     members = []
-    missing = 0
+    wanted = set(range(len(p.hashes)) if needed is None else needed)
+    missing = sum(1 for i in wanted if p.hashes[i] not in done)
     for h, lab in zip(p.hashes, p.labels):
         if h not in done:
-            missing += 1
             continue
         run_dir, summary = done[h]
         n_params = summary.get("n_params", "")
@@ -405,7 +416,7 @@ def build_results(p: SweepPlan) -> tuple[Path, int, int]:
         # streamed member by member: the whole table (tens of MB for a large sweep) is never
         # built in memory
         store.atomic_write(path, _results_rows(p.keys, loss_cols, members))
-    return path, len(members), missing
+    return path, len(wanted) - missing, missing
 
 
 def _results_rows(keys: list[str], loss_cols: list[str], members: list[tuple]) -> Iterator[str]:
