@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from activation_bench.cli.options import JudgeSeedsMaxOpt, MarginOpt, SequentialOpt
 from activation_bench.errors import UsageError, reported
 
 PathsArg = Annotated[
@@ -95,7 +96,8 @@ def compare(
         "On an accuracy column (--loss val_acc/test_acc) a difference in percentage points, e.g. 1.",
         show_default=False)] = None,
     power_level: Annotated[str, typer.Option("--power-level", help="Power for --power.")] = "0.8",
-    alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power.")] = "0.05",
+    alpha: Annotated[str, typer.Option("--alpha", help="Two-sided significance level for --power; with --margin "
+                                       "the error rate of all verdicts together.")] = "0.05",
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
@@ -104,6 +106,9 @@ def compare(
         "--pair-by", help="Pair each run with the baseline run that shares these columns (repeat or comma list; "
         "default: seed and every other varying column). --pair-by seed where each group trains at its own "
         "recipe (learning rate, warmup) chosen elsewhere.", show_default=False)] = None,
+    margin: MarginOpt = None,
+    sequential: SequentialOpt = False,
+    judge_seeds_max: JudgeSeedsMaxOpt = None,
 ) -> None:
     """Paired statistics on loss tables: per group n, mean, std, median, geometric mean with a 95% CI;
     against a baseline paired by seed: geometric-mean ratio, win rate, paired t-test and Wilcoxon
@@ -130,6 +135,10 @@ def compare(
       actbench compare runs/my-digits-sweep --metric early_stop --loss test_acc --tune lr --tune-on val_acc
 
       actbench compare runs/my-lr-sweep --metric early_stop --by activation --pair-by seed
+
+      actbench compare runs/my-sweep --margin 1.05
+
+      actbench compare runs/my-digits-sweep --loss test_acc --metric early_stop --margin 1 --sequential
     """
     # Long only on paper: the Typer options and the docstring (the --help text) take 40 of its lines.
     with reported():
@@ -144,8 +153,11 @@ def compare(
         m = cmp.parse_metric(metric)
         tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on, tune_grid)
         spec = None
-        if power is None and (power_level, alpha) != ("0.8", "0.05"):
+        if power is None and margin is None and (power_level, alpha) != ("0.8", "0.05"):
             raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
+        if power is None and power_level != "0.8":
+            raise UsageError("--power-level sets up --power: give --power RATIO too, e.g. --power 1.05")
+        verdicts = _verdict_options(margin, sequential, judge_seeds_max, alpha, loss)
         if power is not None:
             from activation_bench.analysis.loading import is_accuracy
             from activation_bench.analysis.power import parse_power
@@ -156,9 +168,30 @@ def compare(
                                  f"points), not --metric {m.label}")
         loaded = cmp.load(paths, loss or "train_loss")
         result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning,
-                             pair_by=pair_by)
+                             pair_by=pair_by, **verdicts)
         _warn(result.all_warnings)
         emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
+
+
+def _verdict_options(margin: str | None, sequential: bool, judge_seeds_max: int | None, alpha: str,
+                     loss: str | None) -> dict:
+    """compare's keyword arguments for --margin, --sequential, --judge-seeds-max and --alpha, checked."""
+    from activation_bench.analysis.loading import is_accuracy
+    from activation_bench.analysis.rank import parse_alpha
+
+    if margin is None:
+        if sequential or judge_seeds_max is not None:
+            raise UsageError(f"{'--sequential' if sequential else '--judge-seeds-max'} judges against a margin: "
+                             "give --margin too, e.g. --margin 1.05")
+        return {}
+    from activation_bench.analysis.sequential import SequentialSpec
+    from activation_bench.analysis.verdicts import parse_margin
+
+    if judge_seeds_max is not None and (not sequential or judge_seeds_max < 2):
+        raise UsageError(f"--judge-seeds-max {judge_seeds_max}: " + ("needs at least 2 seeds" if sequential else
+                         "says when sequential judging stops: give --sequential too"))
+    return {"margin": parse_margin(margin, accuracy=is_accuracy(loss or "")), "alpha": parse_alpha(alpha),
+            "sequential": SequentialSpec(judge_seeds_max) if sequential else None}
 
 
 def plot(

@@ -58,3 +58,15 @@ OverridesArg = Annotated[
     typer.Argument(help="Hydra overrides KEY=VALUE (see the key list below).", show_default=False),
 ]
 RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Root directory for results.")]
+MarginOpt = Annotated[str | None, typer.Option(
+    "--margin", help="A region of practical equivalence, chosen before looking: a geometric-mean ratio on a loss "
+    "(1.05: ratios within 1/1.05-1.05), percentage points on an accuracy (1: within +-1 pp). Each comparison "
+    "with the baseline then reads better, worse, equivalent (its interval inside the margin) or undecided.",
+    show_default=False)]
+SequentialOpt = Annotated[bool, typer.Option(
+    "--sequential", help="With --margin: read the verdicts from anytime-valid confidence sequences over the seeds "
+    "in order (valid however often the seeds were looked at, as a sequential sweep does), with the seeds each "
+    "used and why it stopped.")]
+JudgeSeedsMaxOpt = Annotated[int | None, typer.Option(
+    "--judge-seeds-max", help="With --sequential: the most judging seeds a comparison may use; an undecided one "
+    "that used them reads 'max seeds' (else 'open': more seeds may decide it).", show_default=False)]

@@ -109,8 +109,35 @@ def _paired_tail(res: CompareResult, compact: bool, power: list[tuple[str, Any, 
     ]
     if res.power is not None and "seeds_needed" in res.table.columns:
         cols += power
+    if res.margin is not None and "verdict" in res.table.columns:
+        cols += _verdict_columns(res, compact)
     if not compact:
         cols.append(("note", lambda r: str(r.get("note") or ""), False))
+    return cols
+
+
+def _verdict_columns(res: CompareResult, compact: bool) -> list[tuple[str, Any, bool]]:
+    """With --margin: the verdict and the interval it was read from; sequential: seeds used and why
+    it stopped (and, in the long table, the seeds at which it was first decided)."""
+    acc, seq, level = res.scale == ACCURACY, res.sequential is not None, f"{100 * (1 - res.alpha):g}%"
+
+    def interval(r: pd.Series) -> str:
+        if acc:
+            lo, hi = r["verdict_lo_pp"], r["verdict_hi_pp"]
+            return "-" if _missing(lo) else f"[{fmt_pp(lo)}, {fmt_pp(hi)}]"
+        lo, hi = r["verdict_ratio_lo"], r["verdict_ratio_hi"]
+        return "-" if _missing(lo) else f"[{fmt_num(lo)}, {fmt_num(hi)}]"
+
+    cols: list[tuple[str, Any, bool]] = [
+        (f"verdict ({res.margin.label})", lambda r: _cmp(r, str(r["verdict"])), False),
+        (f"anytime {level} CI" if seq else f"{level} CI (all)", lambda r: _cmp(r, interval(r)), True),
+    ]
+    if seq:
+        cols.append(("seeds", lambda r: _cmp(r, fmt_int(r["seeds_used"])), True))
+        cols.append(("stopped", lambda r: _cmp(r, str(r["stopped"])), False))
+        if not compact:
+            cols.append(("decided at", lambda r: _cmp(r, fmt_int(r["decided_at"])), True))
+            cols.append(("p anytime", lambda r: _cmp(r, fmt_p(r["p_anytime_holm"])), True))
     return cols
 
 
@@ -307,6 +334,11 @@ def to_json(res: CompareResult) -> str:
         doc["budget_check"] = res.budget.to_dict()
     if res.tuning is not None:
         doc["tuning"] = tuning_json(res.tuning)
+    if res.margin is not None:
+        doc["margin"] = {**res.margin.to_dict(), "alpha": res.alpha,
+                         "interval": "confidence sequence" if res.sequential is not None else "t, Bonferroni"}
+        if res.sequential is not None:
+            doc["margin"]["max_seeds"] = res.sequential.max_seeds
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
