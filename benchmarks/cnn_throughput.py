@@ -22,17 +22,16 @@ printed against torch.bmm's rate at those products' own shapes and against the p
 roof, timed before and after every round (benchmarks/roofline.py).
 
 Usage:
-    python benchmarks/cnn_throughput.py [--epochs 2] [--seeds 30] [--repeat 3] [--engine eager]
-    python benchmarks/cnn_throughput.py --quick      # a smoke run: 2 seeds, 2 epochs, 1 round
+    python -m benchmarks.cnn_throughput [--epochs 2] [--seeds 30] [--repeat 3] [--engine eager]
+    python -m benchmarks.cnn_throughput --quick      # a smoke run: 2 seeds, 2 epochs, 1 round
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import roofline
+from benchmarks import mnist1d, roofline
+from benchmarks.plain import fit_classifier
 
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 BATCH, LR = 100, 0.01
@@ -41,7 +40,6 @@ BATCH, LR = 100, 0.01
 def plain(seeds: int, epochs: int) -> int:
     """The loop a user would write, one model at a time; returns the model steps taken."""
     import torch
-    from rounds import fit_classifier  # benchmarks/ is on sys.path when a script there runs
     from torch import nn
 
     from activation_bench.config.compose import compose
@@ -70,8 +68,6 @@ def roof() -> roofline.Roof:
     and input gradient but for the first block's), the head likewise at its padded 16 logits; an
     evaluated row costs the forward's FLOPs of one sample; the parameters are each block's
     weight and bias and the head's."""
-    import roofline  # benchmarks/, beside this script
-
     from activation_bench.config.compose import compose
     from activation_bench.engine.models.conv_shapes import PAD_OUT, blocks
 
@@ -97,11 +93,9 @@ def roof() -> roofline.Roof:
 
 
 def main() -> None:
-    from rounds import mnist1d_sweep_vs_plain  # benchmarks/ is on sys.path when a script there runs
-
-    mnist1d_sweep_vs_plain(__doc__, __file__, plain, ACTS, BATCH, ["model=cnn", f"lr={LR}"],
+    mnist1d.sweep_vs_plain(__doc__, "benchmarks.cnn_throughput", plain, ACTS, BATCH, ["model=cnn", f"lr={LR}"],
                            f"model=cnn data=mnist1d (MNIST-1D's CNN), batch_size={BATCH}, shuffle=true, lr={LR}",
-                           epochs=2, plain_seeds=3, quick=(2, 2, 1), roof=roof())
+                           epochs=2, plain_seeds=3, quick=(2, 2, 1), roof=roof)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """compare speed: whole `actbench compare` processes against the pandas + scipy.stats script a user
 would write instead, and against a bare `pandas.read_csv` process.
 
-Uses rank_speed.py's long-format results.csv of about 1,000,000 rows (every registered activation x
+Uses benchmarks/tables.py's long-format results.csv of about 1,000,000 rows (every registered activation x
 2 data x 2 targets x 10 seeds x 926 epochs, columns activation,data,data.target,seed,run,epoch,
 train_loss as `actbench sweep` writes them) in a temporary directory, then times, each as a fresh
 Python process (start-up and imports included), in interleaved rounds:
@@ -23,9 +23,8 @@ then every actbench process compiles its modules again (about 0.1-0.15 s on the 
 that is the cost of compiling included).
 
 Prints the load average, each round, and the median of the rounds' ratios to the script (the goal:
-compare at most 1.2x the script). The actbench processes run this checkout
-(`python -m activation_bench.cli`). Usage:
-    python benchmarks/compare_speed.py [--seeds 10] [--epochs 926] [--rounds 5] [--metric final]
+compare at most 1.2x the script). Usage:
+    python -m benchmarks.compare_speed [--seeds 10] [--epochs 926] [--rounds 5] [--metric final]
         [--holm hand|statsmodels] [--read-csv] [--no-compile]
 """
 
@@ -35,8 +34,7 @@ import os
 import sys
 import tempfile
 
-from provenance import compile_bytecode, header  # benchmarks/ is on sys.path when a script there runs
-from rank_speed import arguments, interleaved, results_table
+from benchmarks import harness, provenance, tables
 
 USER_SCRIPT = '''\
 import sys
@@ -90,33 +88,25 @@ def user_script(holm: str) -> str:
     return f"{head}{HOLM[holm]}\n{sep}{rest}"
 
 
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main() -> None:
-    ap = arguments()
+    ap = tables.options(__doc__)
     ap.add_argument("--metric", default="final")
     ap.add_argument("--holm", choices=sorted(HOLM), default="hand")
     ap.add_argument("--read-csv", action="store_true", help="also time a bare pandas.read_csv process")
     ap.add_argument("--no-compile", action="store_true", help="leave actbench's bytecode cache as it is")
     args = ap.parse_args()
-    print(header())
-    print(f"load average (1, 5, 15 min) at the start: {load_average()}")
-    if not args.no_compile:
-        compile_bytecode()
-
+    bench = harness.Bench(args, compile_bytecode=not args.no_compile)
     with tempfile.TemporaryDirectory() as tmp:
-        path = results_table(tmp, args.seeds, args.epochs)
+        path = tables.results_table(tmp, args.seeds, args.epochs)
         script = os.path.join(tmp, "user_compare.py")
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(user_script(args.holm))
-        cli = [sys.executable, "-m", "activation_bench.cli", "compare", path, "--metric", args.metric, "-f", "csv"]
+        cli = [*provenance.actbench(), "compare", path, "--metric", args.metric, "-f", "csv"]
         cmds = {"script": [sys.executable, script, path], "compare": cli}
         if args.read_csv:
             cmds["read_csv"] = [sys.executable, "-c", f"import pandas; pandas.read_csv({path!r})"]
-        interleaved(cmds, args.rounds, goal=1.2)
-    print(f"load average (1, 5, 15 min) at the end: {load_average()}")
+        times = tables.against_first(bench, cmds, args.rounds, {"compare": "<= 1.2"})
+    bench.finish(times)
 
 
 if __name__ == "__main__":

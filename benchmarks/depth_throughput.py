@@ -19,34 +19,30 @@ in sweep_throughput.py. Last, the engine's marginal training rate: in process, t
 less the grid at a fifth of them (after one untimed run at that fifth, so compilation and warm-up
 are paid before either), its training FLOPs over that time against torch.bmm's rate at the stack's
 own shapes (benchmarks/roofline.py says how FLOPs are counted). Usage:
-    python benchmarks/depth_throughput.py [--depth 8] [--epochs 200] [--seeds 30] [--repeat 3]
+    python -m benchmarks.depth_throughput [--depth 8] [--epochs 200] [--seeds 30] [--repeat 3]
         [--norm none|batch|layer] [--engine eager|compiled]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
-import time
 
-import provenance  # benchmarks/ is on sys.path when a script there runs
-
-ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
-ACTBENCH = provenance.actbench()
+from benchmarks import harness, provenance, roofline
+from benchmarks.peers.grid import ACTS
 
 
-def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str = "none") -> tuple[int, float]:
+def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str = "none") -> int:
+    """The seed notebook's loop at this depth, one model per activation; returns the model steps."""
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
     from activation_bench.engine.activations.registry import create
 
-    steps, start = 0, time.perf_counter()
+    steps = 0
     for a in acts:
         torch.manual_seed(0)
         x, y = torch.randn(10, 64), torch.randn(10, 1)
@@ -67,20 +63,17 @@ def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str 
                 loss.backward()
                 opt.step()
                 steps += 1
-    return steps, time.perf_counter() - start
+    return steps
 
 
-def actbench_sweep(root: str, depth: int, seeds: int, epochs: int, extra: list[str]) -> tuple[int, float]:
-    cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
-           f"epochs={epochs}", f"model.depth={depth}", *extra]
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return len(ACTS) * seeds * epochs, time.perf_counter() - start
+def sweep_cmd(root: str, depth: int, seeds: int, epochs: int, extra: list[str]) -> list[str]:
+    return [*provenance.actbench(), "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
+            f"seed=range({seeds})", f"epochs={epochs}", f"model.depth={depth}", *extra]
 
 
-def engine_in_process(depth: int, seeds: int, epochs: int, extra: list[str]) -> tuple[int, float]:
-    """actbench's engine alone (composed configs in, losses out), timed in this process: no start-up,
-    no files."""
+def engine_in_process(depth: int, seeds: int, epochs: int, extra: list[str]) -> float:
+    """Seconds of actbench's engine alone (composed configs in, losses out) in this process: no
+    start-up, no files."""
     from activation_bench.config.compose import compose_many
     from activation_bench.config.grid import expand
     from activation_bench.engine import plan, train
@@ -88,14 +81,11 @@ def engine_in_process(depth: int, seeds: int, epochs: int, extra: list[str]) -> 
     grid = expand([f"activation={','.join(ACTS)}", f"seed=range({seeds})", f"epochs={epochs}",
                    f"model.depth={depth}", *extra])
     cfgs = compose_many(grid.members)
-    start = time.perf_counter()
-    for stack in plan.plan_stacks(cfgs):
-        train.train([cfgs[i] for i in stack])
-    return len(cfgs) * epochs, time.perf_counter() - start
+    return harness.clock(lambda: [train.train([cfgs[i] for i in stack]) for stack in plan.plan_stacks(cfgs)])[0]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = harness.parser(__doc__)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=30)
@@ -106,38 +96,30 @@ def main() -> None:
     extra = [f"model.norm={args.norm}", f"engine={args.engine}"]
     import torch
 
-    print(provenance.header())
+    bench = harness.Bench(args, compile_bytecode=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores, "
           f"depth {args.depth}, {len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs, "
           f"model.norm={args.norm}, engine={args.engine}")
-    print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
     naive(ACTS[:1], args.depth, 2, norm=args.norm)  # warm-up: one-time imports are not counted against the naive loop
-    ratios, bases = [], []
-    keep = tempfile.mkdtemp(prefix="actbench-depth-bench-")  # kept until the end (see sweep_throughput.py)
+    keep = tempfile.mkdtemp(prefix="actbench-depth-bench-")  # kept until the end (see sweep_throughput)
+    paths = {"actbench sweep": lambda r: harness.run(sweep_cmd(os.path.join(keep, f"round{r}"), args.depth,
+                                                               args.seeds, args.epochs, extra)).seconds,
+             "naive (sample)": lambda r: harness.clock(naive, ACTS, args.depth, args.epochs, norm=args.norm)[0]}
     try:
-        for r in range(1, args.repeat + 1):
-            steps, wall = actbench_sweep(os.path.join(keep, f"round{r}"), args.depth, args.seeds, args.epochs, extra)
-            n_steps, n_wall = naive(ACTS, args.depth, args.epochs, norm=args.norm)
-            rate, base = steps / wall, n_steps / n_wall
-            ratios.append(rate / base), bases.append(base)
-            print(f"{r:<6d} {'actbench sweep (whole process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
-                  f"{rate / base:8.1f}")
-            print(f"{r:<6d} {'naive, one model at a time (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} "
-                  f"{1.0:8.1f}")
+        times = harness.interleaved(paths, args.repeat)
     finally:
         shutil.rmtree(keep)
+    steps = len(ACTS) * args.seeds * args.epochs
+    rates = [steps / s for s in times["actbench sweep"]]
+    bases = [len(ACTS) * args.epochs / s for s in times["naive (sample)"]]
+    bench.figure(f"depth {args.depth}: actbench / naive, model-steps per second", harness.ratios(rates, bases),
+                 digits=1)
     short = max(1, args.epochs // 5)
     engine_in_process(args.depth, args.seeds, short, extra)  # untimed: compilation, caches, first-touch
-    _, short_wall = engine_in_process(args.depth, args.seeds, short, extra)
-    steps, wall = engine_in_process(args.depth, args.seeds, args.epochs, extra)
-    rate = steps / wall
-    print(f"{'-':6s} {'actbench engine alone (in process)':34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
-          f"{rate / statistics.median(bases):8.1f}")
-    rounds = ", ".join(f"{x:.1f}" for x in ratios)
-    print(f"depth {args.depth}: actbench / naive = {statistics.median(ratios):.1f}x "
-          f"(median of {len(ratios)} rounds: {rounds})")
-    import roofline  # benchmarks/, beside this script
-
+    short_wall = engine_in_process(args.depth, args.seeds, short, extra)
+    wall = engine_in_process(args.depth, args.seeds, args.epochs, extra)
+    bench.figure("engine alone in process / naive, model-steps per second", [steps / wall / statistics.median(bases)],
+                 digits=1)
     members, hidden = len(ACTS) * args.seeds, [64] * (args.depth + 1)  # 64 inputs, 64 per hidden layer
     grid = [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={args.depth}", *extra]
     # the one-output layer is a multiply and a sum, no bmm
@@ -146,8 +128,12 @@ def main() -> None:
     flops = roofline.training_flops(members, [*hidden, 1], 10, args.epochs - short)
     update = roofline.update_total(members, stack, [*hidden, 1], args.epochs - short)
     print(f"engine alone, marginal: {args.epochs - short} epochs in {wall - short_wall:.2f} s ({args.epochs} less "
-          f"{short}); {roofline.line(flops, wall - short_wall, ceiling, update)}; load average "
-          f"{os.getloadavg()[0]:.2f}")
+          f"{short}); {roofline.line(flops, wall - short_wall, ceiling, update)}")
+    goal = ">= 0.5" if args.engine == "compiled" and args.norm == "batch" else None
+    bench.figure("engine alone: share of bmm's rate, marginal", [flops / (wall - short_wall) / 1e9 / ceiling],
+                 unit="", goal=goal)
+    bench.note(stack=stack, bmm_gflops=ceiling, engine_seconds={"short": short_wall, "full": wall})
+    bench.finish(times)
 
 
 if __name__ == "__main__":

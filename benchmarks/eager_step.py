@@ -1,6 +1,6 @@
 """Where the eager engine's training step goes, against the work no step can skip and the compiled step.
 
-One stack of the peer grid (benchmarks/peer_throughput.py): 8 activations x 30 seeds = 240
+One stack of the peer grid (benchmarks.peer_throughput): 8 activations x 30 seeds = 240
 members, 64-64-1 MLPs on 10 samples, whole-batch Adam. In this process, interleaved rounds of:
 
 - the eager step and the compiled step: marginal seconds per step, (train at --epochs - train at a
@@ -18,19 +18,16 @@ layer, the loss, the gradients' sums) issued as separate kernels, whose results 
 engine's bits; the compiled engine fuses it into a few loops and has other bits.
 
 Usage:
-    python benchmarks/eager_step.py [--epochs 1000] [--repeat 3]
+    python -m benchmarks.eager_step [--epochs 1000] [--repeat 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
 
-import provenance  # benchmarks/ is on sys.path when a script there runs
-import roofline
+from benchmarks import harness, roofline
+from benchmarks.peers.grid import ACTS
 
-ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 # the products an engine runs as bmm: the hidden layer's forward [10, 64] x [64, 64] and weight
 # gradient [64, 10] x [10, 64] (the 64 -> 1 output layer is elementwise work in every engine, and no
 # engine computes the data's gradient)
@@ -49,14 +46,9 @@ def seconds_per_step(engine: str, epochs: int) -> float:
     """Marginal seconds per optimiser step of the stack (one step an epoch: whole-batch)."""
     from activation_bench.engine import train
 
-    def timed(n: int) -> float:
-        cfgs = configs(n, engine)
-        start = time.perf_counter()
-        train.train(cfgs)
-        return time.perf_counter() - start
-
     short = max(1, epochs // 5)
-    return (timed(epochs) - timed(short)) / (epochs - short)
+    full, part = (harness.clock(train.train, configs(n, engine))[0] for n in (epochs, short))
+    return (full - part) / (epochs - short)
 
 
 def kernel_calls(epochs: int = 20) -> float:
@@ -78,13 +70,13 @@ def kernel_calls(epochs: int = 20) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = harness.parser(__doc__)
     ap.add_argument("--epochs", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     import torch
 
-    print(provenance.header())
+    bench = harness.Bench(args)
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; one stack of 240 members, 64-64-1, 10 rows")
     members, widths = 240, [64, 64, 1]
     seconds_per_step("compiled", 50)  # warms the compile store (cold: minutes)
@@ -106,6 +98,10 @@ def main() -> None:
     print(f"eager beyond products + Adam: {(e - f) * 1e3:.3f} ms a step ({(e - f) / e:.0%} of it) over "
           f"{calls:.0f} top-level kernel calls a step: {(e - f) / calls * 1e6:.1f} us a call")
     print(f"compiled beyond products + Adam: {(c - f) * 1e3:.3f} ms a step")
+    bench.figure("eager / compiled, seconds a step", harness.ratios(eager, compiled))
+    bench.figure("eager / products + Adam, seconds a step", harness.ratios(eager, floor))
+    bench.note(kernel_calls_a_step=calls)
+    bench.finish({"eager step": eager, "compiled step": compiled, "products + Adam": floor})
 
 
 if __name__ == "__main__":

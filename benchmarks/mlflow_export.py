@@ -16,28 +16,21 @@ pays for the migrations), interleaved over --repeat rounds:
 Both stores are checked to hold the same number of runs and metric values. Prints the date,
 commit, machine and load, each side's median wall time and the median of the rounds' ratios.
 Usage:
-    python benchmarks/mlflow_export.py [--repeat 2] [--sweep runs/existing-sweep]
+    python -m benchmarks.mlflow_export [--repeat 2] [--sweep runs/existing-sweep]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import pickle
-import platform
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-ACTS = "gelu,relu,silu,elu,tanh,mish,leaky_relu,softplus"
-CLI = [sys.executable, "-m", "activation_bench.cli"]
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import harness, provenance
+from benchmarks.peers.grid import ACTS
 
 BARE = """
 import pickle, sys
@@ -58,21 +51,8 @@ client.set_terminated(parent)
 """
 
 
-def header() -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    load = os.getloadavg()[0]
-    import mlflow
-
-    return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, {os.cpu_count()} cores {cpu}, "
-            f"python {platform.python_version()}, mlflow {mlflow.__version__}, load average {load:.2f}")
-
-
 def write_payload(sweep: Path, path: Path) -> tuple[int, int]:
     """The members' calls as actbench makes them; returns (members, metric values)."""
-    sys.path.insert(0, str(ROOT))
     from activation_bench.export import mlflow as ex
 
     plan = ex.collect([sweep])
@@ -96,54 +76,50 @@ def counts(db: Path) -> tuple[int, int]:
                 con.execute("select count(*) from metrics").fetchone()[0])
 
 
-def timed(args: list[str], cwd: Path) -> float:
-    """Run in `cwd` (MLflow puts a SQLite store's artifacts in ./mlruns), this checkout's package first."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    start = time.perf_counter()
-    subprocess.run(args, check=True, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sweep", type=Path, default=None, help="an existing sweep directory (default: train one)")
     args = ap.parse_args()
-    print(header())
+    bench = harness.Bench(args, compile_bytecode=True)
+    cli = provenance.actbench()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         sweep = args.sweep.resolve() if args.sweep else tmp / "runs" / "speed"
         if args.sweep is None:
-            subprocess.run([*CLI, "sweep", f"activation={ACTS}", "data=normal,uniform", "seed=range(30)",
-                            "epochs=1000", "--name", "speed", "--runs-dir", str(tmp / "runs"), "-q"],
-                           check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+            harness.run([*cli, "sweep", f"activation={','.join(ACTS)}", "data=normal,uniform", "seed=range(30)",
+                         "epochs=1000", "--name", "speed", "--runs-dir", str(tmp / "runs"), "-q"])
         n_members, n_values = write_payload(sweep, tmp / "payload.pkl")
         (tmp / "bare.py").write_text(BARE)
         empty = tmp / "empty.db"
-        subprocess.run([sys.executable, "-c", f"from mlflow import MlflowClient; "
-                        f"MlflowClient(tracking_uri='sqlite:///{empty}').search_experiments()"], check=True,
-                       stderr=subprocess.DEVNULL)
-        times: dict[str, list[float]] = {"actbench": [], "bare": []}
+        harness.run([sys.executable, "-c", f"from mlflow import MlflowClient; "
+                     f"MlflowClient(tracking_uri='sqlite:///{empty}').search_experiments()"])
         stored: dict[str, set[tuple[int, int]]] = {"actbench": set(), "bare": set()}
-        for i in range(args.repeat):
-            for side in ("bare", "actbench"):
-                where = tmp / f"{side}{i}"
+
+        def side(name: str):  # noqa: ANN202
+            def timed(r: int) -> float:
+                where = tmp / f"{name}{r}"  # MLflow puts a SQLite store's artifacts in ./mlruns
                 where.mkdir()
                 db = where / "mlflow.db"
                 shutil.copy(empty, db)
                 uri = f"sqlite:///{db}"
-                cmd = ([sys.executable, str(tmp / "bare.py"), uri, str(tmp / "payload.pkl")] if side == "bare"
-                       else [*CLI, "export", "mlflow", str(sweep), "--tracking-uri", uri, "-q"])
-                times[side].append(timed(cmd, where))
-                stored[side].add(counts(db))
+                cmd = ([sys.executable, str(tmp / "bare.py"), uri, str(tmp / "payload.pkl")] if name == "bare"
+                       else [*cli, "export", "mlflow", str(sweep), "--tracking-uri", uri, "-q"])
+                seconds = harness.run(cmd, cwd=where).seconds
+                stored[name].add(counts(db))
                 shutil.rmtree(where)
+                return seconds
+            return timed
+
+        times = harness.interleaved({"bare": side("bare"), "actbench": side("actbench")}, args.repeat)
     print(f"{n_members} members, {n_values:,} metric values each side; stored (runs, values): "
           f"actbench {sorted(stored['actbench'])}, bare {sorted(stored['bare'])}")
-    ratios = [a / b for a, b in zip(times["actbench"], times["bare"])]
-    for side, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{side:9s} {med:7.2f} s  ({n_values / med:,.0f} values/s)  rounds: {', '.join(f'{t:.2f}' for t in ts)}")
-    print(f"actbench / bare: {statistics.median(ratios):.3f}x (median of the rounds' ratios; target <= 1.2x)")
+    for name, ts in times.items():
+        print(f"{name:9s} {n_values / statistics.median(ts):,.0f} values/s")
+    bench.figure("actbench / bare MLflow calls, its time", harness.ratios(times["actbench"], times["bare"]),
+                 goal="<= 1.2", digits=3)
+    bench.note(members=n_members, metric_values=n_values)
+    bench.finish(times)
 
 
 if __name__ == "__main__":

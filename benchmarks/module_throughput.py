@@ -1,6 +1,6 @@
 """model=module's speed: 8 small ResNets on digits (relu and gelu x 4 seeds) trained by actbench,
 members one after another (the default) and as one torch.func stack (model.vmap=true), against
-the plain PyTorch loop a user would write training them one after another (rounds.fit_classifier:
+the plain PyTorch loop a user would write training them one after another (plain.fit_classifier:
 torch.optim.Adam, a shuffled DataLoader, the validation and test loss and accuracy every epoch).
 All three in this one process, interleaved in rounds (--repeat) so a shared machine's load falls
 on each; the ratio is the median over rounds of model-steps per second against the plain loop's.
@@ -16,20 +16,17 @@ step is bound by that overhead: the regime where the torch.func stack pays. Digi
 training rows (8x8), batch 64, shuffle, Adam lr 1e-3, 17 steps an epoch.
 
 Usage:
-    python benchmarks/module_throughput.py [--epochs 10] [--repeat 3] [--threads 1] [--model mlp]
-    python benchmarks/module_throughput.py --quick      # a smoke run: 1 epoch, 1 round
+    python -m benchmarks.module_throughput [--epochs 10] [--repeat 3] [--threads 1] [--model mlp]
+    python -m benchmarks.module_throughput --quick      # a smoke run: 1 epoch, 1 round
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import sys
-import time
-
 import torch
 from torch import nn
+
+from benchmarks import harness
+from benchmarks.plain import fit_classifier
 
 ACTS, SEEDS, BATCH, LR = ["relu", "gelu"], 4, 64, 1e-3
 
@@ -78,7 +75,7 @@ def configs(epochs: int, vmap: bool) -> list:
     from activation_bench.config.compose import compose_many
 
     extra = ["model.vmap=true"] if vmap else []
-    return compose_many([["model=module", f"model.target=module_throughput:{MODELS[MODEL].__name__}",
+    return compose_many([["model=module", f"model.target=benchmarks.module_throughput:{MODELS[MODEL].__name__}",
                           "model.act_arg=act_layer",
                           "data=digits", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}", f"lr={LR}",
                           f"activation={a}", f"seed={s}", *extra] for a in ACTS for s in range(SEEDS)])
@@ -97,8 +94,6 @@ def actbench(epochs: int, vmap: bool) -> tuple[int, list[float]]:
 
 
 def plain(epochs: int) -> int:
-    from rounds import fit_classifier  # benchmarks/ is on sys.path when a script there runs
-
     from activation_bench.config.compose import compose
     from activation_bench.data import splits
 
@@ -118,7 +113,7 @@ def plain(epochs: int) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = harness.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (0: torch's default)")
@@ -131,32 +126,37 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.quick:
         args.epochs, args.repeat = 1, 1
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from provenance import header
-
-    print(header())
-    print(f"load average {os.getloadavg()[0]:.2f} (quiet below 1.5); torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; {len(ACTS) * SEEDS} members ({args.model}) x {args.epochs} epochs")
+    bench = harness.Bench(args)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {len(ACTS) * SEEDS} members "
+          f"({args.model}) x {args.epochs} epochs")
     actbench(1, False), actbench(1, True), plain(1)  # warm-up: imports, data caches
-    ratios: dict[str, list[float]] = {"sequential": [], "vmap": []}
+    steps: dict[str, int] = {}
+    finals: dict[str, list[float]] = {}
     tolerance = 0.0
-    for r in range(args.repeat):
-        t = time.perf_counter()
-        n_plain = plain(args.epochs)
-        rate_plain = n_plain / (time.perf_counter() - t)
-        finals = {}
-        for path in ("sequential", "vmap"):
-            t = time.perf_counter()
-            n, finals[path] = actbench(args.epochs, path == "vmap")
-            rate = n / (time.perf_counter() - t)
-            ratios[path].append(rate / rate_plain)
-            print(f"round {r + 1}: {path:10s} {rate:8.1f} model-steps/s, {rate / rate_plain:.2f}x plain "
-                  f"({rate_plain:.1f}/s)")
-        tolerance = max(tolerance, *(abs(v - s) / abs(s) for v, s in zip(finals["vmap"], finals["sequential"])))
-    for path, values in ratios.items():
-        print(f"{path}: median {statistics.median(values):.2f}x the plain loop over {len(values)} rounds")
+
+    def ours(vmap: bool):  # noqa: ANN202
+        def timed(_r: int) -> float:
+            nonlocal tolerance
+            path = "vmap" if vmap else "sequential"
+            seconds, (steps[path], finals[path]) = harness.clock(actbench, args.epochs, vmap)
+            if vmap:  # untimed: how far vmap's members end from the same members one after another
+                tolerance = max(tolerance, *(abs(v - s) / abs(s) for v, s in zip(finals["vmap"], finals["sequential"])))
+            return seconds
+        return timed
+
+    def theirs(_r: int) -> float:
+        seconds, steps["plain"] = harness.clock(plain, args.epochs)
+        return seconds
+
+    times = harness.interleaved({"plain": theirs, "sequential": ours(False), "vmap": ours(True)}, args.repeat)
+    for path in ("sequential", "vmap"):
+        bench.figure(f"{path} / the plain loop, model-steps per second",
+                     harness.ratios([steps[path] / s for s in times[path]],
+                                    [steps["plain"] / s for s in times["plain"]]), goal=">= 1.5")
     print(f"model.vmap's final val_loss against the members one after another: largest relative difference "
           f"{tolerance:.2e}")
+    bench.note(vmap_largest_relative_difference=tolerance)
+    bench.finish(times)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ would write, both as whole processes, side by side in one run.
 Grid: the depth study's six activations (gelu, relu, tanh, sigmoid, selu, silu) x 8 seeds, 8 hidden
 layers with batch norm (Linear without bias -> BatchNorm1d -> activation), full batch, Adam at lr
 1e-3, 500 epochs by default: 48 runs, 24,000 model steps. Two shapes (--shape):
-- default: depth_throughput.py's, the default data (10 training rows of 64 features, random
+- default: depth_throughput's, the default data (10 training rows of 64 features, random
   targets) and 64 hidden units, no validation set;
 - study: the depth study's (docs/depth.md), 64 training rows of 16 features with teacher targets
   (noise 0.1), 32 hidden units, and the validation loss on 256 rows after every epoch.
@@ -22,31 +22,30 @@ The two run in interleaved rounds (--repeat); the ratio reported is the median o
 ratios of model steps per second. Each round also runs the sweep at a fifth of the epochs: the
 difference is the marginal time of the rest, whose training FLOPs per second the last line gives
 against torch.bmm's rate at the stack's own shapes (benchmarks/roofline.py). Usage:
-    python benchmarks/norm_throughput.py [--shape default|study] [--epochs 500] [--seeds 8] [--repeat 3]
+    python -m benchmarks.norm_throughput [--shape default|study] [--epochs 500] [--seeds 8] [--repeat 3]
         [--engine compiled]
-    python benchmarks/norm_throughput.py --quick      # a smoke run: 2 seeds, 20 epochs, 1 round
+    python -m benchmarks.norm_throughput --quick      # a smoke run: 2 seeds, 20 epochs, 1 round
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
+import statistics
 
-import provenance  # benchmarks/ is on sys.path when a script there runs
+from benchmarks import harness, plain, provenance, roofline
 
 ACTS = ["gelu", "relu", "tanh", "sigmoid", "selu", "silu"]
 DEPTH = 8
 # (training rows, input features, hidden width, validation rows, actbench's data overrides)
 SHAPES = {
-    "default": (10, 64, 64, 0, []),  # depth_throughput.py's: the default data, 64 hidden units
+    "default": (10, 64, 64, 0, []),  # depth_throughput's: the default data, 64 hidden units
     "study": (64, 16, 32, 256, ["data.target=teacher", "data.input_dim=16", "data.n_samples=64", "data.n_val=256",
                                 "data.noise=0.1", "model.hidden_dim=32"]),  # the depth study's
 }
-ACTBENCH = provenance.actbench()
 
 
-def plain(shape: str, seeds: int, epochs: int) -> int:
+def loop(shape: str, seeds: int, epochs: int) -> int:
     """The loop a user would write, one model at a time; returns the model steps taken."""
     rows, inputs, hidden, val, _ = SHAPES[shape]
     import torch
@@ -88,9 +87,9 @@ def plain(shape: str, seeds: int, epochs: int) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = harness.parser(__doc__)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="default",
-                    help="default: depth_throughput.py's data and widths; study: the depth study's")
+                    help="default: depth_throughput's data and widths; study: the depth study's")
     ap.add_argument("--epochs", type=int, default=500)
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--plain-seeds", type=int, default=2, help="seeds of every activation the plain loop runs")
@@ -100,48 +99,44 @@ def main() -> None:
     ap.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_worker:
-        print(plain(args.shape, args.plain_seeds, args.epochs))
+        print(loop(args.shape, args.plain_seeds, args.epochs))
         return
     if args.quick:
         args.seeds, args.epochs, args.repeat, args.plain_seeds = 2, 20, 1, 1
     import torch
-    from rounds import sweep_vs_plain
 
     rows, inputs, hidden, val, data = SHAPES[args.shape]
-    print(provenance.header())
-    print(f"load average {os.getloadavg()[0]:.2f}; wall time of whole processes")
+    bench = harness.Bench(args, compile_bytecode=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; {len(ACTS)} "
           f"activations x {args.seeds} seeds x {args.epochs} epochs, depth {DEPTH} x {hidden}, batch norm, "
           f"{rows} rows of {inputs} features (full batch), {val} validation rows ({args.shape})")
     sweep_steps = len(ACTS) * args.seeds * args.epochs
-    worker = [sys.executable, __file__, "--plain-worker", "--shape", args.shape, "--plain-seeds",
-              str(args.plain_seeds), "--epochs", str(args.epochs)]
+    worker = [*provenance.module("benchmarks.norm_throughput"), "--plain-worker", "--shape", args.shape,
+              "--plain-seeds", str(args.plain_seeds), "--epochs", str(args.epochs)]
+
     def grid(epochs: int = args.epochs) -> list[str]:
         return [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", f"model.depth={DEPTH}",
                 "model.norm=batch", *data, f"epochs={epochs}", "lr=0.001", f"engine={args.engine}"]
 
     def sweep_cmd(runs: str, epochs: int = args.epochs) -> list[str]:
-        return [*ACTBENCH, "sweep", "--runs-dir", runs, "-q", *grid(epochs)]
+        return [*provenance.actbench(), "sweep", "--runs-dir", runs, "-q", *grid(epochs)]
 
     short = max(1, args.epochs // 5)
-    walls: list[float] = []
-    shorts: list[float] = []
-    ratio = sweep_vs_plain(sweep_cmd, worker, sweep_steps, args.repeat, "plain loop, one model at a time", walls,
-                           lambda runs: sweep_cmd(runs, short), shorts)
-    import statistics
-
-    import roofline  # benchmarks/, beside this script
-
+    ratio, times = plain.sweep_vs_plain(bench, sweep_cmd, worker, sweep_steps, args.repeat,
+                                        "plain loop, one model at a time", lambda runs: sweep_cmd(runs, short))
     stack = roofline.largest_stack(grid())
     ceiling = roofline.bmm_rate(stack, [inputs, *[hidden] * DEPTH], rows)  # the one output: no bmm
     flops = roofline.training_flops(len(ACTS) * args.seeds, [inputs, *[hidden] * DEPTH, 1], rows,
                                     args.epochs - short, val, args.epochs - short)
-    marginal = statistics.median(w - s for w, s in zip(walls, shorts))
+    margins = [w - s for w, s in zip(times[plain.SWEEP], times[plain.SHORT])]
+    marginal = statistics.median(margins)
     update = roofline.update_total(len(ACTS) * args.seeds, stack, [inputs, *[hidden] * DEPTH, 1], args.epochs - short)
     print(f"marginal: {args.epochs - short} epochs in {marginal:.2f} s (median over rounds of {args.epochs} less "
           f"{short} epochs); actbench / plain = {ratio:.1f}x; {roofline.line(flops, marginal, ceiling, update)}; "
-          f"bmm timed "
-          f"on stacks of {stack}; load average {os.getloadavg()[0]:.2f}")
+          f"bmm timed on stacks of {stack}")
+    bench.figure("share of bmm's rate, marginal", [flops / m / 1e9 / ceiling for m in margins], unit="")
+    bench.note(stack=stack, bmm_gflops=ceiling)
+    bench.finish(times)
 
 
 if __name__ == "__main__":

@@ -21,33 +21,27 @@ a fifth of the epochs; the last lines give the other epochs' training FLOPs per 
 torch.bmm's rate at the stack's own shapes (benchmarks/roofline.py).
 
 Usage:
-    python benchmarks/real_data_throughput.py [--epochs 200] [--seeds 30] [--repeat 3]
-    python benchmarks/real_data_throughput.py --quick      # a smoke run: 4 seeds, 20 epochs, 1 round
+    python -m benchmarks.real_data_throughput [--epochs 200] [--seeds 30] [--repeat 3]
+    python -m benchmarks.real_data_throughput --quick      # a smoke run: 4 seeds, 20 epochs, 1 round
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 
-from peer_throughput import children_cpu  # benchmarks/ is on sys.path when a script there runs
+from benchmarks import harness, provenance, roofline
+from benchmarks.peers.grid import ACTS
 
-ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 BATCH = 32
-ACTBENCH = (shutil.which("actbench") or f"{sys.executable} -m activation_bench.cli").split()
+STEPS = -(-266 // BATCH)  # minibatch steps an epoch: 266 training rows
 
 
-CLOCK = time.perf_counter  # time.process_time with --cpu-time
-
-
-def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
-    """One model at a time, a shuffled DataLoader; returns (model steps, seconds)."""
+def naive(acts: list[str], seed: int, epochs: int) -> int:
+    """One model at a time, a shuffled DataLoader (the seed's split read and standardised, timed);
+    returns the model steps."""
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -56,7 +50,6 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
     from activation_bench.data import splits
     from activation_bench.engine.activations.registry import create
 
-    start = CLOCK()
     cfg = compose(["data=diabetes", f"seed={seed}"])
     s = splits.split_arrays(cfg)
     x, y = torch.tensor(s.x, dtype=torch.float32), torch.tensor(s.y[:, None], dtype=torch.float32)
@@ -81,23 +74,17 @@ def naive(acts: list[str], seed: int, epochs: int) -> tuple[int, float]:
             model.eval()
             with torch.no_grad():
                 history.append((loss.item(), crit(model(xv), yv).item(), crit(model(xt), yt).item()))
-    return steps, CLOCK() - start
+    return steps
 
 
-def actbench_sweep(root: str, seeds: int, epochs: int, engine: str = "eager") -> tuple[int, float]:
-    """(model steps, the process's wall seconds, or its CPU seconds with --cpu-time)."""
-    cmd = [*ACTBENCH, "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}", f"seed=range({seeds})",
-           "data=diabetes", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}", f"engine={engine}"]
-    start, used = time.perf_counter(), children_cpu()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    took = children_cpu() - used if CLOCK is time.process_time else time.perf_counter() - start
-    steps_per_epoch = -(-266 // BATCH)
-    return len(ACTS) * seeds * epochs * steps_per_epoch, took
-
+def sweep_cmd(root: str, seeds: int, epochs: int, engine: str) -> list[str]:
+    return [*provenance.actbench(), "sweep", "--runs-dir", root, "-q", f"activation={','.join(ACTS)}",
+            f"seed=range({seeds})", "data=diabetes", f"batch_size={BATCH}", "shuffle=true", f"epochs={epochs}",
+            f"engine={engine}"]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = harness.parser(__doc__)
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the ratio is their median")
@@ -106,9 +93,7 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true", help="one thread for both paths, timed by CPU time (a busy "
                     "machine's scheduler does not inflate it)")
     args = ap.parse_args()
-    global CLOCK
     if args.cpu_time:
-        CLOCK = time.process_time
         os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if args.quick:
         args.seeds, args.epochs, args.repeat = 4, 20, 1
@@ -116,47 +101,37 @@ def main() -> None:
 
     if args.cpu_time:
         torch.set_num_threads(1)
-    from provenance import compile_bytecode, header  # benchmarks/ is on sys.path when a script there runs
-
-    print(header())
-    compile_bytecode()
-    print(f"load average {os.getloadavg()[0]:.2f}; {'CPU' if args.cpu_time else 'wall'} time")
+    bench = harness.Bench(args, compile_bytecode=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
           f"{len(ACTS)} activations x {args.seeds} seeds x {args.epochs} epochs, data=diabetes, "
-          f"batch_size={BATCH}, shuffle=true")
-    print(f"{'round':6s} {'path':34s} {'model-steps':>12s} {'seconds':>9s} {'steps/s':>10s} {'x naive':>8s}")
+          f"batch_size={BATCH}, shuffle=true; {'CPU' if args.cpu_time else 'wall'} seconds")
     naive(ACTS[:1], 0, 2)  # warm-up: one-time imports (torch.optim pulls in torch._dynamo), the table's first read
     engines = [e for e in args.engines.split(",") if e]
-    ratios: dict[str, list[float]] = {e: [] for e in engines}
     short = max(1, args.epochs // 5)
-    marginal: dict[str, list[float]] = {e: [] for e in engines}  # per round: wall at --epochs less at `short`
     keep = tempfile.mkdtemp(prefix="actbench-real-bench-")
     os.environ["ACTBENCH_CACHE_DIR"] = os.path.join(keep, "cache")  # the compiled engine's, empty
     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+
+    def sweep(engine: str, epochs: int, name: str):  # noqa: ANN202
+        return lambda r: harness.run(sweep_cmd(os.path.join(keep, f"{name}{r}-{engine}"), args.seeds, epochs, engine),
+                                     cpu_time=args.cpu_time).seconds
+
+    paths = {"naive (sample)": lambda r: harness.clock(naive, ACTS, r, args.epochs, cpu_time=args.cpu_time)[0]}
+    for engine in engines:
+        paths[f"engine={engine}"] = sweep(engine, args.epochs, "round")
+        paths[f"engine={engine}, a fifth of the epochs"] = sweep(engine, short, "short")
     try:
         if "compiled" in engines:
-            steps, wall = actbench_sweep(os.path.join(keep, "cold"), args.seeds, args.epochs, "compiled")
-            print(f"{'cold':6s} {'actbench engine=compiled, cold cache':34s} {steps:12d} {wall:9.2f} "
-                  f"{steps / wall:10.0f}")
-        for r in range(1, args.repeat + 1):
-            n_steps, n_wall = naive(ACTS, r, args.epochs)
-            base = n_steps / n_wall
-            for engine in engines:
-                steps, wall = actbench_sweep(os.path.join(keep, f"round{r}-{engine}"), args.seeds, args.epochs, engine)
-                rate = steps / wall
-                ratios[engine].append(rate / base)
-                marginal[engine].append(wall - actbench_sweep(os.path.join(keep, f"short{r}-{engine}"), args.seeds,
-                                                              short, engine)[1])
-                print(f"{r:<6d} {'actbench engine=' + engine:34s} {steps:12d} {wall:9.2f} {rate:10.0f} "
-                      f"{rate / base:8.1f}", flush=True)
-            print(f"{r:<6d} {'naive, DataLoader (sample)':34s} {n_steps:12d} {n_wall:9.2f} {base:10.0f} {1.0:8.1f}")
+            cold = sweep("compiled", args.epochs, "cold")(0)
+            print(f"engine=compiled from an empty store (compiles every stack): {cold:.2f} s")
+            bench.note(cold_compiled_seconds=cold)
+        times = harness.interleaved(paths, args.repeat)
     finally:
         shutil.rmtree(keep)
-    for engine, rs in ratios.items():
-        rounds = ", ".join(f"{x:.1f}" for x in rs)
-        print(f"actbench engine={engine} / naive = {statistics.median(rs):.1f}x (median of {len(rs)} rounds: {rounds})")
-    import roofline  # benchmarks/, beside this script
-
+    base = [len(ACTS) * args.epochs * STEPS / s for s in times["naive (sample)"]]
+    for engine in engines:
+        rates = [len(ACTS) * args.seeds * args.epochs * STEPS / s for s in times[f"engine={engine}"]]
+        bench.figure(f"engine={engine} / naive, model-steps per second", harness.ratios(rates, base), digits=1)
     grid = [f"activation={','.join(ACTS)}", f"seed=range({args.seeds})", "data=diabetes", f"batch_size={BATCH}",
             "shuffle=true"]
     stack = roofline.largest_stack(grid)
@@ -164,14 +139,18 @@ def main() -> None:
     # an epoch's 9 batches cover the 266 training rows once (the last has 10): 6 x 266 x W an epoch
     flops = roofline.training_flops(len(ACTS) * args.seeds, [10, 64, 1], 266, args.epochs - short, 88 + 88,
                                     args.epochs - short)
-    # 9 optimiser steps an epoch (266 rows in batches of 32)
-    update = roofline.update_total(len(ACTS) * args.seeds, stack, [10, 64, 1], (args.epochs - short) * -(-266 // BATCH))
-    for engine, ms in marginal.items():
-        m = statistics.median(ms)
-        print(f"actbench engine={engine}, marginal: {args.epochs - short} epochs in {m:.2f} s (median over rounds of "
+    update = roofline.update_total(len(ACTS) * args.seeds, stack, [10, 64, 1], (args.epochs - short) * STEPS)
+    for engine in engines:
+        margins = [a - b for a, b in zip(times[f"engine={engine}"], times[f"engine={engine}, a fifth of the epochs"])]
+        m = statistics.median(margins)
+        print(f"engine={engine}, marginal: {args.epochs - short} epochs in {m:.2f} s (median over rounds of "
               f"{args.epochs} less {short}); {roofline.line(flops, m, ceiling, update)}; bmm timed on stacks of "
               f"{stack}")
-    print(f"load average at end {os.getloadavg()[0]:.2f}")
+        bench.figure(f"engine={engine}: share of bmm's rate, marginal", [flops / x / 1e9 / ceiling for x in margins],
+                     unit="")
+    bench.note(stack=stack, bmm_gflops=ceiling)
+    bench.finish(times)
+
 
 if __name__ == "__main__":
     main()

@@ -15,18 +15,16 @@ Candidates are the first N distinct ones (after deduplication) of a seeded draw 
 The two run in interleaved rounds (alone, grouped, alone) so that a shared machine's load falls on
 both; the ratio is candidates per minute grouped over one at a time. The projection is the time
 2,000 candidates would take at the grouped rate. Usage:
-    python benchmarks/search_throughput.py [--candidates 512] [--alone 8] [--epochs 30]
+    python -m benchmarks.search_throughput [--candidates 512] [--alone 8] [--epochs 30]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchmarks import harness
 
 TASK = ["data=function", "data.fn=exp_sin", "batch_size=64"]
 
@@ -63,60 +61,59 @@ def plan(fns: list[str], epochs: int, directory: Path):
                                  [config_hash(c) for c in cfgs])
 
 
-def grouped(fns: list[str], epochs: int, root: Path) -> float:
+def grouped(fns: list[str], epochs: int, root: Path) -> None:
+    """Every candidate's members planned and trained as a search rung is."""
     from activation_bench.runs import orchestrate
 
-    start = time.perf_counter()
     p = plan(fns, epochs, root / "grouped")
     orchestrate.train_members(p, range(len(p.members)), 1024.0, False)
-    return time.perf_counter() - start
 
 
-def alone(fns: list[str], epochs: int, root: Path) -> float:
+def alone(fns: list[str], epochs: int, root: Path) -> None:
+    """Each candidate's members trained as their own stack, one candidate after another."""
     from activation_bench.runs import orchestrate
 
-    start = time.perf_counter()
     for i, fn in enumerate(fns):
         p = plan([fn], epochs, root / f"alone{i}")
         orchestrate.train_members(p, range(len(p.members)), 1024.0, False)
-    return time.perf_counter() - start
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--candidates", type=int, default=512)
     ap.add_argument("--alone", type=int, default=8, help="candidates timed one at a time (split over two rounds)")
     ap.add_argument("--epochs", type=int, default=30)
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-    from provenance import header  # benchmarks/ is on sys.path when a script there runs
 
     from activation_bench.host import keep_freed_memory
 
     keep_freed_memory()  # as actbench's training does (for both sides)
-
-    print(header())
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; load average before: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    bench = harness.Bench(args)
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads")
     fns = candidates(args.candidates + args.alone)
     screened, sample = fns[: args.candidates], fns[args.candidates :]
     root = Path(tempfile.mkdtemp(prefix="search_bench_"))
-    try:
-        half = len(sample) // 2
-        t_alone = alone(sample[:half], args.epochs, root)
-        t_grouped = grouped(screened, args.epochs, root)
-        t_alone += alone(sample[half:], args.epochs, root / "second")
+    half = len(sample) // 2
+    try:  # one round of (alone, grouped, alone): the one-at-a-time sample split around the grouped screen
+        times = harness.interleaved({
+            "one at a time, first half": lambda r: harness.clock(alone, sample[:half], args.epochs, root)[0],
+            "grouped": lambda r: harness.clock(grouped, screened, args.epochs, root)[0],
+            "one at a time, second half": lambda r: harness.clock(alone, sample[half:], args.epochs,
+                                                                  root / "second")[0]}, 1)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    t_grouped = times["grouped"][0]
+    t_alone = times["one at a time, first half"][0] + times["one at a time, second half"][0]
     per_min_grouped = len(screened) / t_grouped * 60
     per_min_alone = len(sample) / t_alone * 60
     print(f"task: exp_sin, 2 seeds, {args.epochs} epochs, batch 64 (16 steps/epoch), val+test losses every epoch")
     print(f"grouped:       {len(screened):5d} candidates in {t_grouped:7.1f} s = {per_min_grouped:7.1f} candidates/min")
     print(f"one at a time: {len(sample):5d} candidates in {t_alone:7.1f} s = {per_min_alone:7.1f} candidates/min")
-    print(f"ratio: {per_min_grouped / per_min_alone:.1f}x; 2,000 candidates at the grouped rate: "
-          f"{2000 / per_min_grouped:.1f} min")
-    print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"2,000 candidates at the grouped rate: {2000 / per_min_grouped:.1f} min")
+    bench.figure("grouped / one at a time, candidates per minute", [per_min_grouped / per_min_alone], digits=1)
+    bench.note(candidates_per_minute={"grouped": per_min_grouped, "alone": per_min_alone})
+    bench.finish(times)
 
 
 if __name__ == "__main__":

@@ -21,20 +21,19 @@ The ratio is the median over interleaved rounds of model steps per second. Each 
 sweep at a fifth of the epochs: the difference is the marginal time of the extra epochs, whose FLOPs
 (6 x the non-embedding parameters and 12 x n_layer x T x d per token for attention, and the head:
 6 x d x vocab per token, forward and backward; roofline-style) are printed against torch.bmm's rate
-at the step's products, timed around the rounds.
+at the step's products, timed around the rounds. The goal: the tiny grid at least 2.5x the plain loop.
 
 Usage:
-    python benchmarks/transformer_throughput.py [--config tiny|readme] [--repeat 3] [--plain-models N]
-    python benchmarks/transformer_throughput.py --jobs 2     # the sweep as 2 processes of one thread each
-    python benchmarks/transformer_throughput.py --quick      # a smoke run: 2 epochs, 1 round
-    python benchmarks/transformer_throughput.py --plain N_MODELS EPOCHS CONFIG   # the plain worker (internal)
+    python -m benchmarks.transformer_throughput [--config tiny|readme] [--repeat 3] [--plain-models N]
+    python -m benchmarks.transformer_throughput --jobs 2     # the sweep as 2 processes of one thread each
+    python -m benchmarks.transformer_throughput --quick      # a smoke run: 2 epochs, 1 round
+    python -m benchmarks.transformer_throughput --plain N_MODELS EPOCHS CONFIG   # the plain worker (internal)
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
+from benchmarks import harness, provenance, roofline
+from benchmarks.plain import SHORT, SWEEP, sweep_vs_plain
 
 ACTS = ["gelu", "relu", "silu", "relu2", "tanh", "elu", "mish", "leaky_relu"]
 CONFIGS = {  # n_layer, n_head, n_embd, block, batch, members, epochs
@@ -148,7 +147,7 @@ def flops_per_step(config: str) -> tuple[float, list[tuple[int, int, int, str]]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--config", choices=CONFIGS, default="tiny")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--plain-models", type=int, default=None,
@@ -162,11 +161,6 @@ def main() -> None:
     if args.plain:
         print(plain(int(args.plain[0]), int(args.plain[1]), args.plain[2]))
         return
-    import roofline
-    from rounds import sweep_vs_plain
-
-    from activation_bench.host import cpu_model
-
     config = args.config
     if args.plain_models is None:
         args.plain_models = max(4, len(grid_acts(config)))
@@ -176,28 +170,32 @@ def main() -> None:
     short = max(1, epochs // 5)
     import torch
 
+    bench = harness.Bench(args, compile_bytecode=True)
     print(f"transformer throughput, --config {config}: {members} models x {epochs * STEPS} steps; "
-          f"{torch.get_num_threads()} threads; {cpu_model()}; torch {torch.__version__}; "
-          f"{args.jobs} sweep process{'es' if args.jobs > 1 else ''}")
+          f"{torch.get_num_threads()} threads; torch {torch.__version__}; {args.jobs} sweep process(es)")
     jobs = ["--launcher", "joblib", "--jobs", str(args.jobs)] if args.jobs > 1 else []
 
     def sweep(epochs_: int):  # noqa: ANN202
-        return lambda runs: ["actbench", "sweep", *_overrides(config, epochs_), "--runs-dir", runs, "--name", "b",
-                             *jobs]
+        return lambda runs: [*provenance.actbench(), "sweep", *_overrides(config, epochs_), "--runs-dir", runs,
+                             "--name", "b", *jobs]
 
-    walls: list[float] = []
-    shorts: list[float] = []
     flops, products = flops_per_step(config)
     rates: list[float] = []
-    ratio = sweep_vs_plain(sweep(epochs), [sys.executable, os.path.abspath(__file__), "--plain",
-                                           str(args.plain_models), str(epochs), config],
-                           members * epochs * STEPS, args.repeat, "plain PyTorch loop (nanoGPT's model)", walls,
-                           sweep(short), shorts, lambda: rates.append(roofline.products_rate(members, products)))
-    marginal = min(w - s for w, s in zip(walls, shorts)) / (members * (epochs - short) * STEPS)
+    worker = [*provenance.module("benchmarks.transformer_throughput"), "--plain", str(args.plain_models), str(epochs),
+              config]
+    ratio, times = sweep_vs_plain(bench, sweep(epochs), worker, members * epochs * STEPS, args.repeat,
+                                  "plain PyTorch loop (nanoGPT's model)", sweep(short),
+                                  lambda: rates.append(roofline.products_rate(members, products)),
+                                  goal=">= 2.5" if config == "tiny" else None)
+    marginal = min(w - s for w, s in zip(times[SWEEP], times[SHORT])) / (members * (epochs - short) * STEPS)
     rate = max(rates)
     print(f"marginal model-step {1e3 * marginal:.2f} ms: {flops / marginal / 1e9:.1f} GFLOP/s against torch.bmm's "
           f"{rate:.1f} GFLOP/s at the step's products over {members} members = {flops / marginal / 1e9 / rate:.2f} "
           f"of the product rate; actbench / plain {ratio:.2f}x")
+    bench.figure("share of bmm's best rate, marginal model-step (the best round)", [flops / marginal / 1e9 / rate],
+                 unit="")
+    bench.note(marginal_model_step_seconds=marginal, bmm_gflops=rates)
+    bench.finish(times)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """compare --tune speed: a whole `actbench compare --tune lr` process against a plain `actbench compare`.
 
-The results.csv of compare_speed.py (about 1,000,000 rows: 27 activations x 2 data x 2 x 10 seeds x
+The results.csv of compare_speed (about 1,000,000 rows: 27 activations x 2 data x 2 x 10 seeds x
 926 epochs, as `actbench sweep` writes them) with an `lr` column (0.001, 0.01) in place of
 `data.target`, in a temporary directory. Times, each as a fresh Python process (start-up and imports
 included), in interleaved rounds:
@@ -11,27 +11,27 @@ included), in interleaved rounds:
 
 Prints each round and the median of the rounds' ratios (the goal: at most 1.2x plain compare).
 Usage:
-    python benchmarks/tune_speed.py [--seeds 10] [--epochs 926] [--rounds 5]
+    python -m benchmarks.tune_speed [--seeds 10] [--epochs 926] [--rounds 5]
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
 
-from provenance import header  # benchmarks/ is on sys.path when a script there runs
-from rank_speed import arguments, interleaved, results_table
+from benchmarks import harness, provenance, tables
 
 LRS = ["0.001", "0.01"]
 
 
 def main() -> None:
-    args = arguments().parse_args()
-    print(header())
+    args = tables.options(__doc__).parse_args()
+    bench = harness.Bench(args, compile_bytecode=True)
     with tempfile.TemporaryDirectory() as tmp:
-        path = results_table(tmp, args.seeds, args.epochs, ("lr", LRS))
-        cli = [sys.executable, "-m", "activation_bench.cli", "compare", path, "-f", "csv"]
-        interleaved({"compare": cli, "compare --tune lr": [*cli, "--tune", "lr"]}, args.rounds, goal=1.2)
+        path = tables.results_table(tmp, args.seeds, args.epochs, ("lr", LRS))
+        cli = [*provenance.actbench(), "compare", path, "-f", "csv"]
+        times = tables.against_first(bench, {"compare": cli, "compare --tune lr": [*cli, "--tune", "lr"]},
+                                     args.rounds, {"compare --tune lr": "<= 1.2"})
+    bench.finish(times)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,11 @@ epoch. This module imports only numpy at the top: the JAX peer must not pay for 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
 ACTS = ["gelu", "relu", "silu", "elu", "tanh", "mish", "leaky_relu", "softplus"]
 DATA = ["normal", "uniform"]
 N_SAMPLES, INPUT_DIM, HIDDEN, LR = 10, 64, 64, 1e-3
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def random_members(n: int, data: str, seed: int) -> dict[str, np.ndarray]:
@@ -50,8 +46,6 @@ def stacks(seeds: int) -> list[dict[str, np.ndarray]]:
 def actbench_member(act: str, data: str, seed: int, epochs: int) -> tuple[dict[str, np.ndarray], list[float]]:
     """One actbench member's data and initial weights (as the peers store them, [1, ...]) and the
     train losses actbench's engine gives it for `epochs` epochs. For the peers' --check mode."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     import torch
 
     from activation_bench.config.compose import compose

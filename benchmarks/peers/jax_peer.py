@@ -7,8 +7,8 @@ elementwise work of forward, backward and Adam. Each member's loss is kept every
 fetched to the host at the end, as a script that goes on to save them would; nothing is written.
 
 Usage (needs the [bench] extra: jax, optax):
-    python benchmarks/peers/jax_peer.py [--seeds 30] [--epochs 1000]
-    python benchmarks/peers/jax_peer.py --check   # epochs 1-5 of each activation x data vs actbench
+    python -m benchmarks.peers.jax_peer [--seeds 30] [--epochs 1000]
+    python -m benchmarks.peers.jax_peer --check   # epochs 1-5 of each activation x data vs actbench
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import time
 
-import grid
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+
+from benchmarks.peers import grid
 
 ACT = {
     "gelu": lambda h: jax.nn.gelu(h, approximate=False),

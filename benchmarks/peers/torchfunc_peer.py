@@ -7,8 +7,8 @@ members, the sum of the members' MSEs backpropagated (each member gets its own g
 to a list at the end; nothing is written.
 
 Usage:
-    python benchmarks/peers/torchfunc_peer.py [--seeds 30] [--epochs 1000]
-    python benchmarks/peers/torchfunc_peer.py --check   # epochs 1-5 of each activation x data vs actbench
+    python -m benchmarks.peers.torchfunc_peer [--seeds 30] [--epochs 1000]
+    python -m benchmarks.peers.torchfunc_peer --check   # epochs 1-5 of each activation x data vs actbench
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import copy
 import sys
 import time
 
-import grid
 import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
+
+from benchmarks.peers import grid
 
 ACT = {
     "gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "elu": nn.ELU, "tanh": nn.Tanh, "mish": nn.Mish,
