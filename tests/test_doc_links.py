@@ -142,6 +142,8 @@ def test_links_images_and_anchors_resolve():
 
 
 def test_no_page_under_docs_is_orphaned():
+    """A page no link reaches is lost to a reader: link it from the index (docs/README.md), or a
+    study's table from its study page's list of tables."""
     docs = {p for p in PAGES if p.is_relative_to(ROOT / "docs")}
     assert sorted(str(p.relative_to(ROOT)) for p in docs - reached(INDEX)) == []
 
