@@ -140,3 +140,24 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(runner, tmp_path, args
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+MODULE = ["activation=relu,tanh", "lr=1e-3,3e-2", "seed=range(4)", "model=module",
+          "model.target=tests.module_models:Fixed", "model.replace=[torch.nn.ReLU]", "data=iris", "epochs=2",
+          "batch_size=32"]
+
+
+@pytest.mark.parametrize("launcher", [None, "basic"])
+def test_model_module_and_a_launcher_tune_then_judge_exactly(runner, tmp_path, launcher):
+    """model=module (a user's torch module) through a Hydra launcher: the same table from fewer members."""
+    runs_dir = tmp_path / "runs"
+    more = ["--launcher", launcher, "--jobs", "2"] if launcher else []
+    assert sweep(runner, runs_dir, "full", grid=MODULE).exit_code == 0
+    result = sweep(runner, runs_dir, "tuned", "--tune", "lr", "--tune-seeds", "2", "--tune-on", "val_acc",
+                   "--metric", "early_stop", *more, grid=MODULE)
+    assert result.exit_code == 0, result.output
+    assert len(members(runs_dir / "tuned")) == 8 + 4
+    args = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2", "--tune-on",
+            "val_acc", "--format", "csv"]
+    out = [runner.invoke(app, ["compare", str(runs_dir / d), *args]).stdout for d in ("full", "tuned")]
+    assert out[0] == out[1] and out[0].count("\n") == 3
