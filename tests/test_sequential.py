@@ -247,3 +247,59 @@ def test_command_formats(tmp_path):
 def test_bad_input_exit_2(tmp_path, args, message):
     out = invoke(str(write_runs(tmp_path / "r.csv")), *args)
     assert out.exit_code == 2 and message in out.output and out.output.count("\n") <= 1
+
+
+def test_rank_margin_counts_tasks_practically_tied_with_the_best(tmp_path):
+    rows = []
+    rng = np.random.default_rng(2)
+    for data in ("a", "b", "c"):
+        for seed in range(4):
+            base = float(np.exp(rng.normal(0, 0.3)))
+            for act, f in (("relu", 1.0), ("gelu", 0.5), ("silu", 0.51)):
+                rows.append({"activation": act, "data": data, "seed": seed, "epoch": 1, "train_loss": base * f})
+    pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
+    out = CliRunner().invoke(app, ["rank", str(tmp_path / "r.csv"), "--margin", "1.05", "-f", "csv"])
+    assert out.exit_code == 0, out.output
+    got = pd.read_csv(__import__("io").StringIO(out.stdout)).set_index("activation")["within_margin"]
+    assert got.to_dict() == {"gelu": 3, "silu": 3, "relu": 0}
+    plain = CliRunner().invoke(app, ["rank", str(tmp_path / "r.csv"), "-f", "csv"]).stdout
+    assert "within_margin" not in plain
+    bad = CliRunner().invoke(app, ["rank", str(tmp_path / "r.csv"), "--margin", "-1"])
+    assert bad.exit_code == 2 and "--margin -1: negative" in bad.output
+
+
+def test_report_margins(tmp_path):
+    from activation_bench.render import report as rep
+
+    path = write_runs(tmp_path / "r.csv", acc=True)
+    assert set(rep.parse_margins(["1.05", "1pp"], None)) == {"log10", "accuracy"}
+    assert rep.parse_margins(["2"], "test_acc")["accuracy"].value == 2
+    with pytest.raises(UsageError, match="a second margin"):
+        rep.parse_margins(["1.05", "1.1"], None)
+    out = CliRunner().invoke(app, ["report", str(path), "--margin", "1.05", "--no-shapes", "-o",
+                                   str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    page = (tmp_path / "r.html").read_text()
+    assert "verdict (1.05x)" in page and "Verdicts against a margin of 1.05x: 1 better, 1 equivalent" in page
+    bad = CliRunner().invoke(app, ["report", str(path), "--margin", "-1pp", "-o", str(tmp_path / "b.html")])
+    assert bad.exit_code == 2 and "negative" in bad.output and not (tmp_path / "b.html").exists()
+
+
+STUDY = """\
+sweeps:
+  iris:
+    grid: ['activation=gelu,relu', 'seed=range(3)']
+    overrides: [data=iris, epochs=2, model.hidden_dim=4]
+comparisons:
+  acc: {sweeps: [iris], loss: test_acc, margin: MARGIN}
+"""
+
+
+@pytest.mark.parametrize("margin,code,message", [("1", 0, ""), ("-1", 2, "comparisons.acc.margin: negative"),
+                                                 ("x", 2, "comparisons.acc.margin: not a number")])
+def test_study_comparison_margin(tmp_path, monkeypatch, margin, code, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(STUDY.replace("MARGIN", margin), encoding="utf-8")
+    out = CliRunner().invoke(app, ["study", "run", "s.yaml", "--dry-run"])
+    assert out.exit_code == code, out.output
+    assert message in out.output and not (tmp_path / "runs").exists()

@@ -29,6 +29,7 @@ from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, pa
 from activation_bench.analysis.stats import ALPHA, holm
 from activation_bench.analysis.tasks import check_tasks
 from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
+from activation_bench.analysis.verdicts import Margin, check_margin
 from activation_bench.errors import UsageError
 
 POSTHOCS = ("nemenyi", "wilcoxon")
@@ -58,6 +59,7 @@ class RankResult:
     warnings: list[str] = field(default_factory=list)
     tuning: Selection | None = None  # with --tune: what was chosen per task and group
     budget: BudgetCheck | None = None  # per ranked value: runs still improving when the budget ran out
+    margin: Margin | None = None  # with --margin: `within_margin`, the tasks practically tied with the best
 
     @property
     def all_warnings(self) -> list[str]:
@@ -291,10 +293,14 @@ def score_matrix(loaded: Loaded, metric: Metric, by: str, task_cols: Sequence[st
 
 def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
          task: Sequence[str] | None = None, loss: str = "train_loss", alpha: float = ALPHA,
-         posthoc: str = "nemenyi", floor: float = FLOOR, tune: TuneSpec | None = None) -> RankResult:
+         posthoc: str = "nemenyi", floor: float = FLOOR, tune: TuneSpec | None = None,
+         margin: Margin | None = None) -> RankResult:
     """Rank the `by` groups within each task and test the ranking (see the module docstring).
-    `tune`: tune per task and group first (tune.py), then rank on the evaluation seeds."""
+    `tune`: tune per task and group first (tune.py), then rank on the evaluation seeds. `margin`
+    (verdicts.Margin): the table gains `within_margin`, per group the tasks where its mean lies within
+    the margin of the best's (practically tied with it)."""
     metric = parse_metric(metric) if isinstance(metric, str) else metric
+    check_margin(margin, scale(metric, loss), metric.label)
     if posthoc not in POSTHOCS:
         raise UsageError(f"unknown post-hoc test '{posthoc}'; valid: {', '.join(POSTHOCS)}")
     if tune is not None:
@@ -307,6 +313,8 @@ def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
     higher = scale(metric, loss) == ACCURACY
     st = rank_matrix(scores, alpha, posthoc, lower_is_better=not higher)
     table = _table(scores, st, by, higher)
+    if margin is not None:
+        table["within_margin"] = within_margin(scores, table[by].iloc[0], margin, higher)[table[by]].to_numpy(int)
     check = budget_check(loaded, [by], used[0], None, validation_column(tune), loss, order=table, verdict="ranking")
     if sel is not None:  # per ranked value its judged runs, and every run of the ranked tasks
         every = budget_check(loaded, [by], None, None, validation_column(tune), loss, order=table)
@@ -316,7 +324,14 @@ def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
         check.tuned_keys, check.values_shown = list(sel.keys), False
     return RankResult(table, by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
                       st["friedman_p"], st["critical_difference"], st["p_nemenyi"], st["p_wilcoxon"],
-                      st["groups"], alpha, posthoc, metric, loss, notes, sel, check)
+                      st["groups"], alpha, posthoc, metric, loss, notes, sel, check, margin)
+
+
+def within_margin(scores: pd.DataFrame, best: str, margin: Margin, higher: bool) -> pd.Series:
+    """Per group, the tasks where its score lies strictly within the margin of the best's (scores:
+    mean log10 losses, or mean accuracies as fractions: the margin is then in percentage points)."""
+    diff = scores.sub(scores[best], axis=0) * (100 if higher else 1)
+    return (diff.abs() < margin.size).sum(axis=0)
 
 
 def _table(scores: pd.DataFrame, st: dict, by: str, higher: bool = False) -> pd.DataFrame:
@@ -372,6 +387,11 @@ def method_notes(res: RankResult) -> list[str]:
         from activation_bench.analysis.tune import method_note as tune_note
 
         lines.append(tune_note(res.tuning, m.label))
+    if res.margin is not None:
+        unit = "percentage points of the mean accuracy" if res.higher_is_better else "a ratio of geometric means"
+        lines.append(f"within margin: tasks where the {res.by}'s mean lies within {res.margin.label} ({unit}) of the "
+                     f"best's, practically tied with it (means over seeds, no interval: compare --margin judges a "
+                     "task's comparisons with their uncertainty).")
     if n < 6:
         lines.append(f"With {n} tasks no two-sided Wilcoxon test over tasks can reach p < 0.05: more tasks give "
                      "sharper answers.")

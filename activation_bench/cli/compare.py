@@ -341,6 +341,10 @@ def report(
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
     tune_grid: TuneGridOpt = None,
+    margin: Annotated[list[str] | None, typer.Option(
+        "--margin", help="A region of practical equivalence (repeat for both kinds of table): a ratio for the loss "
+        "tables (1.05), percentage points with 'pp' for the accuracy tables (1pp); each comparison then reads "
+        "better, worse, equivalent or undecided, as compare --margin.", show_default=False)] = None,
 ) -> None:
     """One self-contained HTML page per study: a summary in words, the compare table of each metric
     (the numbers of `compare --format json`), loss curves with seed bands per task, the activations'
@@ -355,6 +359,8 @@ def report(
       actbench report runs/my-sweep --metric epoch=10 --metric final --baseline activation=relu -o study.html
 
       actbench report runs/my-lr-sweep --tune lr --baseline activation=relu
+
+      actbench report runs/my-digits-sweep --margin 1.05 --margin 1pp
     """
     import shlex
 
@@ -363,6 +369,7 @@ def report(
         from activation_bench.render import report as rep
 
         tuning = parse_tune(tune, tune_seeds, on=tune_on, grid=tune_grid)
+        margins = rep.parse_margins(margin, loss)
         argv = ["actbench", "report", *map(str, paths)]
         argv += [a for m in metric or [] for a in ("--metric", m)]
         for flag, value in (("--baseline", baseline), ("--title", title), ("--output", output)):
@@ -373,5 +380,7 @@ def report(
         argv += ["--tune-seeds", str(tune_seeds)] if tune_seeds is not None else []
         argv += ["--tune-on", tune_on] if tune_on is not None else []
         argv += ["--tune-grid", tune_grid] if tune_grid is not None else []
-        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv), tuning)
+        argv += [a for m in margin or [] for a in ("--margin", m)]
+        out = rep.write_report(paths, output, metric or None, baseline, title, loss, shapes, shlex.join(argv), tuning,
+                               margins)
         typer.echo(f"wrote {out}", err=True)

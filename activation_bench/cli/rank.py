@@ -21,6 +21,7 @@ from activation_bench.cli.compare import (
     _warn,
     emit,
 )
+from activation_bench.cli.options import MarginOpt
 from activation_bench.errors import UsageError, reported
 
 
@@ -46,6 +47,7 @@ def rank(
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
     tune_grid: TuneGridOpt = None,
+    margin: MarginOpt = None,
 ) -> None:
     """Which activation is best across many tasks: rank the --by values within each task (mean over
     seeds of the metric; losses on a log10 scale, lowest first; accuracies such as --loss test_acc
@@ -63,6 +65,8 @@ def rank(
       actbench rank runs/my-lr-sweep --metric early_stop --tune lr
 
       actbench rank runs/my-classification-sweep --metric early_stop --loss test_acc --tune lr --tune-on val_acc
+
+      actbench rank runs/my-sweep --margin 1.05
     """
     with reported():
         from activation_bench.analysis import rank as rk
@@ -77,6 +81,12 @@ def rank(
         if posthoc not in rk.POSTHOCS:
             raise UsageError(f"unknown --posthoc '{posthoc}'; valid: {', '.join(rk.POSTHOCS)}")
         level = rk.parse_alpha(alpha)
+        region = None
+        if margin is not None:
+            from activation_bench.analysis.loading import is_accuracy
+            from activation_bench.analysis.verdicts import parse_margin
+
+            region = parse_margin(margin, accuracy=is_accuracy(loss or ""))
         m = parse_metric(metric)
         tuning = parse_tune(tune, tune_seeds, [by], tune_on, tune_grid)
         if plot is not None:
@@ -86,7 +96,8 @@ def rank(
         if output is not None:
             store.check_folder(output)  # before any work
         loaded = load(paths, loss or "train_loss")
-        result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc, tune=tuning)
+        result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc, tune=tuning,
+                         margin=region)
         _warn(result.all_warnings)
         if plot is not None:
             rank_tables.write_cd(result, plot)

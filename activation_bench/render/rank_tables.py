@@ -58,7 +58,8 @@ def _columns(res: RankResult) -> list[tuple[str, Any, bool]]:
         ("p Nemenyi", vs_best(lambda r: fmt_p(r["p_nemenyi"])), True),
         ("p Wilcoxon-Holm", vs_best(lambda r: fmt_p(r["p_wilcoxon_holm"])), True),
         ("group", lambda r: str(r["group"]), False),
-    ]
+    ] + ([(f"within {res.margin.label} of best", vs_best(lambda r: str(int(r["within_margin"]))), True)]
+         if res.margin is not None else [])
 
 
 def cells(res: RankResult) -> tuple[list[str], list[bool], list[list[str]]]:
@@ -115,7 +116,8 @@ def to_markdown(res: RankResult) -> str:
 def to_csv(res: RankResult) -> str:
     """One row per group, best first: the --by column, mean_rank, n_tasks, wins, ties, losses,
     p_nemenyi, p_wilcoxon_holm (each against the best), group. Raw numbers."""
-    return res.table[[res.by, *RANK_COLS]].to_csv(index=False, lineterminator="\n")
+    extra = ["within_margin"] if res.margin is not None else []
+    return res.table[[res.by, *RANK_COLS, *extra]].to_csv(index=False, lineterminator="\n")
 
 
 def _matrix(p: Any) -> dict:
@@ -137,6 +139,8 @@ def to_json(res: RankResult) -> str:
     }
     if res.budget is not None:
         doc["budget_check"] = res.budget.to_dict()
+    if res.margin is not None:
+        doc["margin"] = res.margin.to_dict()
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 

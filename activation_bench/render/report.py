@@ -18,7 +18,7 @@ import numpy as np
 
 from activation_bench.analysis import compare as cmp
 from activation_bench.analysis.loading import ACCURACIES, LOSSES, Loaded
-from activation_bench.analysis.metrics import ACCURACY, run_values
+from activation_bench.analysis.metrics import ACCURACY, LOG10, run_values, scale
 from activation_bench.analysis.provenance import provenance
 from activation_bench.analysis.stats import group_index, t_half_width
 from activation_bench.analysis.tune import TuneSpec
@@ -99,7 +99,18 @@ def finding(table: dict[str, Any], res: cmp.CompareResult) -> dict[str, Any] | N
             "win": tables.fmt_pct(best["win_rate"]), "p": tables.fmt_p(best["p_t_holm"]),
             "significant": bool(best.get("significant")), "note": best.get("note") or "",
             "all_tie": all("pairs tie" in (r.get("note") or "") for r in rows),
-            "n_significant": sum(bool(r.get("significant")) for r in rows), "n_compared": len(rows)}
+            "n_significant": sum(bool(r.get("significant")) for r in rows), "n_compared": len(rows),
+            "verdicts": _verdict_words(rows, res)}
+
+
+def _verdict_words(rows: list[dict[str, Any]], res: cmp.CompareResult) -> str:
+    """With a margin: how many comparisons read each verdict, e.g. 'margin 1.05x: 2 better, 1 equivalent'."""
+    if res.margin is None:
+        return ""
+    counts = {v: sum(r.get("verdict") == v for r in rows) for v in ("better", "worse", "equivalent", "undecided")}
+    how = " (anytime-valid)" if res.sequential is not None else ""
+    return f"Verdicts{how} against a margin of {res.margin.label}: " + \
+        ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "."
 
 
 def _values(runs: Any, col: str) -> list[str]:
@@ -137,7 +148,7 @@ def ranking(loaded: Loaded, res: cmp.CompareResult, tune: TuneSpec | None = None
     from activation_bench.render import rank_tables
 
     try:
-        rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss, tune=tune)
+        rr = rk.rank(loaded, res.metric, by=key, task=tasks, loss=res.loss, tune=tune, margin=res.margin)
     except UsageError as exc:
         return {"svg": None, "caption": "", "headers": [], "rows": [], "notes": [f"not ranked: {exc}"]}
     headers, _, rows = rank_tables.cells(rr)
@@ -279,10 +290,11 @@ def table_specs(loaded: Loaded, metrics: Sequence[cmp.Metric], loss: str | None)
 
 def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline: str | None = None,
           title: str | None = None, loss: str | None = None, draw_shapes: bool = True,
-          command: str = "", tune: TuneSpec | None = None) -> dict[str, Any]:
+          command: str = "", tune: TuneSpec | None = None, margins: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the template shows. Each table is `compare.compare` on the same loaded runs,
     through `tables.to_json`, so its numbers equal `actbench compare --format json` (with the same
-    --loss and --tune); classification runs get accuracy tables too (`table_specs`)."""
+    --loss and --tune); classification runs get accuracy tables too (`table_specs`). `margins`
+    (`parse_margins`): a verdicts.Margin per scale (log10, accuracy), given to the tables of that scale."""
     for m in metrics or []:
         cmp.parse_metric(m)
     loaded = cmp.load(paths, loss or "train_loss")
@@ -291,7 +303,9 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         loaded.warnings.append(f"no accuracy tables: {int(kinds.sum())} of {len(kinds)} runs are classification "
                                "runs, and accuracy is tabled only when every run is one (report them apart)")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
-    results = [cmp.compare(loaded, m, None, baseline, col, tune=tune) for m, col in table_specs(loaded, parsed, loss)]
+    margins = margins or {}
+    results = [cmp.compare(loaded, m, None, baseline, col, tune=tune, margin=margins.get(scale(m, col)))
+               for m, col in table_specs(loaded, parsed, loss)]
     tables = [compare_table(r) for r in results]
     first = results[0]
     statuses = run_values(loaded, cmp.Metric("final"), loss or "train_loss")["status"].to_numpy(object)
@@ -321,6 +335,23 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
     }
 
 
+def parse_margins(texts: Sequence[str] | None, loss: str | None) -> dict[str, Any]:
+    """report's --margin values: 'D pp' or 'Dpp' for the accuracy tables, a bare number for the tables of
+    --loss's kind (a ratio on losses, percentage points where --loss is an accuracy); one per kind."""
+    from activation_bench.analysis.verdicts import parse_margin
+
+    out: dict[str, Any] = {}
+    for text in texts or []:
+        raw = str(text).strip()
+        pp = raw.lower().endswith("pp")
+        acc = pp or (loss is not None and loss in ACCURACIES)
+        kind = ACCURACY if acc else LOG10
+        if kind in out:
+            raise UsageError(f"--margin {text}: a second margin for the {'accuracy' if acc else 'loss'} tables")
+        out[kind] = parse_margin(raw[:-2].strip() if pp else raw, accuracy=acc)
+    return out
+
+
 def render_html(context: dict[str, Any]) -> str:
     """The page from the package's template; every value is escaped except the SVG figures."""
     import jinja2
@@ -334,7 +365,8 @@ def render_html(context: dict[str, Any]) -> str:
 
 def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Sequence[str] | None = None,
                  baseline: str | None = None, title: str | None = None, loss: str | None = None,
-                 draw_shapes: bool = True, command: str = "", tune: TuneSpec | None = None) -> Path:
+                 draw_shapes: bool = True, command: str = "", tune: TuneSpec | None = None,
+                 margins: dict[str, Any] | None = None) -> Path:
     """Check the output, build, render and write the page atomically. Returns its path."""
     from activation_bench.runs.store import atomic_write
 
@@ -343,6 +375,6 @@ def write_report(paths: Sequence[Path], output: Path | None = None, metrics: Seq
     output = check_output(output if output is not None else default_output(paths))
     for m in metrics or []:
         cmp.parse_metric(m)
-    page = render_html(build(paths, metrics, baseline, title, loss, draw_shapes, command, tune))
+    page = render_html(build(paths, metrics, baseline, title, loss, draw_shapes, command, tune, margins))
     atomic_write(output, page)
     return output

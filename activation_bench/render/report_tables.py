@@ -33,14 +33,48 @@ def _row_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, An
     if res.baseline is None:
         return cells
     if row.get("is_baseline"):
-        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False)]
+        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False),
+                *_verdict_cells(row, res)]
     cells += [
         _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
         _cell(f(row["mean_diff"]), ("mean_diff", row["mean_diff"])),
         _cell(f(row["ratio"]), ("ratio", row["ratio"])),
         *_test_cells(row),
+        *_verdict_cells(row, res),
     ]
     return cells
+
+
+def _verdict_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
+    """With a margin: the verdict and its interval; sequential: seeds used and why it stopped
+    (empty cells on the baseline's row)."""
+    if res.margin is None:
+        return []
+    seq = res.sequential is not None
+    if row.get("is_baseline"):
+        return [_cell("", num=False), _cell("")] + ([_cell(""), _cell("", num=False)] if seq else [])
+    lo, hi = ("verdict_lo_pp", "verdict_hi_pp") if res.scale == ACCURACY else ("verdict_ratio_lo", "verdict_ratio_hi")
+    if row[lo] is None:
+        text = "-"
+    elif res.scale == ACCURACY:
+        text = f"{tables.fmt_pp(row[lo])} to {tables.fmt_pp(row[hi])}"
+    else:
+        text = f"{tables.fmt_num(row[lo])}–{tables.fmt_num(row[hi])}"
+    cells = [_cell(str(row["verdict"]), ("verdict", row["verdict"]), num=False),
+             _cell(text, (lo, row[lo]), (hi, row[hi]))]
+    if seq:
+        cells += [_cell(tables.fmt_int(row["seeds_used"]), ("seeds_used", row["seeds_used"])),
+                  _cell(str(row["stopped"]), ("stopped", row["stopped"]), num=False)]
+    return cells
+
+
+def _verdict_heads(res: cmp.CompareResult) -> list[str]:
+    if res.margin is None or res.baseline is None:
+        return []
+    level = f"{100 * (1 - res.alpha):g}%"
+    if res.sequential is None:
+        return [f"verdict ({res.margin.label})", f"{level} CI (all)"]
+    return [f"verdict ({res.margin.label})", f"anytime {level} CI", "seeds", "stopped"]
 
 
 def _first_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[str, Any]]:
@@ -81,12 +115,14 @@ def _accuracy_cells(row: dict[str, Any], res: cmp.CompareResult) -> list[dict[st
     if res.baseline is None:
         return cells
     if row.get("is_baseline"):
-        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False)]
+        return [*cells, _cell("baseline", num=False), *[_cell("") for _ in range(5)], _cell("", num=False),
+                *_verdict_cells(row, res)]
     pp = tables.fmt_pp
     ci = "-" if row["diff_lo_pp"] is None else f"{pp(row['diff_lo_pp'])} to {pp(row['diff_hi_pp'])}"
     return [*cells, _cell(tables.fmt_int(row["n_pairs"]), ("n_pairs", row["n_pairs"])),
             _cell(tables.fmt_pp(row["diff_pp"]), ("diff_pp", row["diff_pp"])),
-            _cell(ci, ("diff_lo_pp", row["diff_lo_pp"]), ("diff_hi_pp", row["diff_hi_pp"])), *_test_cells(row)]
+            _cell(ci, ("diff_lo_pp", row["diff_lo_pp"]), ("diff_hi_pp", row["diff_hi_pp"])), *_test_cells(row),
+            *_verdict_cells(row, res)]
 
 
 def _headers(res: cmp.CompareResult) -> list[str]:
@@ -95,13 +131,13 @@ def _headers(res: cmp.CompareResult) -> list[str]:
     if res.scale == ACCURACY:
         heads += [f"mean {res.loss} %", "95% CI", "median %"]
         return heads + (["pairs", "Δpp", "95% CI of Δpp", "win", "p Holm t / W", "d_z", "sig"]
-                        if res.baseline is not None else [])
+                        if res.baseline is not None else []) + _verdict_heads(res)
     is_loss = res.metric.is_loss
     heads += [] if is_loss else ["not reached"]
     heads += ["geo mean" if is_loss else "mean epochs", "95% CI", "median"]
     if res.baseline is not None:
         heads += ["pairs", "Δlog10" if is_loss else "Δepochs", "ratio", "win", "p Holm t / W", "d_z", "sig"]
-    return heads
+    return heads + _verdict_heads(res)
 
 
 def compare_table(res: cmp.CompareResult) -> dict[str, Any]:

@@ -87,8 +87,13 @@ def _comparisons(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
                 from activation_bench.analysis.power import parse_power
 
                 power = parse_power(c.power, accuracy=is_accuracy(c.loss or ""))
+            margin = None
+            if c.margin is not None:
+                from activation_bench.analysis.verdicts import parse_margin
+
+                margin = parse_margin(c.margin, accuracy=is_accuracy(c.loss or ""))
             res = cmp.compare(loaded, m, c.by, c.baseline, default_loss(loaded, m, c.loss), power=power,
-                              tune=_tune(c, c.by), pair_by=c.pair_by)
+                              tune=_tune(c, c.by), pair_by=c.pair_by, margin=margin)
         results[name] = _tables(out, name, res, tables.render)
     return results
 

@@ -66,6 +66,7 @@ class ComparisonSpec(TuneFields):
     baseline: str | None = None  # KEY=VALUE
     pair_by: list[str] | None = None  # compare --pair-by
     power: str | None = None  # compare --power RATIO
+    margin: str | None = None  # compare --margin X: a ratio on a loss, percentage points on an accuracy
     title: str | None = None
 
 
@@ -297,6 +298,8 @@ def check(spec: StudySpec, path: Path) -> None:
             fail(f"comparisons.{name}.baseline", f"'{c.baseline}': expected KEY=VALUE, e.g. activation=relu")
         if c.power is not None:
             _number(fail, f"comparisons.{name}.power", c.power)
+        if c.margin is not None:
+            _margin(fail, f"comparisons.{name}.margin", c.margin, c.loss)
     for name, t in spec.tables.items():
         if len(t.comparisons) < 2:
             fail(f"tables.{name}.comparisons", "a combined table puts two or more comparisons side by side")
@@ -360,6 +363,17 @@ def _number(fail: Fail, key: str, text: str) -> None:
         float(text)
     except ValueError:
         fail(key, f"'{text}' is not a number")
+
+
+def _margin(fail: Fail, key: str, text: str, loss: str | None) -> None:
+    """compare --margin's check: a ratio on a loss, percentage points on an accuracy, never negative."""
+    from activation_bench.analysis.loading import is_accuracy
+    from activation_bench.analysis.verdicts import parse_margin
+
+    try:
+        parse_margin(text, accuracy=is_accuracy(loss or ""))
+    except UsageError as exc:
+        fail(key, str(exc).removeprefix(f"--margin {text}: "))
 
 
 def _check_figure(fail: Fail, spec: StudySpec, name: str, f: FigureSpec) -> None:
