@@ -191,3 +191,73 @@ class Checks(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.act(self.fc(x)))
+
+
+class Output:
+    """A stand-in for Hugging Face's ModelOutput: the prediction as `.logits`, beside other fields."""
+
+    def __init__(self, logits: torch.Tensor, hidden: torch.Tensor) -> None:
+        self.logits, self.hidden = logits, hidden
+
+
+class Returns(nn.Module):
+    """Fixed's layers (tables, [N, features]), the prediction returned inside another object:
+    "logits" an Output (Hugging Face's ModelOutput), "mapping" {"logits": ...}, "tuple" (prediction,
+    hidden) (Hugging Face's return_dict=False), "list" the same as a list, "neither" an object with
+    neither a logits attribute nor a tensor first element, "none-first" (None, prediction)."""
+
+    def __init__(self, returns: str = "logits", n_in: int = 4, n_out: int = 3) -> None:
+        super().__init__()
+        self.net, self.returns = Fixed(n_in, n_out), returns
+
+    def forward(self, x: torch.Tensor) -> object:
+        hidden = self.net.body(x)
+        out = self.net.head(hidden)
+        return {"logits": Output(out, hidden), "mapping": {"logits": out}, "tuple": (out, hidden),
+                "list": [out, hidden], "neither": Output(None, out),  # type: ignore[arg-type]
+                "none-first": (None, out)}[self.returns]
+
+
+class Sized(nn.Module):
+    """An image model whose constructor takes the data's sizes, as timm's create_model does
+    (in_chans, num_classes); checks that a repeated gray channel arrives as `in_chans` equal ones."""
+
+    def __init__(self, act_layer: type = nn.ReLU, in_chans: int = 3, num_classes: int = 1000, height: int = 224,
+                 width: int = 224) -> None:
+        super().__init__()
+        self.in_chans, self.hw = in_chans, (height, width)
+        self.conv = nn.Conv2d(in_chans, 4, 3, padding=1)
+        self.act = act_layer()
+        self.head = nn.Linear(4 * height * width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.shape[1:] == (self.in_chans, *self.hw), x.shape
+        return self.head(self.act(self.conv(x)).flatten(1))
+
+
+class NoParams(nn.Module):
+    """No parameters at all: the first n_out features through a ReLU (tables)."""
+
+    def __init__(self, n_out: int = 3) -> None:
+        super().__init__()
+        self.act, self.n_out = nn.ReLU(), n_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(x[:, : self.n_out])
+
+
+class Frozen(Fixed):
+    """Fixed with its body's parameters frozen (requires_grad=False)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body.requires_grad_(False)
+
+
+def tiny_gpt2(vocab_size: int, n_positions: int, n_embd: int = 16, n_layer: int = 2, n_head: int = 2) -> nn.Module:
+    """Hugging Face's GPT-2 language model from a config, no weights downloaded (transformers, the
+    [models] extra): its output is a ModelOutput whose `logits` is the prediction."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd,
+                                      n_layer=n_layer, n_head=n_head))

@@ -58,7 +58,8 @@ def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
     for member in ([], ["data=uniform", "seed=3", "activation=relu"]):
         cfg = compose(member)
         old = cfg.plain()
-        for key in (*tables.REAL_KEYS, "task", "root", "n_train", "steps", "eval_windows", "val_windows", "block_size"):
+        for key in (*tables.REAL_KEYS, "task", "root", "n_train", "steps", "eval_windows", "val_windows", "block_size",
+                    "channels"):
             del old["data"][key]
         old["model"] = {"hidden_dim": old["model"]["hidden_dim"]}
         del old["log"]
@@ -71,7 +72,7 @@ def test_default_config_hashes_as_the_layout_before_the_added_keys() -> None:
         assert config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()[:16]
     legacy = {key.split(".", 1)[1] for group in LEGACY_DEFAULTS for key in group if key.startswith("data.")}
     assert legacy == {*tables.REAL_KEYS, "task", "root", "n_train", "steps", "eval_windows", "val_windows",
-                      "block_size"}
+                      "block_size", "channels"}
 
 
 def test_checkpoint_settings_are_not_hashed() -> None:

@@ -45,9 +45,10 @@ def test_act_layer_members_equal_their_runs_alone_bitwise_with_batch_norm_dropou
         assert stacked.stack_size == 2 and alone.stack_size == 1
         assert all(math.isfinite(v) for v in alone.train_loss)
         assert alone.model_info == {"activation_sites": {"way": "act_arg", "via": "act_layer", "modules": 2},
-                                    "depth": 2, "code": {"target": f"{M}:ActNet", "file": "tests/module_models.py",
-                                                         "sha256": MODELS_SHA256,
-                                                         "files": {"tests/module_models.py": MODELS_SHA256}}}
+                                    "depth": 2, "output": "tensor",
+                                    "code": {"target": f"{M}:ActNet", "file": "tests/module_models.py",
+                                             "sha256": MODELS_SHA256,
+                                             "files": {"tests/module_models.py": MODELS_SHA256}}}
     by = {(lab["activation"], lab["seed"]): alone.train_loss for lab, alone, _ in results}
     assert by[("relu", "0")] != by[("silu", "0")]  # the activation reached the model
     assert by[("relu", "0")] != by[("relu", "1")]

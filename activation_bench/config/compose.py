@@ -77,6 +77,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
     from hydra.core.global_hydra import GlobalHydra
 
     _register_schema()
+    _register_data_resolver()
     group_names = set(groups())
     cache: dict[tuple[str, ...], Composed] = {}
     typed: dict[tuple[tuple[str, ...], str], Any] = {}
@@ -150,6 +151,13 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
             out.append(cfg)
     GlobalHydra.instance().clear()
     return out
+
+
+def _register_data_resolver() -> None:
+    """${data:NAME} (the data's sizes: data/shapes.py SIZES) resolves to its own text while composing,
+    before any data is read; validation fills it in once the data is checked (shapes.resolve_sizes)."""
+    if not OmegaConf.has_resolver("data"):
+        OmegaConf.register_new_resolver("data", lambda name: "${data:" + str(name) + "}")
 
 
 def _split(member: Sequence[str], group_names: set[str]) -> tuple[list[str], list[tuple[str, Any]]]:

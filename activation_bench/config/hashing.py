@@ -39,6 +39,7 @@ LEGACY_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"model.attn_dropout": 0.0},  # a transformer's dropout on the attention probabilities
     {"data.val_windows": None},  # text: the validation sample beside a whole test split (null with eval_windows)
     {"data.block_size": None},  # text: the window length as a data key (model=module, #67)
+    {"data.channels": None},  # images repeated to 3 channels (model=module, #79)
 )
 
 # engine=auto (the default since #68) hashes as engine=eager, the default before it: a sweep made

@@ -50,6 +50,7 @@ class DataConfig:
     # user cache directory), and a stratified subsample of the training images per seed (null: all)
     root: str | None = None
     n_train: int | None = None
+    channels: int | None = None  # images, model=module: 3 repeats a single-channel image to 3 (null: the source's)
     # text (data=text, python_docs, shakespeare; data/text.py): optimiser steps per epoch; eval_windows N:
     # both held-out splits on N fixed windows after each epoch (null: the test split judged whole, the
     # validation split on val_windows fixed windows after each epoch); null for every other source

@@ -61,8 +61,11 @@ def validate(cfg: Cfg, where: str = "") -> None:
         tables.validate(cfg, where)
     else:
         _validate_synthetic(cfg, where)
+    from activation_bench.data import shapes
     from activation_bench.engine.activations import registry as activations
 
+    shapes.check_channels(cfg, where)
+    shapes.resolve_sizes(cfg, where)  # ${data:NAME} (e.g. +model.kwargs.num_classes=${data:classes})
     activations.check_config(cfg.activation, where, cfg.dtype)
     family.validate(cfg, where)
     if d.name in DISTRIBUTIONS and d.target == "teacher":

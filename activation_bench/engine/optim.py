@@ -91,6 +91,8 @@ class StackedOptimizer:
                  decay: Sequence[bool] | None = None, momentum: float = 0.0, nesterov: bool = False,
                  grad_clip: float = 0.0, owners: dict[int, int] | None = None,
                  schedule: Schedule | None = None) -> None:
+        if not params:  # model=module's validation refuses a module without parameters first
+            raise ValueError("the optimiser has no parameters to train")
         self.params, self.kind, self.lr = params, kind, lr
         self.beta1, self.beta2 = betas
         self.eps, self.step_count = eps, 0

@@ -95,13 +95,16 @@ class Module(Family):
 
     def info_rows(self, info: dict[str, Any] | None) -> list[tuple[str, str]]:
         """'activation sites: 9 modules built through act_layer' (or '... replaced (torch.nn.ReLU)'),
-        and the code (host.describe_code)."""
+        what the output was read as ('output: logits'; module_io.OUTPUTS) and the code
+        (host.describe_code)."""
         sites = (info or {}).get("activation_sites")
         if not sites:
             return []
         n = sites["modules"]
         how = f"built through {sites['via']}" if sites["way"] == "act_arg" else f"replaced ({sites['via']})"
         rows = [("activation sites", f"{n} module{'s' if n != 1 else ''} {how}")]
+        if (info or {}).get("output"):
+            rows.append(("output", str(info["output"])))  # type: ignore[index]
         code = (info or {}).get("code") or {}
         if code.get("sha256"):
             rows.append(("code", describe_code(code)))

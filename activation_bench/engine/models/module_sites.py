@@ -79,7 +79,7 @@ def member_inputs(stack: Any, i: int, x: torch.Tensor, on: Callable[[str, torch.
     member, got = stack.members[i], []
     with capture(member.net, member.sites.names, lambda n, h: got.append(on(n, as_units(h[None], stack.last)))):
         with torch.no_grad():
-            out = member(x.reshape(x.shape[0], *stack.input_shape))
+            out = member(stack.shaped(x))
     return out, got if len(got) == stack.depth else None
 
 

@@ -24,6 +24,7 @@ from activation_bench.data.synthetic import DTYPES, derived_seed
 from activation_bench.engine.activations import registry as activations
 from activation_bench.engine.models import module_sites
 from activation_bench.engine.models.base import MemberLayers
+from activation_bench.engine.models.module_io import expected_output, fit_output, shaped, take_output
 from activation_bench.engine.models.user_code import code_record, import_target, last_line, replace_types
 from activation_bench.errors import UsageError, at
 
@@ -185,32 +186,6 @@ class Member(nn.Module):
             put(outside)
 
 
-def fit_output(out: Any, rows: int, expected: tuple[int, ...], what: str) -> torch.Tensor:
-    """The member's output in the engine's shape (a regressor's [N] as [N, 1]); ValueError naming
-    both shapes otherwise."""
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"the model returned a {type(out).__name__}, not a tensor of shape {list(expected)} ({what})")
-    if expected[1:] == (1,) and tuple(out.shape) == (rows,):
-        out = out[:, None]
-    if tuple(out.shape) != expected:
-        raise ValueError(f"the model's output has shape {list(out.shape)}; {what} needs {list(expected)}")
-    return out
-
-
-def expected_output(cfg: Cfg, rows: int) -> tuple[tuple[int, ...], str]:
-    """The output shape a batch of `rows` must give, and the task in words."""
-    from activation_bench.data import tables, text
-    from activation_bench.data.shapes import n_outputs
-
-    if text.is_text(cfg.data):
-        v = text.vocab_size(cfg)
-        return (rows, int(text.block_size(cfg)), v), f"next-token prediction over {v} tokens"
-    k = n_outputs(cfg)
-    if tables.is_classification(cfg.data):
-        return (rows, k), f"{k} classes"
-    return (rows, 1), "regression"
-
-
 class StackedModules(MemberLayers):
     """The stack of model=module: each member its own module, run one after another on its rows
     of x [M, N, ...] (flat features reshaped to `input_shape`), outputs stacked [M, N, ...]. Every
@@ -220,11 +195,13 @@ class StackedModules(MemberLayers):
     values a unit-share pass holds per row (one member's forward at a time)."""
 
     def __init__(self, members: list[Member], input_shape: tuple[int, ...], expected: tuple[int, ...],
-                 what: str, layout: tuple[int, bool, int] = (1, False, 1)) -> None:
+                 what: str, layout: tuple[int, bool, int] = (1, False, 1), *, repeat: bool = False,
+                 output: str = "tensor") -> None:
         nn.Module.__init__(self)
         self.members = nn.ModuleList(members)
         self.input_shape, self.expected, self.what = input_shape, expected, what
         self.depth, self.last, self.row_values = layout
+        self.repeat, self.output = repeat, output
         self.slices, self.norms = [], None
 
     def forward(self, x: torch.Tensor, record: list[torch.Tensor] | None = None,
@@ -237,8 +214,12 @@ class StackedModules(MemberLayers):
             outs, hs = module_sites.preacts(self, x, batch_stats)
             preacts.extend(hs)
         else:
-            outs = [m(x[i].reshape(rows, *self.input_shape)) for i, m in enumerate(self.members)]
+            outs = [m(self.shaped(x[i])) for i, m in enumerate(self.members)]
         return torch.stack([fit_output(o, rows, want, self.what) for o in outs])
+
+    def shaped(self, x: torch.Tensor) -> torch.Tensor:
+        """One member's rows x [N, features] as its module takes them [N, *input_shape]."""
+        return shaped(x, 1, self.input_shape, self.repeat)
 
     def site_masks(self, x: torch.Tensor) -> module_sites.Masks | None:
         """Per site, which units [M, units] are dead and saturated on every row of x (module_sites)."""
@@ -264,8 +245,9 @@ class StackedModules(MemberLayers):
         return [p.dim() >= 2 for p in self.parameters()]
 
     def info(self) -> dict[str, Any] | None:
-        """Where the activation got in, and the sites the check forward called (summary.json's depth)."""
-        return {**self.members[0].sites.info(), "depth": self.depth}
+        """Where the activation got in, the sites the check forward called (summary.json's depth) and
+        what the module's output was read as (module_io.OUTPUTS)."""
+        return {**self.members[0].sites.info(), "depth": self.depth, "output": self.output}
 
 
 def sample_rows(shape: Sequence[int], text: bool) -> torch.Tensor:
@@ -321,19 +303,30 @@ def build(ordered: Sequence[Cfg], device: str, dtype: torch.dtype) -> StackedMod
     shape, is_text = model_input_shape(first), text.is_text(first.data)
     sample = sample_rows(shape, is_text)
     return StackedModules([member(c, device, dtype, sample) for c in ordered], shape, expected, what,
-                          (len(info.site_widths), is_text, info.values_per_row))
+                          (len(info.site_widths), is_text, info.values_per_row), repeat=repeats(first),
+                          output=info.output)
+
+
+def repeats(cfg: Cfg) -> bool:
+    """Whether the source's single channel is repeated to the module's channels (data.channels)."""
+    from activation_bench.data.shapes import input_shape, model_input_shape
+
+    source = input_shape(cfg)
+    return source is not None and source[0] != model_input_shape(cfg)[0]
 
 
 @dataclass(frozen=True)
 class Probe:
     """What the check forward learned: one member's parameters and the values its modules' outputs
     hold per row (the memory estimate), where the activation got in, and each site's input values
-    per row, in call order (module_sites: a module called twice is two sites)."""
+    per row, in call order (module_sites: a module called twice is two sites), and what its output
+    was read as (module_io.OUTPUTS)."""
 
     params: int
     values_per_row: int
     sites: Sites
     site_widths: tuple[int, ...]
+    output: str = "tensor"
 
 
 def probe(cfg: Cfg, where: str = "") -> Probe:
@@ -368,8 +361,9 @@ def _probe(key: str) -> Probe:
     values, widths = [0], []
 
     def count(_mod: nn.Module, _inp: Any, out: Any) -> None:
-        if isinstance(out, torch.Tensor):
-            values[0] += out.numel()
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):  # attention layers return tuples
+            if isinstance(t, torch.Tensor):
+                values[0] += t.numel()
 
     hooks = [mod.register_forward_hook(count) for mod in m.modules()]
     try:
@@ -386,7 +380,13 @@ def _probe(key: str) -> Probe:
         raise UsageError(f"model.target '{model['target']}' on a batch of shape {[PROBE_ROWS, *shape]}: {exc}") \
             from None
     params = sum(p.numel() for p in m.parameters())
-    return Probe(params, -(-values[0] // PROBE_ROWS), m.sites, tuple(widths))
+    trainable = sum(p.numel() for p in m.parameters() if p.requires_grad)
+    if not params:
+        raise UsageError(f"model.target '{model['target']}' has no parameters: there is nothing to train")
+    if trainable < params:
+        raise UsageError(f"model.target '{model['target']}' has {params - trainable} of its {params} parameters "
+                         "frozen (requires_grad=False); actbench trains every parameter of the module")
+    return Probe(params, -(-values[0] // PROBE_ROWS), m.sites, tuple(widths), take_output(out, (), "")[1])
 
 
 def seeded(cfg: Any, seed: int) -> Any:

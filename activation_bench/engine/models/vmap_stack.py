@@ -25,8 +25,9 @@ from torch.func import functional_call, stack_module_state, vmap
 from activation_bench.engine.diagnostics import activated_by
 from activation_bench.engine.models import module_sites, user_module
 from activation_bench.engine.models.base import MemberLayers
+from activation_bench.engine.models.module_io import fit_output, shaped, take_output
 from activation_bench.engine.models.user_code import last_line
-from activation_bench.engine.models.user_module import Member, fit_output
+from activation_bench.engine.models.user_module import Member
 from activation_bench.errors import UsageError, at
 
 
@@ -36,7 +37,8 @@ class VmapStack(MemberLayers):
     (row_values: every member's site inputs and outputs at once)."""
 
     def __init__(self, members: list[Member], input_shape: tuple[int, ...], expected: tuple[int, ...],
-                 what: str, layout: tuple[int, bool, int] = (1, False, 1)) -> None:
+                 what: str, layout: tuple[int, bool, int] = (1, False, 1), *, repeat: bool = False,
+                 output: str = "tensor") -> None:
         nn.Module.__init__(self)
         nets = [m.net for m in members]
         params, buffers = stack_module_state(nets)
@@ -48,6 +50,7 @@ class VmapStack(MemberLayers):
         self.sites = members[0].sites
         self.input_shape, self.expected, self.what = input_shape, expected, what
         self.depth, self.last, self.row_values = layout
+        self.repeat, self.output = repeat, output
         self.slices, self.norms = [], None
 
     def train(self, mode: bool = True) -> VmapStack:
@@ -64,12 +67,13 @@ class VmapStack(MemberLayers):
 
         def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], xi: torch.Tensor) -> Any:
             if sites is None:
-                return functional_call(template, (p, b), (xi,))
+                return take_output(functional_call(template, (p, b), (xi,)), self.expected, self.what)[0]
             got: list[torch.Tensor] = []
             with module_sites.capture(template, self.sites.names, lambda n, h: (sites.append(n), got.append(h))):
-                return functional_call(template, (p, b), (xi,)), got
+                out = functional_call(template, (p, b), (xi,))
+            return take_output(out, self.expected, self.what)[0], got
 
-        return vmap(one, randomness="error")(params, buffers, x.reshape(m, rows, *self.input_shape))
+        return vmap(one, randomness="error")(params, buffers, shaped(x, 2, self.input_shape, self.repeat))
 
     def _state(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """The stacked parameters and buffers under `prefix` (a submodule's name and a dot), named
@@ -115,7 +119,7 @@ class VmapStack(MemberLayers):
         return sum(p[0].numel() for p in self.stacked)
 
     def info(self) -> dict[str, Any] | None:
-        return {**self.sites.info(), "depth": self.depth}
+        return {**self.sites.info(), "depth": self.depth, "output": self.output}
 
 
 def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
@@ -130,7 +134,8 @@ def build(ordered: Any, device: str, dtype: torch.dtype) -> VmapStack:
     members = [user_module.member(c, device, dtype, sample) for c in ordered]
     info = user_module.probe(first)
     row_values = len(members) * (info.values_per_row + sum(info.site_widths))
-    return VmapStack(members, shape, expected, what, (len(info.site_widths), is_text, row_values))
+    return VmapStack(members, shape, expected, what, (len(info.site_widths), is_text, row_values),
+                     repeat=user_module.repeats(first), output=info.output)
 
 
 def probe(cfg: Any, where: str = "") -> None:
