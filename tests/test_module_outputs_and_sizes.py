@@ -77,6 +77,18 @@ def test_data_sizes_fill_the_constructor_and_are_saved_resolved(runner, tmp_path
     assert "n_in: 13" in shown.output and "n_out: 3" in shown.output and "${" not in shown.output
 
 
+def test_sweep_dry_run_shows_each_members_filled_in_sizes(runner, tmp_path):
+    result = runner.invoke(app, ["sweep", "--runs-dir", str(tmp_path), "--dry-run", *TABLE[:3],
+                                 "model.target=tests.module_models:Fixed", "data=iris,wine",
+                                 "+model.kwargs.n_in=${data:features}", "+model.kwargs.n_out=${data:classes}"])
+    assert result.exit_code == 0, result.output
+    assert "model.kwargs.n_in" in result.output and "model.kwargs.n_out" in result.output
+    rows = {line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:5]]
+            for line in result.output.splitlines() if line.startswith("│")}
+    assert rows == {"iris": ["4", "3"], "wine": ["13", "3"]}
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
 def test_every_size_of_every_kind_of_data(tmp_path):
     from activation_bench.data.shapes import sizes
 

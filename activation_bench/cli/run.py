@@ -259,14 +259,17 @@ def _print_grid(p: SweepPlan, todo: list[int]) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
+    from activation_bench.data.shapes import filled_keys, value_at
 
     typer.echo(f"{p.directory}: {len(p.members)} members, {len(todo)} to run")
     table = Table()
-    for header in ("#", *p.keys, "state"):
+    filled = [k for k in filled_keys(p.overrides) if k not in p.keys]  # ${data:NAME}: each member's value
+    for header in ("#", *p.keys, *filled, "state"):
         table.add_column(header, no_wrap=True)
     todo_set = set(todo)
     for i, lab in enumerate(p.labels[:20]):
-        table.add_row(str(i), *[lab.get(k, "") for k in p.keys], "to run" if i in todo_set else "done")
+        table.add_row(str(i), *[lab.get(k, "") for k in p.keys], *[value_at(p.cfgs[i], k) for k in filled],
+                      "to run" if i in todo_set else "done")
     terminal.print_table(table)
     if len(p.members) > 20:
         typer.echo(f"... and {len(p.members) - 20} more")

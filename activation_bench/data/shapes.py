@@ -154,3 +154,26 @@ def resolve_sizes(cfg: Cfg, where: str = "") -> None:
     for k in list(cfg):
         if k != "data":
             cfg[k] = walk(cfg[k], k)
+
+
+def filled_keys(overrides: list[str]) -> list[str]:
+    """The dotted keys that overrides set from the data's sizes (`+model.kwargs.n=${data:classes}`
+    gives model.kwargs.n), for a dry run to show their values."""
+    out = []
+    for text in overrides:
+        key, sep, value = text.partition("=")
+        if sep and "${data:" in value.replace(" ", ""):
+            key = key.lstrip("+~")
+            if key not in out:
+                out.append(key)
+    return out
+
+
+def value_at(cfg: Cfg, dotted: str) -> str:
+    """A composed config's value at a dotted key, as text ('' where absent)."""
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return ""
+        node = node[part]
+    return str(node)
