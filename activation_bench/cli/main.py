@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli import compare, export, rank, run, search, study
+from activation_bench.cli import compare, export, plot, plot_activations, rank, report, run, search, study
 
 app = typer.Typer(
     add_completion=False,
@@ -61,9 +61,9 @@ app.command("sweep", help=run.SWEEP_HELP)(run.sweep)
 app.command("activations", help=run.ACTIVATIONS_HELP)(run.activations)
 app.command("config", help=run.CONFIG_HELP)(run.show_config)
 app.command("compare")(compare.compare)
-app.command("plot")(compare.plot)
-app.command("plot-activations")(compare.plot_activations)
-app.command("report")(compare.report)
+app.command("plot")(plot.plot)
+app.command("plot-activations")(plot_activations.plot_activations)
+app.command("report")(report.report)
 app.command("rank")(rank.rank)
 app.command("search", help=search.SEARCH_HELP)(search.search)
 app.add_typer(study.app, name="study")

@@ -1,4 +1,4 @@
-"""Typer command `rank` (registered in cli.py): rank groups across tasks, Friedman and post-hoc tests.
+"""Typer command `rank` (registered in cli/main.py): rank groups across tasks, Friedman and post-hoc tests.
 
 Heavy imports happen inside the command: scipy and pandas always, scikit-posthocs for the post-hoc
 tests, matplotlib only with --plot.
@@ -6,43 +6,40 @@ tests, matplotlib only with --plot.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 
-from activation_bench.cli.compare import (
+from activation_bench.cli.options import (
+    CdPlotOpt,
     CompareLossOpt,
+    FormatOpt,
+    MarginOpt,
+    OutputOpt,
     PathsArg,
+    PosthocOpt,
+    RankAlphaOpt,
+    RankByOpt,
+    RankMetricOpt,
+    TaskOpt,
     TuneGridOpt,
     TuneOnOpt,
     TuneOpt,
     TuneSeedsOpt,
-    _warn,
-    emit,
 )
-from activation_bench.cli.options import MarginOpt
+from activation_bench.cli.output import emit, warn
 from activation_bench.errors import UsageError, reported
 
 
 def rank(
     paths: PathsArg,
-    metric: Annotated[str, typer.Option(
-        "--metric", "-m", help="final, best, epoch=K, to=EPS, auc or early_stop (as in compare).")] = "final",
+    metric: RankMetricOpt = "final",
     loss: CompareLossOpt = None,
-    by: Annotated[str, typer.Option("--by", help="The config column whose values are ranked.")] = "activation",
-    task: Annotated[list[str] | None, typer.Option(
-        "--task", help="Config columns that define a task (repeat or comma list). Default: every varying "
-        "config column except --by and seed.", show_default=False)] = None,
-    posthoc: Annotated[str, typer.Option(
-        "--posthoc", help="Test that decides the groups that cannot be told apart: nemenyi (mean ranks) or "
-        "wilcoxon (signed-rank over tasks, Holm-corrected).")] = "nemenyi",
-    alpha: Annotated[str, typer.Option("--alpha", help="Significance level of the post-hoc tests.")] = "0.05",
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
-                                                show_default=False)] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write the critical-difference diagram here "
-                                              "(.png, .svg or .pdf).", show_default=False)] = None,
+    by: RankByOpt = "activation",
+    task: TaskOpt = None,
+    posthoc: PosthocOpt = "nemenyi",
+    alpha: RankAlphaOpt = "0.05",
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    plot: CdPlotOpt = None,
     tune: TuneOpt = None,
     tune_seeds: TuneSeedsOpt = None,
     tune_on: TuneOnOpt = None,
@@ -98,7 +95,7 @@ def rank(
         loaded = load(paths, loss or "train_loss")
         result = rk.rank(loaded, m, by, task, default_loss(loaded, m, loss), level, posthoc, tune=tuning,
                          margin=region)
-        _warn(result.all_warnings)
+        warn(result.all_warnings)
         if plot is not None:
             rank_tables.write_cd(result, plot)
             typer.echo(f"wrote {plot}", err=True)
