@@ -4,6 +4,7 @@ input before training, and every shipped study file validates and plans."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -403,3 +404,60 @@ def test_every_shipped_study_pins_the_eager_engine():
     assert len(sweeps) >= 50
     for file, name, sweep in sweeps:
         assert "engine=eager" in [str(w) for w in [*sweep.get("overrides", []), *sweep.get("grid", [])]], (file, name)
+
+
+def _tuned_study(text: str = STUDY, judge: str = "    judge: chosen\n") -> str:
+    """The tiny study with both sweeps tuned (judge: chosen: the comparisons and the ranking choose)."""
+    for data in ("iris", "wine"):
+        line = f"    overrides: [data={data}, epochs=3, model.hidden_dim=4, batch_size=32]\n"
+        text = text.replace(line, line + judge)
+    return text
+
+
+def test_tuned_sweeps_write_the_full_grids_tables_from_fewer_members(done, tmp_path, runner, monkeypatch):
+    """judge: chosen: the judging seeds train at the union of what acc (val_acc), loss (val_loss) and the
+    ranking choose; every table is byte for byte the full grid's; a re-run trains nothing."""
+    path = tmp_path / "tuned.yaml"
+    path.write_text(_tuned_study().replace("runs_dir: runs", "runs_dir: staged").replace("output: out",
+                                                                                           "output: out-tuned"))
+    dry = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "staged/wine: tuned sweep: tuning stage 8 members (24 member-epochs), judging stage 4 members" in dry.output
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "rankings.tasks: chose" in result.output and "comparisons.acc: chose" in result.output
+    for name in ("acc", "loss", "both", "tasks"):
+        assert (tmp_path / "out-tuned" / f"{name}.csv").read_bytes() == (tmp_path / "out" / f"{name}.csv").read_bytes()
+        # the markdown too, but for the budget check's share over every run there is (fewer here)
+        md = [re.sub(r"; all runs \(every lr, every seed\): .*", "", (tmp_path / d / f"{name}.md").read_text())
+              for d in ("out", "out-tuned")]
+        assert md[0] == md[1], name
+    trained = {d: len([r for r in (tmp_path / "staged" / d).iterdir() if r.is_dir()]) for d in ("iris", "wine")}
+    assert trained["wine"] == 8 + 4 and 8 + 4 <= trained["iris"] <= 16  # iris: the union of three choices
+    doc = json.loads((tmp_path / "staged" / "iris" / "tuning.json").read_text())
+    assert [c["name"] for c in doc["choices"]] == ["comparisons.acc", "comparisons.loss", "rankings.tasks"]
+    again = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
+    assert "0 members to train" in again.output and "at the chosen values" in again.output
+    tables = runner.invoke(app, ["study", "tables", str(path)])
+    assert tables.exit_code == 0, tables.output
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: _tuned_study(t, "    judge: sometimes\n"), "sweeps.iris.judge: 'sometimes'; valid: all, chosen"),
+    (lambda t: _tuned_study(t, "    metric: final\n"), "sweeps.iris.metric: the metric of a sweep's own choice"),
+    (lambda t: _tuned_study(t, "    tune: [lr]\n    judge: all\n"), "sweeps.iris.judge: all: a sweep that declares"),
+    (lambda t: _tuned_study(t, "    tune: [model.hidden_dim]\n"),
+     "sweeps.iris: tune: model.hidden_dim: the grid does not vary 'model.hidden_dim'"),
+    (lambda t: _tuned_study(t, "    tune: [lr]\n    tune_seeds: 3\n"),
+     "sweeps.iris: --tune-seeds 3: 4 seeds leave 1 to evaluate on"),
+    (lambda t: _tuned_study(t.replace("tune: [lr], tune_seeds: 2, title", "title")),
+     "comparisons.loss: reads sweep iris, whose judging seeds train at the chosen values only"),
+    (lambda t: _tuned_study(t.replace("'lr=1e-2,1e-1', ", "").replace("hidden_dim=4", "hidden_dim=4, lr=1e-2")),
+     "comparisons.acc.tune: 'lr' is not swept in iris"),
+])
+def test_tuned_sweep_bad_input_is_one_line_before_training(tmp_path, runner, edit, message):
+    path = _write(tmp_path, edit(STUDY))
+    result = runner.invoke(app, ["study", "run", str(path)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "runs").exists()

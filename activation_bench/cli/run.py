@@ -246,13 +246,13 @@ def _tuned(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: s
         tuned.print_plan([p], [tuning], force)
         return
     memory.check_memory(p.cfgs, memory_mb, local=launcher != "submitit_slurm")
-    tuned.tunings_record([p], [tuning])
+    tuned.tunings_record([p], [tuning], [0])
     orchestrate.write_sweep_file(p)
 
     def run_stage(_k: int, todo: list[int], needed: list[int], stage: str) -> None:
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet, needed=needed, stage=stage)
 
-    tuned.run_staged([p], [tuning], force, run_stage, lambda line: typer.echo(line, err=True))
+    tuned.run_staged([p], [tuning], [0], force, run_stage, lambda line: typer.echo(line, err=True))
 
 
 def _print_grid(p: SweepPlan, todo: list[int]) -> None:

@@ -94,15 +94,41 @@ def run(
             memory.check_memory([s.plan.cfgs[i] for i in s.todo], memory_mb, local=launcher != "submitit_slurm")
         from activation_bench.cli.run import _run_sweep
 
+        tuned = plan.staged_sweeps(study, sweeps)
         with _threads(study.spec.threads):
-            for s in sweeps:
-                if not s.todo and (s.plan.directory / "results.csv").is_file():
+            for k, s in enumerate(sweeps):
+                if k in tuned or (not s.todo and (s.plan.directory / "results.csv").is_file()):
                     continue  # finished: its results.csv is already the one the sweep writes
                 if not quiet:
                     typer.echo(f"sweep {s.name}: {len(s.todo)} of {len(s.plan.members)} members to train", err=True)
                 orchestrate.write_sweep_file(s.plan)
                 _run_sweep(s.plan, s.todo, launcher, jobs, settings, memory_mb, False, quiet, study.spec.threads or 0)
+            if tuned:
+                _run_tuned(study, sweeps, tuned, launcher, jobs, settings, memory_mb, quiet)
         _render(study)
+
+
+def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launcher: str | None, jobs: int,
+               settings: list[str], memory_mb: float, quiet: bool) -> None:
+    """The tuned sweeps (tune, then judge): their tuning stages, the choices, their judging stages."""
+    from activation_bench.cli import tuned as staged_cli
+    from activation_bench.cli.run import _run_sweep
+    from activation_bench.runs import orchestrate
+    from activation_bench.study import plan
+
+    plans = [s.plan for s in sweeps]
+    rules = plan.tunings(study, sweeps)
+    staged_cli.tunings_record(plans, rules, tuned)
+    for k in sorted(tuned):
+        orchestrate.write_sweep_file(plans[k])
+
+    def run_stage(k: int, todo: list[int], needed: list[int], stage: str) -> None:
+        if not quiet:
+            typer.echo(f"sweep {sweeps[k].name}, {stage}: {len(todo)} of {len(needed)} members to train", err=True)
+        _run_sweep(plans[k], todo, launcher, jobs, settings, memory_mb, False, quiet, study.spec.threads or 0,
+                   needed=needed, stage=stage)
+
+    staged_cli.run_staged(plans, rules, tuned, False, run_stage, lambda line: typer.echo(line, err=True))
 
 
 @contextlib.contextmanager
@@ -142,8 +168,9 @@ def tables(
 
         study = spec.load(study_file, runs_dir, output)
         sweeps = plan.plan(study)
-        missing = [f"{s.name} ({len(s.todo)} of {len(s.plan.members)} members in {s.plan.directory})"
-                   for s in sweeps if s.todo or not (s.plan.directory / "results.csv").is_file()]
+        left = {k: len(s.todo) for k, s in enumerate(sweeps)} | _tuned_left(study, sweeps)[1]
+        missing = [f"{s.name} ({left[k]} of {len(s.plan.members)} members in {s.plan.directory})"
+                   for k, s in enumerate(sweeps) if left[k] or not (s.plan.directory / "results.csv").is_file()]
         if missing:
             raise UsageError(f"not finished: {'; '.join(missing)}: run `actbench study run {study_file}`")
         _render(study)
@@ -159,19 +186,38 @@ def _render(study: Study) -> None:
     typer.echo(f"wrote {len(paths)} files to {study.output}", err=True)
 
 
+def _tuned_left(study: Study, sweeps: list[PlannedSweep]) -> tuple[list[str], dict[int, int]]:
+    """The dry run's line of each tuned sweep, and its members left to train: the tuning stage's and,
+    once it has chosen, the judging stage's (before, the judging stage's estimate)."""
+    from activation_bench.cli import tuned as staged_cli
+    from activation_bench.study import plan
+
+    tuned = plan.staged_sweeps(study, sweeps)
+    if not tuned:
+        return [], {}
+    plans = [s.plan for s in sweeps]
+    st = staged_cli.stages(plans, plan.tunings(study, sweeps), tuned)
+    return ([staged_cli.plan_line(plans[k], s, False) for k, s in st.items()],
+            {k: staged_cli.to_run(plans[k], s, False) for k, s in st.items()})
+
+
 def _print_plan(study: Study, sweeps: list[PlannedSweep]) -> None:
     from rich.table import Table
 
     from activation_bench import terminal
 
+    lines, tuned_left = _tuned_left(study, sweeps)
+    left = {k: len(s.todo) for k, s in enumerate(sweeps)} | tuned_left
     table = Table(title=f"study {study.path}")
     for header in ("sweep", "directory", "members", "done", "to train"):
         table.add_column(header, no_wrap=True)
-    for s in sweeps:
-        n = len(s.plan.members)
-        table.add_row(s.name, str(s.plan.directory), str(n), str(n - len(s.todo)), str(len(s.todo)))
+    for k, s in enumerate(sweeps):
+        n = len(s.plan.members)  # a tuned sweep's members: its full grid's (the line below: its stages)
+        table.add_row(s.name, str(s.plan.directory), str(n), str(n - len(s.todo)), str(left[k]))
     terminal.print_table(table)
-    total = sum(len(s.todo) for s in sweeps)
+    for line in lines:
+        typer.echo(line)
+    total = sum(left.values())
     n = study.spec.threads
     at = f" at {torch_threads(n)} (the file's threads)" if n else ""
     typer.echo(f"{total} members to train{at}; then {len(study.files())} files in {study.output}: "

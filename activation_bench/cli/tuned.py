@@ -4,7 +4,8 @@ seeds at the chosen values only). Each stage trains through the sweep command's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import typer
@@ -17,20 +18,52 @@ if TYPE_CHECKING:
 RunStage = Callable[[int, list[int], list[int], str], None]
 
 
-def tunings_record(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> None:
+@dataclass
+class Stages:
+    """A tuned plan's stages: the tuning members, and the judging members once every plan its
+    tunings read has finished its tuning seeds (None before: `estimate` then says how many, in
+    members and member-epochs, with how it was estimated)."""
+
+    tuning: list[int]
+    judging: list[int] | None
+    estimate: tuple[int, int, str]
+
+    @property
+    def needed(self) -> list[int] | None:
+        return None if self.judging is None else sorted({*self.tuning, *self.judging})
+
+
+def tunings_record(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collection[int]) -> None:
     """Each tuned plan's sweep.yaml records the rules that tune it."""
-    for k, p in enumerate(plans):
-        rules = [t.record() for t in tunings if k in t.sweeps]
-        p.tuned = rules or None
+    for k in tuned:
+        plans[k].tuned = [t.record() for t in tunings if k in t.sweeps]
 
 
-def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool, run_stage: RunStage,
-               say: Callable[[str], None]) -> list[Choice]:
-    """Stage 1 on every tuned plan, the choices, then stage 2 (the union of the choices per plan)."""
+def stages(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collection[int]) -> dict[int, Stages]:
+    """Per tuned plan its stages; the choice is made (read-only) where the tuning seeds are done."""
+    from activation_bench.analysis import staged
+
+    stage1 = staged.tuning_members(plans, tunings)
+    ready = [t for t in tunings if all(not _todo(plans[k], stage1[k], False) for k in t.sweeps)]
+    judging = staged.union([staged.choose(plans, t) for t in ready]) if len(ready) == len(tunings) else None
+    out = {}
+    for k in tuned:
+        if judging is not None:
+            j = judging.get(k, [])
+            out[k] = Stages(stage1[k], j, (len(j), staged.epochs(plans[k], j), "at the chosen values"))
+        else:
+            out[k] = Stages(stage1[k], None, _estimate(plans, k, [t for t in tunings if k in t.sweeps]))
+    return out
+
+
+def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collection[int], force: bool,
+               run_stage: RunStage, say: Callable[[str], None]) -> list[Choice]:
+    """Stage 1 on every tuned plan, the choices, then stage 2 (the union of the choices per plan).
+    Plans a tuning reads that are not tuned must be finished before (a study trains them first)."""
     from activation_bench.analysis import staged
     from activation_bench.runs import orchestrate
 
-    stage1 = staged.tuning_members(plans, tunings)
+    stage1 = {k: m for k, m in staged.tuning_members(plans, tunings).items() if k in tuned}
     for k, members in stage1.items():
         run_stage(k, _todo(plans[k], members, force), members, "tuning stage")
     for k, members in stage1.items():
@@ -38,17 +71,15 @@ def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: boo
     choices = [staged.choose(plans, t) for t in tunings]
     judging = staged.union(choices)
     for k in stage1:
-        mine = [c for c in choices if k in c.tuning.sweeps]
-        if staged.write_choice(plans[k].directory, mine):
+        if staged.write_choice(plans[k].directory, [c for c in choices if k in c.tuning.sweeps]):
             say(f"{plans[k].directory}: the grid or seeds changed since the last choice: chosen again "
                 f"({staged.CHOICE_FILE}); {len(_todo(plans[k], judging.get(k, []), False))} judging members "
                 "to train for the new choice")
     for c in choices:
-        say(describe(c, plans))
+        say(describe(c))
     for k, members in stage1.items():
         judge = judging.get(k, [])
-        needed = sorted(set(members) | set(judge))
-        run_stage(k, _todo(plans[k], judge, force), needed, "judging stage")
+        run_stage(k, _todo(plans[k], judge, force), sorted({*members, *judge}), "judging stage")
     return choices
 
 
@@ -59,7 +90,7 @@ def _todo(p: SweepPlan, members: Sequence[int], force: bool) -> list[int]:
     return [i for i in orchestrate.pending(p, force) if i in want]
 
 
-def describe(c: Choice, plans: Sequence[SweepPlan]) -> str:
+def describe(c: Choice) -> str:
     """One line: what was chosen, on which seeds, and what the judging stage trains."""
     sel = c.selection
     values = ", ".join(f"{'/'.join(str(r[g]) for g in sel.group_cols) or 'all'}: "
@@ -70,52 +101,47 @@ def describe(c: Choice, plans: Sequence[SweepPlan]) -> str:
             f"{', '.join(c.tune_seeds)}); judging seeds {', '.join(c.judge_seeds)} at the chosen values: {n} members")
 
 
-def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool) -> None:
-    """--dry-run of a tuned sweep: members and member-epochs of each stage against the full grid's;
-    the judging stage exactly where the tuning stage has finished, else estimated (one value per
-    group for each tuning)."""
+def plan_line(p: SweepPlan, s: Stages, force: bool) -> str:
+    """A tuned plan's dry run in one line: each stage's members and member-epochs against the full grid's."""
     from activation_bench.analysis import staged
 
-    stage1 = staged.tuning_members(plans, tunings)
-    done1 = all(not _todo(plans[k], m, False) for k, m in stage1.items())
-    if done1:
-        judging = staged.union([staged.choose(plans, t) for t in tunings])
-    for k, members in stage1.items():
-        p = plans[k]
-        full, full_e = len(p.members), staged.epochs(p, range(len(p.members)))
-        e1 = staged.epochs(p, members)
-        if done1:
-            judge = judging.get(k, [])
-            n2, e2, how = len(judge), staged.epochs(p, judge), "at the chosen values"
-        else:
-            n2, e2, how = _estimate(p, [t for t in tunings if k in t.sweeps], plans)
-        todo = len(_todo(p, members, force)) + (len(_todo(p, judge, force)) if done1 else n2)
-        typer.echo(f"{p.directory}: tuned sweep: tuning stage {len(members)} members ({e1:,} member-epochs), "
-                   f"judging stage {n2} members ({e2:,} member-epochs, {how}): {len(members) + n2} of the full "
-                   f"grid's {full} members, {e1 + e2:,} of its {full_e:,} member-epochs "
-                   f"({(e1 + e2) / max(full_e, 1):.0%}); {todo} to run")
+    full, full_e = len(p.members), staged.epochs(p, range(len(p.members)))
+    n1, e1 = len(s.tuning), staged.epochs(p, s.tuning)
+    n2, e2, how = s.estimate
+    return (f"{p.directory}: tuned sweep: tuning stage {n1} members ({e1:,} member-epochs), judging stage {n2} "
+            f"members ({e2:,} member-epochs, {how}): {n1 + n2} of the full grid's {full} members, {e1 + e2:,} "
+            f"of its {full_e:,} member-epochs ({(e1 + e2) / max(full_e, 1):.0%}); {to_run(p, s, force)} to run")
 
 
-def _estimate(p: SweepPlan, tunings: Sequence[Tuning], plans: Sequence[SweepPlan]) -> tuple[int, int, str]:
+def to_run(p: SweepPlan, s: Stages, force: bool) -> int:
+    """Members left to train (the judging stage estimated before the choice)."""
+    if s.judging is not None:
+        return len(_todo(p, s.needed or [], force))
+    return len(_todo(p, s.tuning, force)) + s.estimate[0]
+
+
+def _estimate(plans: Sequence[SweepPlan], k: int, tunings: Sequence[Tuning]) -> tuple[int, int, str]:
     """The judging stage before the choice: each tuning's judging members at one value of its tuned
-    keys per group; with several tunings, their union is at most their sum (capped by the grid)."""
+    keys per group; with several tunings, at most their sum (and at most every judging member)."""
     from activation_bench.analysis import staged
 
-    k = plans.index(p)
-    total = 0
-    epochs = 0
+    p = plans[k]
+    total = epochs = 0
     judge_all: set[int] = set()
     for t in tunings:
-        _, judge_s = staged.seeds(plans, t)
-        judge = [i for i in range(len(p.members)) if staged.member_seed(p, i) in set(judge_s)]
+        judge_s = set(staged.seeds(plans, t)[1])
+        judge = [i for i in range(len(p.members)) if staged.member_seed(p, i) in judge_s]
         judge_all.update(judge)
-        combos = {tuple(p.labels[i].get(key, "") for key in t.spec.keys) for i in judge} or {()}
-        total += len(judge) // len(combos)
-        epochs += staged.epochs(p, judge) // len(combos)
+        combos = len({tuple(p.labels[i].get(key, "") for key in t.spec.keys) for i in judge}) or 1
+        total += len(judge) // combos
+        epochs += staged.epochs(p, judge) // combos
     if len(tunings) > 1:
-        n = min(total, len(judge_all))
-        how = f"expected, at most: {len(tunings)} tunings may choose differently"
-    else:
-        n, how = total, "expected: one value per group, once the tuning stage has chosen"
-    del k
-    return n, min(epochs, staged.epochs(p, sorted(judge_all))), how
+        return (min(total, len(judge_all)), min(epochs, staged.epochs(p, sorted(judge_all))),
+                f"expected at most: {len(tunings)} tunings may choose differently")
+    return total, epochs, "expected: one value per group, once the tuning stage has chosen"
+
+
+def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool) -> None:
+    """--dry-run of sweep --tune."""
+    for k, s in stages(plans, tunings, range(len(plans))).items():
+        typer.echo(plan_line(plans[k], s, force))

@@ -11,6 +11,7 @@ from activation_bench.errors import UsageError
 from activation_bench.study.spec import Fail, RankingSpec, Study, TuneFields
 
 if TYPE_CHECKING:
+    from activation_bench.analysis.staged import Tuning
     from activation_bench.runs.orchestrate import SweepPlan
 
 
@@ -37,7 +38,7 @@ def plan(study: Study, force: bool = False) -> list[PlannedSweep]:
     for name, sw in study.spec.sweeps.items():
         overrides = [*sw.grid, *sw.overrides]
         try:
-            p = orchestrate.plan(overrides, study.runs_dir, sw.dir or name)
+            p = orchestrate.plan(overrides, study.runs_dir, sw.dir or name, tuned=sw.staged)
         except UsageError as exc:
             raise UsageError(f"{study.path}: sweeps.{name}: {exc}") from None
         columns: set[str] = set()
@@ -49,7 +50,54 @@ def plan(study: Study, force: bool = False) -> list[PlannedSweep]:
                 columns |= logged_columns(cfg)
         out.append(PlannedSweep(name, p, orchestrate.pending(p, force), columns))
     _cross_check(study, {s.name: s for s in out})
+    _check_tunings(study, out)
     return out
+
+
+def tunings(study: Study, sweeps: list[PlannedSweep]) -> list[Tuning]:
+    """The rules that choose a tuned sweep's judging members: a sweep's own (tune on the sweep), else
+    each comparison's and ranking's that tunes it (judge: chosen; a rule reads all of its part's
+    sweeps, tuned or not)."""
+    from activation_bench.analysis.staged import Tuning
+    from activation_bench.analysis.tune import TuneSpec
+
+    spec = study.spec
+    names = [s.name for s in sweeps]
+
+    def rule(part: TuneFields) -> TuneSpec:
+        return TuneSpec(tuple(part.tune or ()), part.tune_seeds, part.tune_on or "val_loss", part.tune_grid or "shared")
+
+    out = [Tuning(rule(sw), sw.metric or "final", None, (names.index(n),), f"sweeps.{n}")
+           for n, sw in spec.sweeps.items() if sw.tune]
+    derived = {names.index(n) for n, sw in spec.sweeps.items() if sw.staged and not sw.tune}
+    for group in ("comparisons", "rankings"):
+        for name, part in getattr(spec, group).items():
+            reads = tuple(names.index(s) for s in part.sweeps)
+            if not part.tune or not derived & set(reads):
+                continue
+            if isinstance(part, RankingSpec):
+                by = (*part.task, part.by) if part.task else None
+            else:
+                by = tuple(part.by) if part.by else None
+            out.append(Tuning(rule(part), part.metric, by, reads, f"{group}.{name}"))
+    return out
+
+
+def staged_sweeps(study: Study, sweeps: list[PlannedSweep]) -> set[int]:
+    """The indices of the tuned sweeps (their judging seeds train at the chosen values only)."""
+    return {i for i, s in enumerate(sweeps) if study.spec.sweeps[s.name].staged}
+
+
+def _check_tunings(study: Study, sweeps: list[PlannedSweep]) -> None:
+    """Each tuning rule against the planned grids: its keys varied, judging seeds left (one line)."""
+    from activation_bench.analysis import staged
+
+    plans = [s.plan for s in sweeps]
+    for t in tunings(study, sweeps):
+        try:
+            staged.check(plans, t, flag="tune:")
+        except UsageError as exc:
+            raise UsageError(f"{study.path}: {t.name}: {exc}") from None
 
 
 # keys whose values name code to import: model=module's target and replaced types, a user's activation

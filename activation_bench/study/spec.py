@@ -43,18 +43,28 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]*\Z")
 
 
 @dataclass
-class SweepSpec:
-    grid: list[str] = field(default_factory=list)  # overrides in the sweep grammar (comma lists, range(), ...)
-    overrides: list[str] = field(default_factory=list)  # fixed settings, appended to the grid
-    dir: str | None = None  # the sweep's directory under runs_dir (default: the sweep's name)
-
-
-@dataclass
 class TuneFields:
     tune: list[str] | None = None  # swept keys tuned per group (compare --tune)
     tune_seeds: int | None = None
     tune_on: str | None = None  # val_loss | val_acc
     tune_grid: str | None = None  # shared | own (compare --tune-grid)
+
+
+@dataclass
+class SweepSpec(TuneFields):
+    """A sweep; tuned (tune, then judge: docs/tuning.md) where it declares `tune` (with `metric`, the
+    metric of the choice, as sweep --tune's) or has `judge: chosen` (the comparisons and rankings that
+    tune it choose; its judging seeds train at the union of their choices)."""
+
+    grid: list[str] = field(default_factory=list)  # overrides in the sweep grammar (comma lists, range(), ...)
+    overrides: list[str] = field(default_factory=list)  # fixed settings, appended to the grid
+    dir: str | None = None  # the sweep's directory under runs_dir (default: the sweep's name)
+    judge: str | None = None  # all (every seed at every grid value) | chosen (the judging seeds at the choices)
+    metric: str | None = None  # with tune: what the choice applies to the validation column (default final)
+
+    @property
+    def staged(self) -> bool:
+        return bool(self.tune) or self.judge == "chosen"
 
 
 @dataclass
@@ -283,6 +293,7 @@ def check(spec: StudySpec, path: Path) -> None:
         _check_name(fail, f"sweeps.{name}", name)
         if not sw.grid and not sw.overrides:
             fail(f"sweeps.{name}.grid", "empty: give overrides in the sweep grammar, e.g. 'seed=range(10)'")
+        _check_tuned_sweep(fail, spec, name, sw)
         folder = sw.dir or name
         _check_name(fail, f"sweeps.{name}.dir", folder)
         if folder in dirs:
@@ -319,6 +330,35 @@ def check(spec: StudySpec, path: Path) -> None:
     if not spec.report.endswith(".html"):
         fail("report", f"'{spec.report}': the page's file name ends in .html")
     _check_files(fail, spec)
+
+
+JUDGE = ("all", "chosen")
+
+
+def _check_tuned_sweep(fail: Fail, spec: StudySpec, name: str, sw: SweepSpec) -> None:
+    """A tuned sweep: its own rule checked as a comparison's; `judge: chosen` needs a comparison or
+    ranking that tunes it; every comparison and ranking reading it tunes (its judging seeds hold the
+    chosen values only)."""
+    key = f"sweeps.{name}"
+    if sw.judge is not None and sw.judge not in JUDGE:
+        fail(f"{key}.judge", f"'{sw.judge}'; valid: {', '.join(JUDGE)}")
+    if sw.metric is not None and not sw.tune:
+        fail(f"{key}.metric", "the metric of a sweep's own choice: give tune: [KEY] too (or judge: chosen, where "
+             "the comparisons that tune it choose)")
+    _check_analysis(fail, key, sw.metric, None, sw)
+    if sw.tune and sw.judge == "all":
+        fail(f"{key}.judge", "all: a sweep that declares tune trains its judging seeds at the chosen values only")
+    if not sw.staged:
+        return
+    readers = [(f"{g}.{n}", part) for g in ("comparisons", "rankings") for n, part in getattr(spec, g).items()
+               if name in part.sweeps]
+    untuned = [k for k, part in readers if not part.tune]
+    if untuned:
+        fail(untuned[0], f"reads sweep {name}, whose judging seeds train at the chosen values only: tune it too "
+             "(tune: [KEY]), or give the sweep judge: all")
+    if not sw.tune and not readers:
+        fail(f"{key}.judge", "chosen: no comparison or ranking tunes this sweep (give it tune: [KEY], or a "
+             "comparison with tune)")
 
 
 def _check_name(fail: Fail, key: str, name: str) -> None:
