@@ -295,11 +295,36 @@ comparisons:
 """
 
 
-@pytest.mark.parametrize("margin,code,message", [("1", 0, ""), ("-1", 2, "comparisons.acc.margin: negative"),
-                                                 ("x", 2, "comparisons.acc.margin: not a number")])
-def test_study_comparison_margin(tmp_path, monkeypatch, margin, code, message):
+@pytest.mark.parametrize("margin,message", [("-1", "comparisons.acc.margin: negative"),
+                                            ("x", "comparisons.acc.margin: not a number")])
+def test_study_comparison_margin(tmp_path, monkeypatch, margin, message):
+    from activation_bench.study import spec
+
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "ok.yaml").write_text(STUDY.replace("MARGIN", "1"), encoding="utf-8")
+    assert spec.load(tmp_path / "ok.yaml").spec.comparisons["acc"].margin == "1"
     (tmp_path / "s.yaml").write_text(STUDY.replace("MARGIN", margin), encoding="utf-8")
     out = CliRunner().invoke(app, ["study", "run", "s.yaml", "--dry-run"])
-    assert out.exit_code == code, out.output
+    assert out.exit_code == 2, out.output
     assert message in out.output and not (tmp_path / "runs").exists()
+
+
+def test_decisions_of_a_tuned_comparison(tmp_path):
+    """With tune: the choice on the tuning seeds, the verdict on the judging seeds at the chosen value."""
+    from activation_bench.analysis.tune import TuneSpec
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for seed in range(12):
+        base = float(np.exp(rng.normal(0, 0.2)))
+        for act, lrs in (("relu", {"0.01": 1.0, "0.1": 2.0}), ("gelu", {"0.01": 3.0, "0.1": 0.5})):
+            for lr, f in lrs.items():
+                loss = base * f * float(np.exp(rng.normal(0, 0.01)))
+                rows += [{"activation": act, "lr": lr, "seed": seed, "epoch": e, "train_loss": loss * (3 - e),
+                          "val_loss": loss * (3 - e)} for e in (1, 2)]
+    pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
+    loaded = cmp.load([tmp_path / "r.csv"], "val_loss")
+    (d,) = sq.decisions(loaded, "final", ["activation"], None, "val_loss", TuneSpec(("lr",), tune_seeds=3), "1.1",
+                        max_seeds=9)
+    assert d.group == {"activation": "gelu"} and d.tuned == {"lr": "0.1"}
+    assert d.verdict == "better" and d.n == 9 and d.stopped == "decided" and 0.45 < d.estimate < 0.55
