@@ -328,3 +328,21 @@ def test_decisions_of_a_tuned_comparison(tmp_path):
                         max_seeds=9)
     assert d.group == {"activation": "gelu"} and d.tuned == {"lr": "0.1"}
     assert d.verdict == "better" and d.n == 9 and d.stopped == "decided" and 0.45 < d.estimate < 0.55
+
+
+def test_compare_reads_a_sequential_sweeps_record(tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    write_runs(sweep / "results.csv")
+    plain = invoke(str(sweep), "-f", "csv")
+    assert plain.exit_code == 0, plain.output
+    assert "verdict" not in plain.stdout
+    (sweep / sq.RECORD_FILE).write_text(sq.record_text(Margin(1.05), 0.05, 12, 4), encoding="utf-8")
+    got = pd.read_csv(__import__("io").StringIO(invoke(str(sweep), "-f", "csv").stdout)).set_index("activation")
+    assert got.loc["gelu", "stopped"] == "decided" and got.loc["mish", "stopped"] == "max seeds"
+    assert got.loc["silu", "verdict"] == "equivalent" and got.loc["gelu", "seeds_used"] == 12
+    wider = invoke(str(sweep), "-f", "markdown", "--margin", "1.5").stdout  # the user's margin, still anytime-valid
+    assert "verdict (1.5x)" in wider and "anytime 95% CI" in wider
+    (sweep / sq.RECORD_FILE).write_text("{", encoding="utf-8")
+    bad = invoke(str(sweep))
+    assert bad.exit_code == 2 and "not a sequential judging record" in bad.output

@@ -29,8 +29,10 @@ the same numbers. Pure numpy/pandas: no torch, no scipy.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -40,6 +42,7 @@ from activation_bench.analysis.verdicts import Margin, verdict_of, with_verdict
 
 G = 1.0  # the mixture's prior variance of the standardised effect
 OPEN, DECIDED, MAX_SEEDS = "open", "decided", "max seeds"  # why a comparison stopped (or not)
+RECORD_FILE = "judging.json"  # in a sweep folder whose judging seeds were added sequentially (`record_text`)
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,8 @@ def decisions(loaded: object, metric: Metric | str, by: Sequence[str] | None, ba
     prints on the same runs, so the verdict read at the stop is the one the table shows.
 
     With `tune`, give tune_seeds explicitly (the tuning seeds must not move as judging seeds are
-    added: the default, a third of the seeds, would)."""
+    added: the default, a third of the seeds, would). Write `record_text(...)` into the sweep's
+    folder as RECORD_FILE, so `compare` shows these verdicts without --sequential."""
     from activation_bench.analysis.compare import compare
     from activation_bench.analysis.loading import is_accuracy
     from activation_bench.analysis.verdicts import parse_margin
@@ -220,6 +224,38 @@ def decisions(loaded: object, metric: Metric | str, by: Sequence[str] | None, ba
     res = compare(loaded, metric, by, baseline, loss, floor, tune=tune, pair_by=pair_by,  # type: ignore[arg-type]
                   margin=margin, sequential=SequentialSpec(max_seeds), alpha=alpha)
     return table_decisions(res)
+
+
+def record_text(margin: Margin, alpha: float, max_seeds: int, look_every: int) -> str:
+    """What a sequential sweep writes into its folder as RECORD_FILE (atomically): its margin, level,
+    --judge-seeds-max and --look-every. `compare` on that folder then reads its verdicts anytime-validly
+    without being told (`read_record`)."""
+    doc = {"margin": margin.value, "unit": margin.unit, "alpha": alpha, "max_seeds": max_seeds,
+           "look_every": look_every}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def read_record(paths: Sequence[str | Path]) -> dict | None:
+    """The sequential judging recorded in the input folders (RECORD_FILE), or None where none has one.
+    Inputs that record different judging: UsageError (compare them apart)."""
+    from activation_bench.errors import UsageError
+
+    found = {}
+    for p in paths:
+        file = Path(p) / RECORD_FILE
+        if file.is_file():
+            try:
+                doc = json.loads(file.read_text(encoding="utf-8"))
+                found[str(p)] = (Margin(float(doc["margin"]), str(doc["unit"])), float(doc["alpha"]),
+                                 int(doc["max_seeds"]), int(doc["look_every"]))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise UsageError(f"{file}: not a sequential judging record ({exc})") from None
+    if len(set(found.values())) > 1:
+        raise UsageError(f"{', '.join(found)}: their sequential judging differs ({RECORD_FILE}): compare them apart")
+    if not found:
+        return None
+    margin, alpha, max_seeds, look_every = next(iter(found.values()))
+    return {"margin": margin, "alpha": alpha, "max_seeds": max_seeds, "look_every": look_every}
 
 
 def table_decisions(res: object) -> list[Decision]:

@@ -96,7 +96,7 @@ def compare(
         m = cmp.parse_metric(metric)
         tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on, tune_grid)
         spec = _power_spec(power, power_level, alpha, margin, loss, m)
-        verdicts = _verdict_options(margin, sequential, judge_seeds_max, alpha, loss)
+        verdicts = _verdict_options(margin, sequential, judge_seeds_max, alpha, loss, paths if m.is_loss else ())
         loaded = cmp.load(paths, loss or "train_loss")
         result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning,
                              pair_by=pair_by, **verdicts)
@@ -124,11 +124,23 @@ def _power_spec(power: str | None, power_level: str, alpha: str, margin: str | N
 
 
 def _verdict_options(margin: str | None, sequential: bool, judge_seeds_max: int | None, alpha: str,
-                     loss: str | None) -> dict[str, Any]:
-    """compare's keyword arguments for --margin, --sequential, --judge-seeds-max and --alpha, checked."""
+                     loss: str | None, paths: Any = ()) -> dict[str, Any]:
+    """compare's keyword arguments for --margin, --sequential, --judge-seeds-max and --alpha, checked.
+    Inputs whose judging was sequential (sequential.RECORD_FILE) are read so without being told: their
+    recorded margin (unless --margin), level (unless --alpha) and --judge-seeds-max."""
     from activation_bench.analysis.loading import is_accuracy
     from activation_bench.analysis.rank import parse_alpha
+    from activation_bench.analysis.sequential import read_record
 
+    record = read_record(paths)
+    if record is not None and (margin is not None or record["margin"].unit == ("pp" if is_accuracy(loss or "")
+                                                                               else "ratio")):
+        from activation_bench.analysis.sequential import SequentialSpec
+        from activation_bench.analysis.verdicts import parse_margin
+
+        given = parse_margin(margin, accuracy=is_accuracy(loss or "")) if margin is not None else None
+        return {"margin": given or record["margin"], "alpha": parse_alpha(alpha) if alpha != "0.05" else
+                record["alpha"], "sequential": SequentialSpec(judge_seeds_max or record["max_seeds"])}
     if margin is None:
         if sequential or judge_seeds_max is not None:
             raise UsageError(f"{'--sequential' if sequential else '--judge-seeds-max'} judges against a margin: "
