@@ -2,7 +2,7 @@
 
 Pipeline: `load(paths)` (loading.py) reads the inputs into one `Loaded`; `run_values` (metrics.py)
 extracts one number per run for a `Metric`; `group_stats` (stats.py) summarises groups;
-`comparisons` pairs every group with its baseline by seed and the other config values.
+`comparisons` pairs every group with its baseline by seed and the other config values (pairs.py).
 `compare(...)` does all of it and returns a `CompareResult`; its result type and prose are in notes.py,
 rendering in render/tables.py. On an accuracy column (val_acc, test_acc) the paired differences are
 in percentage points with their 95% interval, and higher is better (`compare_cols`).
@@ -32,9 +32,9 @@ from activation_bench.analysis.metrics import (
     scale,
 )
 from activation_bench.analysis.notes import CompareResult, tie_note
+from activation_bench.analysis.pairs import group_differences, pair_up
 from activation_bench.analysis.stats import (
     ALPHA,
-    filled,
     group_index,
     group_stats,
     holm,
@@ -86,39 +86,6 @@ def parse_baseline(text: str | None, group_cols: Sequence[str], values: pd.DataF
         raise UsageError(f"--baseline {text}: no runs with {key}={raw} (values: {', '.join(present)})")
     return key, str(want)
 
-
-
-_KEEP = ["log10", "value", "status"]
-
-
-def pair_up(values: pd.DataFrame, group_cols: Sequence[str], baseline: tuple[str, str], pair_cols: Sequence[str],
-            notes: list[str]) -> pd.DataFrame:
-    """Every non-baseline run joined to the baseline run with the same pair_cols values (seed and
-    every other varying config value), in one merge. Columns: group columns, then log10/value/status
-    with suffixes _c (candidate) and _b (baseline)."""
-    key, base_value = baseline
-    cols = list(dict.fromkeys([*group_cols, *pair_cols]))
-    frame = pd.concat([filled(values, cols), values[_KEEP]], axis=1)
-    is_base = (frame[key] == base_value).to_numpy()
-    base = _dedupe(frame[is_base], pair_cols, notes, f"baseline {key}={base_value}")
-    cand = _dedupe(frame[~is_base], cols, notes, "compared groups")
-    if not pair_cols:  # one run per group and nothing to pair by: pair with the single baseline run
-        if len(base) != 1:
-            return cand.iloc[:0].assign(**{f"{k}_b": [] for k in _KEEP}).rename(columns={k: f"{k}_c" for k in _KEEP})
-        return cand.rename(columns={k: f"{k}_c" for k in _KEEP}).assign(
-            **{f"{k}_b": base[k].iloc[0] for k in _KEEP})
-    right = base[[*pair_cols, *_KEEP]]
-    return cand.merge(right, on=list(pair_cols), how="inner", suffixes=("_c", "_b"))
-
-
-def _dedupe(df: pd.DataFrame, cols: Sequence[str], notes: list[str], label: str) -> pd.DataFrame:
-    if not cols:
-        return df
-    dup = df.duplicated(subset=list(cols), keep="first")
-    if dup.any():
-        notes.append(f"{label}: {int(dup.sum())} runs share seed and config with another run; "
-                     "only the first of each is paired")
-    return df[~dup.to_numpy()]
 
 
 def compare_one(pairs: pd.DataFrame, metric: Metric, column: str = "train_loss") -> dict[str, Any]:
@@ -311,12 +278,9 @@ def _verdicts(comp: pd.DataFrame, values: pd.DataFrame, group_cols: list[str], b
     confidence sequence of its differences in seed order (sequential.py)."""
     if sequential is None:
         return add_verdicts(comp, how, margin, alpha)
-    from activation_bench.analysis.sequential import add_sequential, differences
+    from activation_bench.analysis.sequential import add_sequential
 
-    pairs = pair_up(values, group_cols, base, pair_cols, [])
-    by_group = {k: idx for k, idx in group_index(pairs, group_cols)}
-    keys = [tuple(r) for r in filled(comp, group_cols).to_numpy(object)] if group_cols else [()] * len(comp)
-    diffs = [differences(pairs.iloc[by_group.get(k, np.zeros(0, np.int64))], how) for k in keys]
+    diffs = group_differences(values, group_cols, base, pair_cols, how, comp)
     return add_sequential(comp, diffs, how, margin, sequential, alpha)
 
 

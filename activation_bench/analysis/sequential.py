@@ -114,25 +114,6 @@ def judge(d: np.ndarray, size: float, higher_is_better: bool, alpha: float,
     return lo, hi, verdict_of(lo, hi, size, higher_is_better)
 
 
-def seed_order(pairs: pd.DataFrame) -> np.ndarray:
-    """Positions of pairs in seed order (numeric where seeds are numbers), else as given."""
-    if "seed" not in pairs.columns or not len(pairs):
-        return np.arange(len(pairs))
-    seeds = pd.to_numeric(pairs["seed"], errors="coerce")
-    key = seeds if seeds.notna().all() else pairs["seed"].astype(str)
-    return np.argsort(key.to_numpy(), kind="stable")
-
-
-def differences(pairs: pd.DataFrame, how: str) -> np.ndarray:
-    """The paired differences of pairs (compare.pair_up's rows) where both runs are ok, in seed order:
-    log10 differences, or percentage points on an accuracy."""
-    p = pairs.iloc[seed_order(pairs)]
-    ok = (p["status_c"].to_numpy(object) == "ok") & (p["status_b"].to_numpy(object) == "ok")
-    if how == ACCURACY:
-        return 100 * (p["value_c"].to_numpy(float) - p["value_b"].to_numpy(float))[ok]
-    return (p["log10_c"].to_numpy(float) - p["log10_b"].to_numpy(float))[ok]
-
-
 def add_sequential(comp: pd.DataFrame, diffs: Sequence[np.ndarray], how: str, margin: Margin,
                    spec: SequentialSpec, alpha: float = 0.05) -> pd.DataFrame:
     """comp (compare.comparisons' rows) with the anytime-valid verdict of each row's differences
