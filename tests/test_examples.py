@@ -134,10 +134,13 @@ def _expand(line: str, env: dict[str, list[str] | str]) -> str:
         assert name in env, f"{name} is not assigned in its block: {line}"
         return env[name]
 
-    line = re.sub(r'"\$\{(\w+)\[@\]\}"', lambda m: shlex.join(value(m.group(1))), line)
-    line = re.sub(r'"\$\{?(\w+)\}?"', lambda m: shlex.quote(str(value(m.group(1)))), line)
-    line = re.sub(r"\$\{?(\w+)\}?", lambda m: str(value(m.group(1))), line)
-    return line
+    def expanded(part: str) -> str:
+        part = re.sub(r'"\$\{(\w+)\[@\]\}"', lambda m: shlex.join(value(m.group(1))), part)
+        part = re.sub(r'"\$\{?(\w+)\}?"', lambda m: shlex.quote(str(value(m.group(1)))), part)
+        return re.sub(r"\$\{?(\w+)\}?", lambda m: str(value(m.group(1))), part)
+
+    # nothing inside single quotes is expanded ('+model.kwargs.num_classes=${data:classes}')
+    return "".join(p if p.startswith("'") else expanded(p) for p in re.split(r"('[^']*')", line))
 
 
 def doc_lines(path: Path) -> list[str]:
