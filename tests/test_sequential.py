@@ -346,3 +346,25 @@ def test_compare_reads_a_sequential_sweeps_record(tmp_path):
     (sweep / sq.RECORD_FILE).write_text("{", encoding="utf-8")
     bad = invoke(str(sweep))
     assert bad.exit_code == 2 and "not a sequential judging record" in bad.output
+
+
+def test_report_of_a_sequential_sweep(tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    write_runs(sweep / "results.csv")
+    (sweep / sq.RECORD_FILE).write_text(sq.record_text(Margin(1.05), 0.05, 12, 4), encoding="utf-8")
+    out = CliRunner().invoke(app, ["report", str(sweep), "--no-shapes", "-o", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    page = (tmp_path / "r.html").read_text()
+    assert "anytime 95% CI" in page and "Verdicts (anytime-valid) against a margin of 1.05x" in page
+
+
+def test_report_of_a_sequential_classification_sweep_keeps_its_accuracy_tables(tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    write_runs(sweep / "results.csv", acc=True)
+    (sweep / sq.RECORD_FILE).write_text(sq.record_text(Margin(1.05), 0.05, 12, 4), encoding="utf-8")
+    out = CliRunner().invoke(app, ["report", str(sweep), "--no-shapes", "-o", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    page = (tmp_path / "r.html").read_text()
+    assert "test_acc" in page and "anytime 95% CI" in page

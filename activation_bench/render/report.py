@@ -303,8 +303,9 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         loaded.warnings.append(f"no accuracy tables: {int(kinds.sum())} of {len(kinds)} runs are classification "
                                "runs, and accuracy is tabled only when every run is one (report them apart)")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
-    margins = margins or {}
-    results = [cmp.compare(loaded, m, None, baseline, col, tune=tune, margin=margins.get(scale(m, col)))
+    margins, judging = _judging(paths, margins or {})
+    results = [cmp.compare(loaded, m, None, baseline, col, tune=tune,
+                           **_verdict_args(margins.get(scale(m, col)), judging))
                for m, col in table_specs(loaded, parsed, loss)]
     tables = [compare_table(r) for r in results]
     first = results[0]
@@ -333,6 +334,24 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         "methods": methods,
         "provenance": provenance(loaded, command),
     }
+
+
+def _judging(paths: Sequence[Path], margins: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Inputs whose judging was sequential (sequential.RECORD_FILE): their margin for its kind of table
+    (unless --margin gave one) and compare's anytime-valid arguments; else the margins as given."""
+    from activation_bench.analysis.sequential import SequentialSpec, read_record
+
+    record = read_record(paths)
+    if record is None:
+        return margins, {}
+    kind = ACCURACY if record["margin"].unit == "pp" else LOG10
+    return {kind: record["margin"], **margins}, {"sequential": SequentialSpec(record["max_seeds"]),
+                                                 "alpha": record["alpha"]}
+
+
+def _verdict_args(margin: Any, judging: dict[str, Any]) -> dict[str, Any]:
+    """compare's verdict arguments for one table: none where it has no margin."""
+    return {"margin": margin, **judging} if margin is not None else {}
 
 
 def parse_margins(texts: Sequence[str] | None, loss: str | None) -> dict[str, Any]:
