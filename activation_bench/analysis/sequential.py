@@ -18,7 +18,7 @@ Ville's inequality P(BF_n(mu) >= 1/alpha for some n) <= alpha. The set of mu wit
 is mean_n +- b_n * sd_n / sqrt(n), the boundary b_n in closed form (`boundary`): exact for normal
 differences from n = 2 on (where an asymptotic sequence is weakest), and ~20 lines, which is why no
 library is used (docs/comparing.md says more). It is intersected over n (still valid, never wider).
-g = 1 (`G`) keeps it within ~1.5x of the fixed-n t interval from about 10 seeds on; with alpha 0.05
+g = 1 (`G`) keeps it within 1.45-1.7x of the fixed-n t interval at 10-30 seeds; with alpha 0.05
 over two comparisons no verdict is possible before 6 seeds. The comparisons of a table share
 alpha by Bonferroni (each at alpha/m), and the anytime p-values (min over looks of 1/BF at no
 difference) are Holm-corrected.
