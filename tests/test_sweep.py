@@ -197,7 +197,7 @@ def test_divergence_is_recorded_and_isolated(runner, runs_dir):
 def test_shuffled_batches_take_each_members_own_rows():
     import torch
 
-    from activation_bench.engine.train import _take_rows
+    from activation_bench.data.feed import _take_rows
 
     x, y = torch.randn(3, 7, 2, 4), torch.randint(0, 5, (3, 7))
     idx = torch.stack([torch.randperm(7) for _ in range(3)])

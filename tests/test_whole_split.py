@@ -120,11 +120,12 @@ def test_every_table_image_and_function_source_evaluates_its_whole_splits(tmp_pa
     """docs/reproducibility.md: only the text sources sample a held-out split; every other source's
     validation and test losses are taken on every row of the split, after every epoch."""
     from activation_bench.config.compose import compose
+    from activation_bench.data.shapes import data_shapes
     from activation_bench.engine import train as engine
 
     cfg = compose([*_sources(tmp_path)[kind], "epochs=2"])
     data = engine.load_data(cfg)
-    n_train, n_val, n_test, _ = engine.data_shapes(cfg)
+    n_train, n_val, n_test, _ = data_shapes(cfg)
     rows = [0 if t is None else len(t) for t in (data.x_val, data.x_test)]
     assert rows == [n_val, n_test] and n_val > 0
     if data.info and "rows" in data.info:  # the split sizes add up to every row of the source

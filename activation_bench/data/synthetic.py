@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,3 +46,27 @@ def draw(d: Cfg, shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtyp
     if d.name == "normal":
         return torch.randn(shape, generator=gen).to(dtype) * d.std + d.mean
     return torch.rand(shape, generator=gen).to(dtype) * (d.high - d.low) + d.low
+
+
+def make_dataset(cfg: Cfg, teacher: Callable[[Cfg, torch.Tensor], torch.Tensor]) -> Dataset:
+    """Inputs from the configured distribution; targets random (as in the seed notebook) or
+    `teacher`'s outputs on the inputs (target=teacher: a network of the engine's, engine/teacher.py)."""
+    d = cfg.data
+    dtype = DTYPES[cfg.dtype]
+    gen = generator(cfg.seed, "data")
+    n, n_val = d.n_samples, d.n_val
+    if d.target == "random":
+        x = draw(d, (n, d.input_dim), gen, dtype)
+        y = draw(d, (n, 1), gen, dtype)
+        x_val = draw(d, (n_val, d.input_dim), gen, dtype)
+        y_val = draw(d, (n_val, 1), gen, dtype)
+        return Dataset(x, y, x_val, y_val)
+    # training inputs first, then validation inputs, then noise: the training set does not depend
+    # on n_val or noise, and the noise does not depend on the teacher
+    x = draw(d, (n, d.input_dim), gen, dtype)
+    x_val = draw(d, (n_val, d.input_dim), gen, dtype)
+    y, y_val = teacher(cfg, x), teacher(cfg, x_val)
+    if d.noise > 0:
+        y = y + d.noise * torch.randn(y.shape, generator=gen).to(dtype)
+        y_val = y_val + d.noise * torch.randn(y_val.shape, generator=gen).to(dtype)
+    return Dataset(x, y, x_val, y_val)

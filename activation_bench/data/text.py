@@ -30,7 +30,7 @@ random batches: noise a paired comparison does not need):
   window i reading characters i*B .. i*B+B-1 of the split and scoring their next characters
   i*B+1 .. i*B+B, so characters 1 .. W*B are scored, W = (n - 1) // B (all but the first and the last
   (n - 1) mod B); the engine evaluates it once at the end, at each member's epoch of lowest
-  validation loss and at its last epoch (engine/whole_split.py);
+  validation loss and at its last epoch (data/text_feed.py, engine/whole_split.py);
 - `data.eval_windows=N` (how runs before the whole-split test were made, kept so they reproduce):
   both splits on N fixed evenly spaced windows after every epoch; `data.val_windows` does not apply.
 
@@ -63,7 +63,7 @@ TASK = "language_model"  # data.task of every text source: next-character predic
 TRAIN_FRACTION = 0.9  # nanoGPT's
 SHAKESPEARE_FILE = Path("shakespeare_char") / "input.txt"  # under data.root, as in nanoGPT's data/
 SHAKESPEARE_CHARACTERS = 1_115_394
-CHUNK = 64  # windows per evaluation pass (a whole split's, engine/whole_split.py, and the sampled windows')
+CHUNK = 64  # windows per evaluation pass (a whole split's, data/text_feed.py, and the sampled windows')
 # the keys of other sources, which text leaves null
 OTHER_KEYS = ("n_samples", "input_dim", "mean", "std", "low", "high", "target", "features", "fn", "val_fraction",
               "test_fraction", "standardize", "dropna", "n_train")
@@ -316,38 +316,6 @@ def sample(tokens: torch.Tensor | list[torch.Tensor], gens: list[torch.Generator
         flat = torch.cat(list(tokens))
         w = flat[(idx + starts[:, None, None]).to(flat.device)]
     return w[..., :-1].contiguous(), w[..., 1:].contiguous()
-
-
-@dataclass(frozen=True)
-class Windows:
-    """How a text source feeds a training stack (the training loop asks `feed(cfg)` and knows
-    nothing else of text): one copy of the training tokens serves every member, each epoch is
-    `steps` batches of random windows of `block` tokens drawn from each seed's `stream` (members
-    sharing a seed see the same windows: paired)."""
-
-    steps: int
-    block: int
-    stream: str = "batches"
-
-    def batches(self, x: Any, gens: dict[int, Any], seeds: list[int], batch: int,
-                device: str) -> list[tuple[Any, Any]]:
-        """This epoch's batches [(x [M, batch, block], y)] of the members (seeds, in stack order) from
-        the tokens x [M, L] (rows sharing one copy) and each distinct seed's generator."""
-        import torch
-
-        distinct = list(gens)
-        which = torch.tensor([distinct.index(s) for s in seeds], device=device)
-        tokens = x[:1].expand(len(distinct), -1)
-        out = []
-        for _ in range(self.steps):
-            xs, ys = sample(tokens, [gens[s] for s in distinct], self.block, batch)
-            out.append((xs.index_select(0, which), ys.index_select(0, which)))
-        return out
-
-
-def feed(cfg: Cfg) -> Windows | None:
-    """A text member's batching (data.steps windows of the window length per epoch), else None."""
-    return Windows(int(cfg.data.steps), int(block_size(cfg))) if is_text(cfg.data) else None
 
 
 def block_size(cfg: Cfg) -> Any:

@@ -10,7 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from activation_bench.data import tables, text
+from activation_bench.data import registry as sources
+from activation_bench.data.feed import shuffles
 from activation_bench.data.shapes import data_shapes, n_outputs
 from activation_bench.engine.models import registry
 
@@ -26,19 +27,20 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def _act_cfg(cfg: Cfg) -> dict[str, Any]:
+def act_cfg(cfg: Cfg) -> dict[str, Any]:
+    """The activation's config as a plain dict."""
     return dict(cfg.activation)
 
 
-def _act_key(cfg: Cfg) -> str:
+def act_key(cfg: Cfg) -> str:
     """The activation as one comparable string: members with equal keys share a module slice."""
-    return json.dumps(_act_cfg(cfg), sort_keys=True)
+    return json.dumps(act_cfg(cfg), sort_keys=True)
 
 
 def classifies(cfg: Cfg) -> bool:
     """Whether the model's outputs are class logits (cross-entropy, accuracy): a classifier's, or a
-    language model's over the characters."""
-    return tables.is_classification(cfg.data) or text.is_text(cfg.data)
+    language model's over the characters (the data source's answer, data/registry.py)."""
+    return sources.of(cfg).classifies(cfg)
 
 
 def logged_columns(cfg: Cfg) -> set[str]:
@@ -60,8 +62,8 @@ def stack_key(cfg: Cfg) -> tuple:
     """Members with equal keys can be trained in one stack."""
     n, n_val, n_test, dim = data_shapes(cfg)
     return (n, n_val, n_test, dim, *registry.of(cfg).stack_key(cfg), cfg.batch_size or n,
-            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), _shuffles(cfg),
-            _grad_every(cfg), n_outputs(cfg), bool(cfg.log.train_eval),
+            cfg.epochs, float(cfg.lr), cfg.optimizer, cfg.dtype, resolve_device(cfg.device), shuffles(cfg),
+            grad_every(cfg), n_outputs(cfg), bool(cfg.log.train_eval),
             int(cfg.log.preact_stats), _engine_key(cfg), _optimizer_key(cfg))
 
 
@@ -77,16 +79,12 @@ def _engine_key(cfg: Cfg) -> tuple[str, str]:
     values, buffers) sends only its own stacks to eager (compiled_acts.form)."""
     engine = cfg.engine
     user_module = "_target_" in cfg.activation  # activations.has_target, without importing torch
-    return engine, _act_key(cfg) if engine != "eager" and user_module else ""
+    return engine, act_key(cfg) if engine != "eager" and user_module else ""
 
 
-def _grad_every(cfg: Cfg) -> int | None:
+def grad_every(cfg: Cfg) -> int | None:
+    """Every how many epochs the gradient norms are logged (log.grad_norms), else None."""
     return cfg.log.every if cfg.log.grad_norms else None
-
-
-def _shuffles(cfg: Cfg) -> bool:
-    n = data_shapes(cfg)[0]
-    return bool(cfg.shuffle) and (cfg.batch_size or n) < n
 
 
 def member_bytes(cfg: Cfg) -> int:
@@ -148,16 +146,15 @@ def trains_beside(cfgs: Sequence[Cfg], store: bool = True) -> bool:
     """Whether this stack may train in a thread beside another stack (runs/beside.py): on the CPU,
     eager as planned with `store` (a compiled step is not thread-safe), of a family that allows it
     (Family.trains_beside), without a user's activation module (its code may draw from the global
-    RNG), on data loaded from the config alone (synthetic, text, tables.THREAD_SAFE: not images or
-    mnist1d), and with at least BESIDE_MIN_S seconds of estimated work."""
+    RNG), on data that loads in two threads at once (Source.thread_safe: not images or mnist1d), and
+    with at least BESIDE_MIN_S seconds of estimated work."""
     from activation_bench.engine.compiled.choose import work_s
 
     first = cfgs[0]
     family = registry.of(first)
     if resolve_device(first.device) != "cpu" or not family.trains_beside:
         return False
-    data = first.data
-    if tables.is_real(data) and data.name not in tables.THREAD_SAFE:
+    if not sources.of(first).thread_safe(first.data):
         return False
     if any(c.activation.get("_target_") for c in cfgs):
         return False

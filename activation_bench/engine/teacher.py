@@ -1,6 +1,6 @@
 """Synthetic data sets with their targets: random targets (as in the seed notebook) or a teacher
 network's outputs. The teacher is a small network built from the activation registry and the model's
-initialiser, so it lives in the engine; the inputs are data/synthetic.py's draws."""
+initialiser, so it lives in the engine; the inputs and random targets are data/synthetic.py's draws."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from activation_bench.data.synthetic import DTYPES, Dataset, draw, generator
+from activation_bench.data import synthetic
+from activation_bench.data.synthetic import Dataset, generator
 from activation_bench.engine.activations import registry as activations
 from activation_bench.engine.models.base import linear_init
 
@@ -17,26 +18,9 @@ if TYPE_CHECKING:
 
 
 def make_dataset(cfg: Cfg) -> Dataset:
-    """Inputs from the configured distribution; targets random (as in the seed) or from a teacher."""
-    d = cfg.data
-    dtype = DTYPES[cfg.dtype]
-    gen = generator(cfg.seed, "data")
-    n, n_val = d.n_samples, d.n_val
-    if d.target == "random":
-        x = draw(d, (n, d.input_dim), gen, dtype)
-        y = draw(d, (n, 1), gen, dtype)
-        x_val = draw(d, (n_val, d.input_dim), gen, dtype)
-        y_val = draw(d, (n_val, 1), gen, dtype)
-        return Dataset(x, y, x_val, y_val)
-    # training inputs first, then validation inputs, then noise: the training set does not depend
-    # on n_val or noise, and the noise does not depend on the teacher
-    x = draw(d, (n, d.input_dim), gen, dtype)
-    x_val = draw(d, (n_val, d.input_dim), gen, dtype)
-    y, y_val = teacher_targets(cfg, x), teacher_targets(cfg, x_val)
-    if d.noise > 0:
-        y = y + d.noise * torch.randn(y.shape, generator=gen).to(dtype)
-        y_val = y_val + d.noise * torch.randn(y_val.shape, generator=gen).to(dtype)
-    return Dataset(x, y, x_val, y_val)
+    """Inputs from the configured distribution; targets random (as in the seed) or from the teacher
+    (data/synthetic.py draws them)."""
+    return synthetic.make_dataset(cfg, teacher_targets)
 
 
 def teacher_targets(cfg: Cfg, x: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,6 @@ This module takes configs and returns numbers: it writes no files and prints not
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from activation_bench.data import splits, tables, text
-from activation_bench.data.synthetic import DTYPES, Dataset, generator
+from activation_bench.data import registry as sources
+from activation_bench.data.feed import Feed
+from activation_bench.data.synthetic import DTYPES, Dataset
 from activation_bench.engine import checkpoint
 from activation_bench.engine.activations import grouped
 from activation_bench.engine.compiled import choose as compiled
@@ -36,19 +36,18 @@ from activation_bench.engine.models.losses import member_accuracy, member_cross_
 from activation_bench.engine.models.slices import param_counts
 from activation_bench.engine.optim import StackedOptimizer, decay_flags, member_owners
 from activation_bench.engine.plan import (
-    _act_cfg,
-    _act_key,
-    _grad_every,
-    _shuffles,
+    act_cfg,
+    act_key,
     classifies,
-    data_shapes,
+    grad_every,
     logged_columns,
     planned_engine,
     resolve_device,
     stack_key,
+    steps_rows,
 )
 from activation_bench.engine.preact import PreactLog
-from activation_bench.engine.teacher import make_dataset
+from activation_bench.engine.teacher import teacher_targets
 from activation_bench.engine.vml import resolve_vml_kernels
 from activation_bench.engine.whole_split import BestWeights, Judged, judge
 from activation_bench.host import keep_freed_memory
@@ -58,9 +57,6 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[int, int, torch.Tensor], None]  # (epochs done, epochs, [M] last losses)
 NoticeFn = Callable[[str], None]  # one line for the user (engine=compiled|auto: which engine a stack used)
-
-
-HAND_GRADIENT = True  # models/hand_gradient.py where the model is the plain depth-1 MLP (else autograd)
 
 
 @dataclass
@@ -92,16 +88,14 @@ class RunResult:
     # the family's own facts about the built model (model=module: where the activation got in)
     model_info: dict[str, Any] | None = None
     threads: int = 0  # torch's intra-op threads while the stack trained: CPU results depend on the count
-    # a text's whole test split (whole_split.py): per window, the loss and accuracy at the epoch of lowest
-    # validation loss and at the last (test_windows.csv's columns)
-    test_windows: dict[str, list[float]] | None = None
+    # a test split judged whole at the end (Feed.judged_at_end, whole_split.py): per item of the split
+    # (a text's window), the loss and accuracy at the epoch of lowest validation loss and at the last
+    test_items: dict[str, list[float]] | None = None
 
 
 def load_data(cfg: Cfg) -> Dataset:
-    """The member's data: text and real and function tasks from the per-process cache, else generated."""
-    if text.is_text(cfg.data):
-        return text.make_dataset(cfg)
-    return splits.make_dataset(cfg) if tables.is_real(cfg.data) else make_dataset(cfg)
+    """The member's data, as its source loads it (data/registry.py; synthetic data's teacher is the engine's)."""
+    return sources.of(cfg).load(cfg, teacher_targets)
 
 
 def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
@@ -129,11 +123,11 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
     try:
         if engine == "saved":  # auto: the compiled step where it is saved, else eager
             try:
-                return _train(compiled.pad(cfgs, _act_key), n_real, on_progress, notice, (engine, why), checkpoints)
+                return _train(compiled.pad(cfgs, act_key), n_real, on_progress, notice, (engine, why), checkpoints)
             except compiled.NotSaved:
                 engine = "eager"
         if engine == "compiled":
-            cfgs = compiled.pad(cfgs, _act_key)
+            cfgs = compiled.pad(cfgs, act_key)
         elif n_real == 1 and registry.of(cfgs[0]).pads_alone(cfgs[0], resolve_device(cfgs[0].device),
                                                               DTYPES[cfgs[0].dtype]):
             # A stack of one is padded with a copy of itself where its family cannot show that
@@ -157,15 +151,15 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     stack.engine, stack.compiled_step = compiled.prepare(stack, *engine, n_real, notice)
     epochs, m = first.epochs, len(cfgs)
     losses = Losses.empty(epochs, m, logged_columns(first), stack.dtype, stack.device)
-    every = _grad_every(first)
+    every = grad_every(first)
     grad_log = GradLog(every, epochs, stack.model.depth, m, stack.dtype, stack.device) if every else None
     probe = int(first.log.preact_stats)
     preact = PreactLog(probe, epochs, stack.model.depth, m) if probe else None
     if preact is not None:
         preact.add(0, stack.model, stack.x)  # at initialisation
     divergence = Divergence.none(m, stack.device)
-    # a text's whole test split: each member's best-validation weights kept, judged at the end (whole_split.py)
-    best = BestWeights(stack.model, m, stack.dtype, stack.device) if stack.whole_test else None
+    # a test split judged at the end: each member's best-validation weights kept (whole_split.py)
+    best = BestWeights(stack.model, m, stack.dtype, stack.device) if stack.feed.judged_at_end else None
     run = checkpoint.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact, "best": best},
                              epochs, start) if hooks is not None else None
     done = run.resume() if run is not None else 0
@@ -186,8 +180,8 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
             on_progress(done, epochs, losses.train[epoch])
         if run is not None:
             run.after_epoch(done)
-    judged = judge(stack.model, stack.predict, stack.test, best, losses.test, losses.test_acc,  # type: ignore[arg-type]
-                   done) if best is not None else None
+    judged = judge(stack.model, stack.predict, stack.feed.judge, stack.test, best,  # type: ignore[arg-type]
+                   losses.test, losses.test_acc, done) if best is not None else None
     wall = run.wall() if run is not None else time.perf_counter() - start
     return _results(stack, losses, divergence.at, done, grad_log, wall, n_real, preact, judged)
 
@@ -196,31 +190,45 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
 class _Stack:
     """A stack ready to train: its members sorted so those sharing an activation are contiguous
     (one module call per slice; `order[pos]` is the input index of the member at position pos),
-    their data stacked [members, rows, ...] on the device, the model and its optimiser."""
+    their data as its source feeds it (data/feed.py: the splits stacked [members, rows, ...] on the
+    device, each epoch's batches, what is judged at the end), the model and its optimiser."""
 
     ordered: list[Cfg]
     order: list[int]
     data: list[Dataset]
-    x: torch.Tensor
-    y: torch.Tensor
-    val: tuple[torch.Tensor, torch.Tensor] | None
-    test: tuple[torch.Tensor, torch.Tensor] | None
+    feed: Feed
     model: MemberLayers
     opt: StackedOptimizer
     hand: hand_gradient.HandGradient | None
     device: str
-    batch_size: int
-    seeds: list[int]
-    # shuffle=true: each epoch's minibatch order is a permutation drawn from the member's own seed
-    # (one stream per distinct seed), so a member sees the same batches in a stack as alone
-    shufflers: dict[int, torch.Generator]
     classify: bool = False  # y holds class labels [M, N] (int64): cross-entropy and accuracy
     train_eval: bool = False  # log.train_eval: the training split's loss after each epoch, dropout off
     engine: str = "eager"  # engine=compiled|auto: the compiled step (compiled/choose.py) where it is used
     compiled_step: compiled.Compiled | None = None
     family: registry.Family = dataclasses.field(default_factory=registry.Family)  # model=NAME's
-    windows: text.Windows | None = None  # text: random windows each epoch (data/text.py), else rows
-    whole_test: bool = False  # text, data.eval_windows null: `test` is the whole split, judged at the end only
+
+    @property
+    def x(self) -> torch.Tensor:
+        """The members' training inputs [M, N, ...]."""
+        return self.feed.x
+
+    @property
+    def y(self) -> torch.Tensor:
+        return self.feed.y
+
+    @property
+    def val(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        return self.feed.val
+
+    @property
+    def test(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        return self.feed.test
+
+    @property
+    def shufflers(self) -> dict[int, torch.Generator]:
+        """The random streams of the batch order, one per distinct seed (a member sees the same
+        batches in a stack as alone); a checkpoint saves them."""
+        return self.feed.gens
 
     def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Per-member loss [M] of the model's output against y (a language model's logits [M, B, T, V]
@@ -228,25 +236,18 @@ class _Stack:
         return member_cross_entropy(out.flatten(1, -2), y.flatten(1)) if self.classify else member_mse(out, y)
 
     def batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """This epoch's minibatches (a fresh permutation per member with shuffling; text: data.steps
-        batches of random windows)."""
-        if self.windows is not None:
-            return self.windows.batches(self.x, self.shufflers, self.seeds, self.batch_size, self.device)
-        if not self.shufflers:
-            return self.fixed_batches
-        n = self.x.shape[1]
-        perms = {s: torch.randperm(n, generator=g) for s, g in self.shufflers.items()}
-        idx = torch.stack([perms[s] for s in self.seeds]).to(self.device)
-        return _split(_take_rows(self.x, idx), _take_rows(self.y, idx), self.batch_size)
+        """This epoch's minibatches, as the data's feed gives them."""
+        return self.feed.batches()
 
     @property
     def dtype(self) -> torch.dtype:
         """The losses' dtype: the inputs' (a text's are characters: the model's)."""
         return self.x.dtype if self.x.is_floating_point() else next(self.model.parameters()).dtype
 
-    @functools.cached_property
+    @property
     def fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return _split(self.x, self.y, self.batch_size)
+        """The minibatches in the data's own order (a compiled step is traced on them)."""
+        return self.feed.fixed_batches
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """The model's outputs on x [M, rows, features] in evaluation, in chunks of the family's
@@ -259,55 +260,27 @@ class _Stack:
         return self.model(x)
 
 
-def _take_rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """t[m, idx[m]] for every member m: t [M, N, ...], idx [M, N] -> [M, N, ...] (a copy, exact).
-    One index_select of whole rows on the flattened tensor: the equivalent `gather` with an
-    expanded index took 30-38 ms against 7-8 ms for MNIST-1D's 60 x 3,200 x 40 training set (a
-    tenth of a classification epoch)."""
-    m, n = idx.shape
-    flat = (idx + torch.arange(m, device=idx.device)[:, None] * t.shape[1]).flatten()
-    return t.reshape(m * t.shape[1], *t.shape[2:]).index_select(0, flat).view(m, n, *t.shape[2:])
-
-
-def _split(x: torch.Tensor, y: torch.Tensor, bs: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(x[:, i : i + bs], y[:, i : i + bs]) for i in range(0, x.shape[1], bs)]
-
-
 def _build(cfgs: Sequence[Cfg]) -> _Stack:
-    """Load the members' data, build the stacked model (each member initialised from its own seed)
-    and the optimiser."""
+    """Load the members' data and its feed, build the stacked model (each member initialised from its
+    own seed), its hand-written gradient where it has one (models/hand_gradient.py) and the optimiser."""
     first = cfgs[0]
     device = resolve_device(first.device)
     dtype = DTYPES[first.dtype]
-    act_keys = [_act_key(c) for c in cfgs]
+    act_keys = [act_key(c) for c in cfgs]
     # members sharing an activation are contiguous, and expression members (one grouped module) first
-    order = sorted(range(len(cfgs)), key=lambda i: (not grouped.is_groupable(_act_cfg(cfgs[i])), act_keys[i]))
+    order = sorted(range(len(cfgs)), key=lambda i: (not grouped.is_groupable(act_cfg(cfgs[i])), act_keys[i]))
     ordered = [cfgs[i] for i in order]
-    data = [load_data(c) for c in ordered]
-    n, n_val, n_test, _ = data_shapes(first)
-    feed = text.feed(first)  # text: random windows of one copy of the tokens; else the rows
-
-    def stacked(attr: str) -> torch.Tensor:
-        if attr == "x" and feed is not None:  # one copy of the training characters serves every member
-            return data[0].x.to(device)[None].expand(len(data), -1)
-        return torch.stack([getattr(d, attr) for d in data]).to(device)
-
+    source = sources.of(first)
+    data = [source.load(c, teacher_targets) for c in ordered]
+    feed = source.feed(first, data, [c.seed for c in ordered], device)
     family = registry.of(first)
     model = family.build(ordered, [act_keys[i] for i in order], device, dtype)
     model.train()
-    seeds = [c.seed for c in ordered]
     return _Stack(
-        ordered=ordered, order=order, data=data, x=stacked("x"), y=stacked("y"),
-        val=(stacked("x_val"), stacked("y_val")) if n_val else None,
-        test=(stacked("x_test"), stacked("y_test")) if n_test else None,
-        model=model, opt=StackedOptimizer.from_config(list(model.parameters()), first, first.epochs * -(-n // min(
-            first.batch_size or n, n)), decay_flags(model), member_owners(model)),
-        hand=hand_gradient.hand_gradient(model) if HAND_GRADIENT else None, device=device,
-        batch_size=first.batch_size or n, seeds=seeds,
-        shufflers=({s: generator(s, feed.stream) for s in dict.fromkeys(seeds)} if feed is not None else
-                   {s: generator(s, "shuffle") for s in set(seeds)} if _shuffles(first) else {}),
-        windows=feed,
-        whole_test=feed is not None and text.judges_whole(first.data),
+        ordered=ordered, order=order, data=data, feed=feed, model=model,
+        opt=StackedOptimizer.from_config(list(model.parameters()), first, steps_rows(first)[0], decay_flags(model),
+                                         member_owners(model)),
+        hand=hand_gradient.hand_gradient(model), device=device,
         classify=classifies(first), train_eval=bool(first.log.train_eval), family=family,
     )
 
@@ -356,7 +329,7 @@ def _evaluate(stack: _Stack, losses: Losses, epoch: int) -> None:
         return
     stack.model.eval()
     with torch.no_grad():
-        test = None if stack.whole_test else stack.test  # a whole split is judged once, at the end
+        test = None if stack.feed.judged_at_end else stack.test  # judged once, at the end
         splits = ((stack.val, losses.val, losses.val_acc), (test, losses.test, losses.test_acc),
                   ((stack.x, stack.y), losses.train_eval, None))
         for split, out, acc in splits:
@@ -410,7 +383,7 @@ def _results(stack: _Stack, losses: Losses, diverged_at: list[int | None], done:
             engine=stack.engine,
             model_info=model_info,
             threads=torch.get_num_threads(),
-            test_windows=judged.member(pos) if judged is not None else None,
+            test_items=judged.member(pos) if judged is not None else None,
         )
     return results[:n_real]  # type: ignore[return-value]
 

@@ -1,27 +1,33 @@
-"""A text source's test split judged whole (data.eval_windows null; data/text.py).
+"""A test split judged whole, once at the end, where the data's feed asks for it (`Feed.judged_at_end`,
+data/feed.py: a text's whole test split, data/text_feed.py).
 
-After every epoch the validation split is estimated on `data.val_windows` fixed windows (the early-
-stopping signal) and the test split is not evaluated. `BestWeights` keeps, per member, a copy of its
-parameters at its epoch of lowest validation loss (the earliest on ties, as the early_stop metric
-picks it; a NaN loss never counts). When training ends, `judge` evaluates the whole test split (every
-non-overlapping window, `text.CHUNK` windows per pass) twice: at the last epoch's weights and at each
-member's best-validation weights, and writes the two losses (and accuracies) into the test column at
-those two epochs (NaN at every other epoch). So `final` and `early_stop` of test_loss are whole-split
-numbers, for about two evaluations of the split per run.
+After every epoch the validation split is evaluated (the early-stopping signal) and the test split is
+not. `BestWeights` keeps, per member, a copy of its parameters at its epoch of lowest validation loss
+(the earliest on ties, as the early_stop metric picks it; a NaN loss never counts). When training ends,
+`judge` evaluates the test split item by item (the feed's `judge`: a text's windows) twice: at the last
+epoch's weights and at each member's best-validation weights, and writes the split's two losses (and
+accuracies), each member's mean over the items, into the test column at those two epochs (NaN at every
+other epoch). So `final` and `early_stop` of test_loss are whole-split numbers, for about two
+evaluations of the split per run.
 
-Every operation is per member and per window (the windows pass in the same chunks in any stack), and
-the split's mean is taken per member in float64, so a member's numbers are the same in any stack.
+The feed's evaluation is per member and per item, and the split's mean is taken per member in
+float64, so a member's numbers are the same in any stack.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from activation_bench.data import text
 from activation_bench.engine.optim import member_owners
+
+# the test split's per-item losses and accuracies [M, items] (float64) of the model's predictions:
+# the data feed's `judge` (data/feed.py)
+Evaluate = Callable[[Callable[[torch.Tensor], torch.Tensor], torch.Tensor, torch.Tensor],
+                    tuple[np.ndarray, np.ndarray | None]]
 
 
 class BestWeights:
@@ -86,56 +92,48 @@ def _buffer_owners(model: torch.nn.Module) -> dict[int, int]:
 
 @dataclass
 class Judged:
-    """Per member (stack order): the whole test split's per-window losses and accuracies [M, W] at the
-    last epoch and at the epoch of lowest validation loss, and that epoch (0-based)."""
+    """Per member (stack order): the whole test split's per-item losses and accuracies [M, items] at the
+    last epoch and at the epoch of lowest validation loss (accuracies None: a regressor's), and that
+    epoch (0-based)."""
 
     final_loss: np.ndarray
-    final_acc: np.ndarray
+    final_acc: np.ndarray | None
     early_loss: np.ndarray
-    early_acc: np.ndarray
+    early_acc: np.ndarray | None
     early_epoch: list[int]
 
     def member(self, pos: int) -> dict[str, list[float]]:
-        """Member `pos`'s columns of test_windows.csv."""
-        return {"early_stop_loss": self.early_loss[pos].tolist(), "early_stop_acc": self.early_acc[pos].tolist(),
-                "final_loss": self.final_loss[pos].tolist(), "final_acc": self.final_acc[pos].tolist()}
-
-
-@torch.no_grad()
-def per_window(predict, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Each member's mean cross-entropy and accuracy per window [M, W] (float64 arrays of the float32
-    values): x, y [M, W, T], passed through `predict` (logits [M, b, T, V]) text.CHUNK windows at a time."""
-    losses, accs = [], []
-    for xs, ys in zip(x.split(text.CHUNK, dim=1), y.split(text.CHUNK, dim=1)):
-        logits = predict(xs)
-        nll = logits.log_softmax(dim=-1).gather(-1, ys[..., None]).squeeze(-1).neg()
-        losses.append(nll.mean(dim=-1).cpu())
-        accs.append((logits.argmax(dim=-1) == ys).to(logits.dtype).mean(dim=-1).cpu())
-    return torch.cat(losses, dim=1).double().numpy(), torch.cat(accs, dim=1).double().numpy()
+        """Member `pos`'s table: a column per number, a row per item of the split (RunResult.test_items)."""
+        cols = {"early_stop_loss": self.early_loss, "early_stop_acc": self.early_acc,
+                "final_loss": self.final_loss, "final_acc": self.final_acc}
+        return {name: values[pos].tolist() for name, values in cols.items() if values is not None}
 
 
 def split_mean(per: np.ndarray) -> list[float]:
-    """Each member's mean over its windows (each window scores the same number of characters)."""
+    """Each member's mean over the split's items (each item of equal weight: a text's windows score
+    the same number of characters)."""
     return [float(np.mean(row, dtype=np.float64)) for row in per]
 
 
 @torch.no_grad()
-def judge(model: torch.nn.Module, predict, test: tuple[torch.Tensor, torch.Tensor], best: BestWeights,
-          loss: torch.Tensor, acc: torch.Tensor | None, done: int) -> Judged:
-    """Evaluate the whole test split at the last epoch (`done` epochs trained) and at each member's
-    best-validation weights; write the split's loss (accuracy) into loss (acc) [epochs, M] at those two
-    epochs. The model ends with its last weights, in training mode."""
+def judge(model: torch.nn.Module, predict: Callable[[torch.Tensor], torch.Tensor], evaluate: Evaluate,
+          test: tuple[torch.Tensor, torch.Tensor], best: BestWeights, loss: torch.Tensor, acc: torch.Tensor | None,
+          done: int) -> Judged:
+    """Evaluate the whole test split item by item (`evaluate`, the feed's) at the last epoch (`done`
+    epochs trained) and at each member's best-validation weights; write the split's loss (accuracy)
+    into loss (acc) [epochs, M] at those two epochs. The model ends with its last weights, in training
+    mode."""
     model.eval()
-    final_loss, final_acc = per_window(predict, *test)
+    final_loss, final_acc = evaluate(predict, *test)
     epochs = best.epoch.cpu().tolist()
     if all(e == done - 1 for e in epochs):  # every member's best is its last epoch: the same weights
         early_loss, early_acc = final_loss, final_acc
     else:
         best.swap(model)
-        early_loss, early_acc = per_window(predict, *test)
+        early_loss, early_acc = evaluate(predict, *test)
         best.swap(model)
     for values, per_final, per_early in ((loss, final_loss, early_loss), (acc, final_acc, early_acc)):
-        if values is None:
+        if values is None or per_final is None or per_early is None:
             continue
         for pos, (f, e) in enumerate(zip(split_mean(per_final), split_mean(per_early))):
             values[done - 1, pos] = f

@@ -293,8 +293,8 @@ def _texts(cfg: Cfg, result: RunResult, cfg_hash: str, labels: dict[str, str] | 
         files.insert(2, ("grads.csv", grads_csv(result.grads)))
     if getattr(result, "preact", None) is not None:
         files.insert(2, ("preact.csv", preact_csv(result.preact)))
-    if getattr(result, "test_windows", None) is not None:
-        files.insert(2, (TEST_WINDOWS, test_windows_csv(result.test_windows)))
+    if getattr(result, "test_items", None) is not None:  # a text's whole test split, per window
+        files.insert(2, (TEST_WINDOWS, test_windows_csv(result.test_items)))
     return files
 
 

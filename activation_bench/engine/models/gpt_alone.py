@@ -48,7 +48,7 @@ def alone_equals_pair(family: Family, cfg: Cfg, device: str, dtype: torch.dtype)
 def _eval_batches(cfg: Cfg) -> list[int]:
     """The window counts of evaluation's forward passes: each sampled held-out split at once, or the
     validation windows and a whole test split's passes of text.CHUNK windows and its remainder
-    (whole_split.per_window)."""
+    (data/text_feed.per_window)."""
     from activation_bench.data import text
 
     val, test = text.held_out_rows(cfg)
