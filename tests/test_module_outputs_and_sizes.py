@@ -89,6 +89,24 @@ def test_sweep_dry_run_shows_each_members_filled_in_sizes(runner, tmp_path):
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 
 
+def test_a_study_file_takes_the_sizes_of_each_source_it_sweeps(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("""title: sizes
+runs_dir: runs
+output: out
+sweeps:
+  tables:
+    grid: ['data=iris,wine']
+    overrides: [model=module, model.target=tests.module_models:Fixed, 'model.replace=[ReLU]',
+                '+model.kwargs.n_in=${data:features}', '+model.kwargs.n_out=${data:classes}', epochs=1]
+comparisons:
+  acc: {sweeps: [tables], loss: test_acc}
+""")
+    result = runner.invoke(app, ["study", "run", "s.yaml", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "2 members to train" in result.output
+
+
 def test_every_size_of_every_kind_of_data(tmp_path):
     from activation_bench.data.shapes import sizes
 

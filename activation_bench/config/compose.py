@@ -60,6 +60,7 @@ from activation_bench.config import validate
 from activation_bench.config.files import config_dir, group_options, groups
 from activation_bench.config.grid import first_line, parse_overrides, refuse_hydra_settings
 from activation_bench.config.schema import SPLICED, Config, _register_schema
+from activation_bench.data.shapes import register_resolver
 from activation_bench.errors import UsageError
 
 Composed = tuple[dict, DictConfig]  # (plain container, the OmegaConf config scalars are checked on)
@@ -77,7 +78,7 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
     from hydra.core.global_hydra import GlobalHydra
 
     _register_schema()
-    _register_data_resolver()
+    register_resolver()  # ${data:NAME} kept as written until validation fills it in (data/shapes.py)
     group_names = set(groups())
     cache: dict[tuple[str, ...], Composed] = {}
     typed: dict[tuple[tuple[str, ...], str], Any] = {}
@@ -151,13 +152,6 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
             out.append(cfg)
     GlobalHydra.instance().clear()
     return out
-
-
-def _register_data_resolver() -> None:
-    """${data:NAME} (the data's sizes: data/shapes.py SIZES) resolves to its own text while composing,
-    before any data is read; validation fills it in once the data is checked (shapes.resolve_sizes)."""
-    if not OmegaConf.has_resolver("data"):
-        OmegaConf.register_new_resolver("data", lambda name: "${data:" + str(name) + "}")
 
 
 def _split(member: Sequence[str], group_names: set[str]) -> tuple[list[str], list[tuple[str, Any]]]:

@@ -75,6 +75,16 @@ SIZES = {
 _INTERPOLATION = re.compile(r"\$\{data:\s*([A-Za-z_]\w*)\s*\}")
 
 
+def register_resolver() -> None:
+    """OmegaConf's `data` resolver: ${data:NAME} resolves to its own text while a config (or a study
+    file) is composed, before any data is read; validation fills it in once the data is checked
+    (`resolve_sizes`)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("data"):
+        OmegaConf.register_new_resolver("data", lambda name: "${data:" + str(name) + "}")
+
+
 def sizes(cfg: Cfg) -> dict[str, int]:
     """The sizes of SIZES that the member's data has (a table has no channels, an image no
     vocabulary)."""

@@ -235,6 +235,9 @@ def _validated(path: Path, doc: dict) -> StudySpec:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    from activation_bench.data.shapes import register_resolver
+
+    register_resolver()  # overrides' ${data:NAME} stay as written, filled in per member (docs/your-own-model.md)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(StudySpec), doc)
         spec = OmegaConf.to_object(merged)
