@@ -30,8 +30,8 @@ from tests.conftest import built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["epochs=3", "data.n_samples=8", "model.hidden_dim=4"]
-# the files a build needs (pyproject's readme, setup.py's hook, the package and its configs)
-BUILD_INPUTS = ["pyproject.toml", "setup.py", "README.md", "activation_bench", "configs"]
+# the files a build needs (pyproject's readme and licence, setup.py's hook, the package and its configs)
+BUILD_INPUTS = ["pyproject.toml", "setup.py", "README.md", "LICENSE", "activation_bench", "configs"]
 
 STUDY = """\
 title: wheel study
@@ -159,6 +159,9 @@ def test_wheel_holds_every_module_config_and_template(wheel):
     assert not missing, f"missing from {wheel.name}: {missing}"
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "actbench = activation_bench.cli.main:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    info = entry.removesuffix("entry_points.txt")
+    assert "License-Expression: MIT" in zipfile.ZipFile(wheel).read(info + "METADATA").decode().splitlines()
+    assert info + "licenses/LICENSE" in names
 
 
 def test_every_command_runs_from_the_installed_wheel(venv, tmp_path):
