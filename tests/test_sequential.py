@@ -368,3 +368,13 @@ def test_report_of_a_sequential_classification_sweep_keeps_its_accuracy_tables(t
     assert out.exit_code == 0, out.output
     page = (tmp_path / "r.html").read_text()
     assert "test_acc" in page and "anytime 95% CI" in page
+
+
+def test_alpha_applies_to_a_recorded_sequential_judging(tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    write_runs(sweep / "results.csv")
+    (sweep / sq.RECORD_FILE).write_text(sq.record_text(Margin(1.05), 0.05, 12, 4), encoding="utf-8")
+    out = invoke(str(sweep), "--alpha", "0.01", "-f", "json")
+    assert out.exit_code == 0, out.output
+    assert '"alpha": 0.01' in out.stdout and '"interval": "confidence sequence"' in out.stdout

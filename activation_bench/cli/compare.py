@@ -95,8 +95,8 @@ def compare(
             store.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
         tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on, tune_grid)
-        spec = _power_spec(power, power_level, alpha, margin, loss, m)
         verdicts = _verdict_options(margin, sequential, judge_seeds_max, alpha, loss, paths if m.is_loss else ())
+        spec = _power_spec(power, power_level, alpha, bool(verdicts), loss, m)
         loaded = cmp.load(paths, loss or "train_loss")
         result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning,
                              pair_by=pair_by, **verdicts)
@@ -104,10 +104,11 @@ def compare(
         emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
 
 
-def _power_spec(power: str | None, power_level: str, alpha: str, margin: str | None, loss: str | None,
+def _power_spec(power: str | None, power_level: str, alpha: str, verdicts: bool, loss: str | None,
                 metric: Any) -> Any:
-    """--power, --power-level and --alpha checked: a power.PowerSpec, or None without --power."""
-    if power is None and margin is None and (power_level, alpha) != ("0.8", "0.05"):
+    """--power, --power-level and --alpha (which verdicts use too) checked: a power.PowerSpec, or None
+    without --power."""
+    if power is None and not verdicts and (power_level, alpha) != ("0.8", "0.05"):
         raise UsageError("--power-level and --alpha set up --power: give --power RATIO too, e.g. --power 1.05")
     if power is None and power_level != "0.8":
         raise UsageError("--power-level sets up --power: give --power RATIO too, e.g. --power 1.05")
