@@ -135,7 +135,7 @@ MarginOpt = Annotated[str | None, typer.Option(
 SequentialOpt = Annotated[bool, typer.Option(
     "--sequential", help="With --margin: read the verdicts from anytime-valid confidence sequences over the seeds "
     "in order (valid however often the seeds were looked at, as a sequential sweep does), with the seeds each "
-    "used and why it stopped.")]
+    "used and why it stopped. Automatic on a sweep folder that recorded sequential judging (judging.json).")]
 JudgeSeedsMaxOpt = Annotated[int | None, typer.Option(
     "--judge-seeds-max", help="With --sequential: the most judging seeds a comparison may use; an undecided one "
     "that used them reads 'max seeds' (else 'open': more seeds may decide it).", show_default=False)]
