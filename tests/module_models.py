@@ -261,3 +261,8 @@ def tiny_gpt2(vocab_size: int, n_positions: int, n_embd: int = 16, n_layer: int 
 
     return GPT2LMHeadModel(GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd,
                                       n_layer=n_layer, n_head=n_head))
+
+
+def rgb_net(num_classes: int = 10) -> nn.Module:
+    """Built for colour images (3 input channels), as ImageNet models are; [N, 3, H, W]."""
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.LazyLinear(num_classes))

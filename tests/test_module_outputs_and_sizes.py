@@ -171,6 +171,9 @@ BAD = {
     "size-in-text": ([*TABLE, "+model.kwargs.n_out=x${data:classes}"], "${data:NAME} stands alone as a value"),
     "regression-classes": ([*TABLE, "model.target=tests.module_models:Fixed", "data=diabetes",
                             "+model.kwargs.n_out=${data:classes}"], "data=diabetes has no classes"),
+    "gray-into-colour": (["model=module", f"model.target={M}:rgb_net", "model.replace=[ReLU]", "data=digits"],
+                         "expected input[2, 1, 8, 8] to have 3 channels, but got 1 channels instead; "
+                         "data.channels=3 repeats the gray channel"),
     "channels-on-a-table": ([*TABLE, "data.channels=3"], "data.channels applies to images"),
     "channels-not-3": ([*SIZED, "data.channels=2"], "data.channels=2: data=digits has 1 channel; data.channels=3"),
     "channels-other-model": (["model=cnn", "data=digits", "data.channels=3"], "for model=module"),

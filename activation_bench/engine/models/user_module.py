@@ -257,9 +257,12 @@ def sample_rows(shape: Sequence[int], text: bool) -> torch.Tensor:
 
 
 def forward_failed(target: str, shape: list[int], exc: BaseException) -> UsageError:
-    """The one-line refusal of a model that raised in a check forward (its exception's last line)."""
+    """The one-line refusal of a model that raised in a check forward (its exception's last line;
+    on gray images, where it speaks of channels, the way to give it three)."""
+    hint = ("; data.channels=3 repeats the gray channel" if len(shape) == 4 and shape[1] == 1
+            and "channel" in last_line(exc) else "")
     return UsageError(f"model.target '{target}' failed in a check forward on a batch of shape {shape}: "
-                      f"{last_line(exc)}")
+                      f"{last_line(exc)}{hint}")
 
 
 def materialize(net: nn.Module, sample: torch.Tensor, target: str) -> None:
