@@ -149,13 +149,13 @@ def report(bench: harness.Bench, times: dict[str, list[float]], paths: list[str]
     for e in dict.fromkeys(epochs):  # each epoch count (the targets name 1000 and 3000)
         for a in ours:
             for p in others:
-                bench.figure(f"{p} / {a}, whole process at {e} epochs (above 1: {a} faster)",
+                bench.figure(f"{p} / {a}, whole process at {e} epochs",
                              harness.ratios(times[f"{p} {e}"], times[f"{a} {e}"]), goal=GOALS.get((p, a)))
     if "naive" in times:
         naive_rates = [naive_steps / s for s in times["naive"]]
         for a in ours:
             rates = [members * epochs[0] / s for s in times[f"{a} {epochs[0]}"]]
-            bench.figure(f"{a} / naive, model-steps per second at {epochs[0]} epochs",
+            bench.figure(f"{a} / naive, model-steps/s at {epochs[0]} epochs",
                          harness.ratios(rates, naive_rates), digits=1)
     first, last = epochs[0], epochs[-1]
     if last == first or not ours:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from benchmarks import records
@@ -24,8 +25,8 @@ SHOWN_VERSIONS = ("torch", "jax", "pandas", "scipy", "mlflow-skinny")
 
 
 def markdown(recs: list[dict]) -> str:
-    """The current figures of every machine as markdown, lines within 120 characters where the
-    command lines are."""
+    """The current figures of every machine as markdown, in lines of at most 120 characters where
+    the figures' names allow."""
     current = records.current(recs)
     if not current:
         return "No records yet: run a benchmark (it appends to benchmarks/records/), then this script.\n"
@@ -43,7 +44,7 @@ def _record(rec: dict) -> list[str]:
     threads = rec["threads"].get("torch")
     facts = [rec["date"], f"commit {rec['commit']}{dirty}", versions,
              f"{threads} threads" if threads else "", f"load {rec['load'][0]:.2f} to {rec['load'][1]:.2f}"]
-    lines = [f"`{records.command(rec)}`", "", "; ".join(f for f in facts if f) + ".", ""]
+    lines = [_wrap(f"`{records.command(rec)}`"), "", _wrap("; ".join(f for f in facts if f) + "."), ""]
     if rec["figures"]:
         lines += ["| figure | value | rounds | goal |", "| --- | --- | --- | --- |"]
         for fig in rec["figures"]:
@@ -53,6 +54,11 @@ def _record(rec: dict) -> list[str]:
             lines.append(f"| {fig['name']} | **{value}** | {rounds} | {goal} |")
         lines.append("")
     return lines
+
+
+def _wrap(text: str) -> str:
+    """A paragraph in lines of at most 120 characters (a code span may go on over a line end)."""
+    return textwrap.fill(text, 120, break_long_words=False, break_on_hyphens=False)
 
 
 def replace(page: str, block: str) -> str:
