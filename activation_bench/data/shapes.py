@@ -115,7 +115,7 @@ def check_channels(cfg: Cfg, where: str = "") -> None:
         return
     shape = input_shape(cfg)
     check(shape is not None and len(shape) == 3, f"data.channels applies to images (digits, mnist, fashion_mnist, "
-          f"cifar10); data={d.name} has no channels", where)
+          f"cifar10); data={d.name} is not an image source", where)
     assert shape is not None
     if channels == shape[0]:
         return
