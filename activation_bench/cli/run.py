@@ -155,7 +155,7 @@ SWEEP_HELP = (
     "  actbench sweep 'activation=relu,gelu,expr' 'activation.fn=\"x*sigmoid(x)\",\"sin(x)*x\"' 'seed=range(5)'\n\n"
     "  actbench sweep 'activation=gelu,relu' 'seed=range(30)' --launcher joblib --jobs 2\n\n"
     "  actbench sweep ... --launcher submitit_slurm hydra.launcher.partition=gpu\n\n"
-    "  actbench sweep 'activation=gelu,relu' 'lr=1e-3,1e-2' 'seed=range(6)' data=digits --tune lr --tune-seeds 2 "
+    "  actbench sweep 'activation=gelu,relu' 'lr=1e-3,1e-2' 'seed=0,1,2,3' data=digits --tune lr --tune-seeds 2 "
     "--metric early_stop   (tune, then judge: docs/tuning.md)\n"
     + KEYS_HELP
 )

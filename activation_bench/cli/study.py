@@ -196,9 +196,15 @@ def _tuned_left(study: Study, sweeps: list[PlannedSweep]) -> tuple[list[str], di
     if not tuned:
         return [], {}
     plans = [s.plan for s in sweeps]
-    st = staged_cli.stages(plans, plan.tunings(study, sweeps), tuned)
-    return ([staged_cli.plan_line(plans[k], s, False) for k, s in st.items()],
-            {k: staged_cli.to_run(plans[k], s, False) for k, s in st.items()})
+    rules = plan.tunings(study, sweeps)
+    st = staged_cli.stages(plans, rules, tuned)
+    lines = [staged_cli.plan_line(plans[k], s, False) for k, s in st.items()]
+    left = {k: staged_cli.to_run(plans[k], s, False) for k, s in st.items()}
+    if any(s.judging is None for s in st.values()):  # the sweeps' bounds overlap where a grid is split
+        low, high = staged_cli.judging_range(plans, rules)
+        lines.append(f"judging stages together: {low:,} to {high:,} members, once the tuning stages have chosen "
+                     "(each sweep's row counts its own most)")
+    return lines, left
 
 
 def _print_plan(study: Study, sweeps: list[PlannedSweep]) -> None:

@@ -121,24 +121,50 @@ def to_run(p: SweepPlan, s: Stages, force: bool) -> int:
 
 
 def _estimate(plans: Sequence[SweepPlan], k: int, tunings: Sequence[Tuning]) -> tuple[int, int, str]:
-    """The judging stage before the choice: each tuning's judging members at one value of its tuned
-    keys per group; with several tunings, at most their sum (and at most every judging member)."""
+    """The judging stage of plan k before the choice: for each tuning, its judging members in plan k
+    at one of the plan's own values of the tuned keys per group (a plan holding one value of a grid
+    split between sweeps may have all of its judging members chosen, or none); with several tunings,
+    at most their sum, and at most every judging member of the plan."""
     from activation_bench.analysis import staged
 
     p = plans[k]
     total = epochs = 0
-    judge_all: set[int] = set()
+    judge_here: set[int] = set()
     for t in tunings:
         judge_s = set(staged.seeds(plans, t)[1])
         judge = [i for i in range(len(p.members)) if staged.member_seed(p, i) in judge_s]
-        judge_all.update(judge)
-        combos = len({tuple(p.labels[i].get(key, "") for key in t.spec.keys) for i in judge}) or 1
-        total += len(judge) // combos
-        epochs += staged.epochs(p, judge) // combos
-    if len(tunings) > 1:
-        return (min(total, len(judge_all)), min(epochs, staged.epochs(p, sorted(judge_all))),
-                f"expected at most: {len(tunings)} tunings may choose differently")
-    return total, epochs, "expected: one value per group, once the tuning stage has chosen"
+        judge_here.update(judge)
+        values = len({tuple(p.labels[i].get(key) for key in t.spec.keys) for i in judge}) or 1
+        total += len(judge) // values
+        epochs += staged.epochs(p, judge) // values
+    n, e = min(total, len(judge_here)), min(epochs, staged.epochs(p, sorted(judge_here)))
+    if len(tunings) == 1 and all(key in p.keys for key in tunings[0].spec.keys):
+        return n, e, "expected: one value per group, once the tuning stage has chosen"
+    return n, e, f"at most: {len(tunings)} tuning(s) choose"
+
+
+def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tuple[int, int]:
+    """Before the choice: the fewest and the most judging members the tunings can need together.
+    Tunings reading the same plans form a family: at least its largest tuning's one value per group,
+    at most the sum of its tunings' (capped by every judging member of its plans)."""
+    from activation_bench.analysis import staged
+    from activation_bench.analysis.loading import fixed_values
+
+    families: dict[frozenset[int], list[int]] = {}
+    judge_all: dict[frozenset[int], set[tuple[int, int]]] = {}
+    fixed = [fixed_values(p.overrides) for p in plans]
+    for t in tunings:
+        judge_s = set(staged.seeds(plans, t)[1])
+        members = [(j, i) for j in t.sweeps for i in range(len(plans[j].members))
+                   if staged.member_seed(plans[j], i) in judge_s]
+        per_value = len({tuple(plans[j].labels[i].get(key, fixed[j].get(key)) for key in t.spec.keys)
+                         for j, i in members}) or 1
+        fam = frozenset(t.sweeps)
+        families.setdefault(fam, []).append(len(members) // per_value)
+        judge_all.setdefault(fam, set()).update(members)
+    low = sum(max(n) for n in families.values())
+    high = sum(min(sum(n), len(judge_all[f])) for f, n in families.items())
+    return low, high
 
 
 def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool) -> None:
