@@ -162,6 +162,8 @@ BAD = {
                 "the model returned an Output (its logits is None), not a tensor of shape [2, 3] (3 classes)"),
     "none-first": ([*TABLE, "+model.kwargs.returns=none-first"],
                    "the model returned a tuple (its first element is None), not a tensor of shape [2, 3]"),
+    "logits-wrong-shape": ([*TABLE, "+model.kwargs.returns=logits", "+model.kwargs.n_out=5"],
+                           "the model's output (its logits) has shape [2, 5]; 3 classes needs [2, 3]"),
     "no-parameters": ([*TABLE, f"model.target={M}:NoParams"],
                       f"model.target '{M}:NoParams' has no parameters: there is nothing to train"),
     "frozen": ([*TABLE, f"model.target={M}:Frozen"], "has 112 of its 139 parameters frozen (requires_grad=False)"),

@@ -48,11 +48,12 @@ def _a(name: str) -> str:
 def fit_output(out: Any, rows: int, expected: tuple[int, ...], what: str) -> torch.Tensor:
     """The member's output (take_output) in the engine's shape (a regressor's [N] as [N, 1]);
     ValueError naming both shapes otherwise."""
-    out = take_output(out, expected, what)[0]
+    out, kind = take_output(out, expected, what)
     if expected[1:] == (1,) and tuple(out.shape) == (rows,):
         out = out[:, None]
     if tuple(out.shape) != expected:
-        raise ValueError(f"the model's output has shape {list(out.shape)}; {what} needs {list(expected)}")
+        read = "" if kind == "tensor" else f" (its {kind})"
+        raise ValueError(f"the model's output{read} has shape {list(out.shape)}; {what} needs {list(expected)}")
     return out
 
 
