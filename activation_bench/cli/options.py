@@ -48,6 +48,10 @@ Config keys (Hydra overrides, KEY=VALUE):\n
                         model.residual=false  true: h + f(h) from the second hidden layer\n
   model=cnn model.channels=[25,25,25] model.kernel=[5,3,3] model.stride=[2,2,2] model.padding=[1,1,1]\n
                         model.pool=none|max|avg model.pool_size=2 model.global_pool=false model.norm=none|batch\n
+  model=module model.target=MOD:ATTR  your own nn.Module (docs/your-own-model.md)\n
+                        model.act_arg=NAME or model.replace=[torch.nn.ReLU]; +model.kwargs.NAME=VALUE\n
+                        '+model.kwargs.num_classes=${{data:classes}}': the data's sizes (features, ...)\n
+                        data.channels=3: a gray image repeated to 3 channels\n
   log.preact_stats=0    K: write preact.csv (how normal each layer's pre-activations are) every K epochs\n
   log.grad_norms=false  write grads.csv every log.every=10 epochs\n
   epochs=1000  lr=0.001  seed=0  batch_size=null (whole set)  shuffle=false  optimizer=adam|sgd\n
