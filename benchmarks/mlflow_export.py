@@ -97,7 +97,7 @@ def main() -> None:
         stored: dict[str, set[tuple[int, int]]] = {"actbench": set(), "bare": set()}
 
         def side(name: str):  # noqa: ANN202
-            def timed(r: int) -> float:
+            def one(r: int) -> float:
                 where = tmp / f"{name}{r}"  # MLflow puts a SQLite store's artifacts in ./mlruns
                 where.mkdir()
                 db = where / "mlflow.db"
@@ -109,7 +109,7 @@ def main() -> None:
                 stored[name].add(counts(db))
                 shutil.rmtree(where)
                 return seconds
-            return timed
+            return one
 
         times = harness.interleaved({"bare": side("bare"), "actbench": side("actbench")}, args.repeat)
     print(f"{n_members} members, {n_values:,} metric values each side; stored (runs, values): "

@@ -135,14 +135,14 @@ def main() -> None:
     tolerance = 0.0
 
     def ours(vmap: bool):  # noqa: ANN202
-        def timed(_r: int) -> float:
+        def one(_r: int) -> float:
             nonlocal tolerance
             path = "vmap" if vmap else "sequential"
             seconds, (steps[path], finals[path]) = harness.clock(actbench, args.epochs, vmap)
             if vmap:  # untimed: how far vmap's members end from the same members one after another
                 tolerance = max(tolerance, *(abs(v - s) / abs(s) for v, s in zip(finals["vmap"], finals["sequential"])))
             return seconds
-        return timed
+        return one
 
     def theirs(_r: int) -> float:
         seconds, steps["plain"] = harness.clock(plain, args.epochs)

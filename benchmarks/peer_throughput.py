@@ -117,16 +117,16 @@ def main() -> None:
     os.environ["ACTBENCH_CACHE_DIR"] = os.path.join(keep, "cache")
     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
 
-    def timed(path: str, epochs: int):  # noqa: ANN202
+    def path_of(path: str, epochs: int):  # noqa: ANN202
         if path == "naive":
             return lambda r: harness.clock(naive, ACTS, DATA, args.naive_epochs, cpu_time=args.cpu_time)[0]
         # no path resumes another's sweep
         return lambda r: whole_process(path, os.path.join(keep, f"r{r}-{epochs}-{path}"), args.seeds, epochs,
                                        args.cpu_time)
 
-    rounds = {f"{p} {e}": timed(p, e) for e in args.epochs for p in paths if p != "naive"}
+    rounds = {f"{p} {e}": path_of(p, e) for e in args.epochs for p in paths if p != "naive"}
     if "naive" in paths:
-        rounds["naive"] = timed("naive", 0)
+        rounds["naive"] = path_of("naive", 0)
     try:
         if any(p in WARM for p in paths):
             cold = whole_process("compiled", os.path.join(keep, "cold"), args.seeds, args.epochs[0], args.cpu_time)
