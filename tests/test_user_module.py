@@ -272,7 +272,8 @@ def test_cifar_study_is_planned_listing_the_code_it_imports(runner, tmp_path, mo
                               str(tmp_path / "runs"), "-o", str(tmp_path / "out")])
     assert out.exit_code == 0, out.output
     assert out.output.startswith("imports (runs the code of): examples.cifar_resnet (model.target)\n")
-    assert "96 members to train" in out.output
+    assert "48 of the full grid's 96 members" in out.output  # tuned (judge: chosen): seeds 0-1 tune, 2-7 judge
+    assert "48 members to train" in out.output
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
 
