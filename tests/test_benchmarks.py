@@ -49,6 +49,17 @@ def test_the_package_has_no_path_edits_and_no_script_imports_another():
                 assert line.split()[1].split(".")[1] in shared, (path, line)
 
 
+def test_every_benchmark_keeps_a_record():
+    """Each runnable module of benchmarks/ (render and the peers aside) is a harness.Bench session,
+    itself or through mnist1d's, so its figures end in a record."""
+    mains = [p for p in ROOT.joinpath("benchmarks").glob("*.py")
+             if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8") and p.stem != "render"]
+    assert len(mains) >= 18
+    for path in mains:
+        text = path.read_text(encoding="utf-8")
+        assert "harness.Bench(" in text or "mnist1d.sweep_vs_plain(" in text, path
+
+
 def test_interleaved_rounds_take_every_path_in_turn():
     calls = []
 
