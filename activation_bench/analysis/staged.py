@@ -42,11 +42,13 @@ class Tuning:
     by: tuple[str, ...] | None = None
     sweeps: tuple[int, ...] = (0,)
     name: str = "sweep"
+    halving: int | None = None  # successive halving's ETA in the tuning stage (cli/tuned.run_halving)
 
     def record(self) -> dict:
         s = self.spec
         return {"name": self.name, "tune": list(s.keys), "tune_seeds": s.tune_seeds, "tune_on": s.on,
-                "tune_grid": s.grid, "metric": self.metric, "by": list(self.by) if self.by else None}
+                "tune_grid": s.grid, "metric": self.metric, "by": list(self.by) if self.by else None,
+                **({"halving": self.halving} if self.halving else {})}
 
 
 @dataclass
@@ -140,14 +142,14 @@ def _judging(plans: Sequence[SweepPlan], t: Tuning, sel: Selection, loaded, wher
     for w, chosen in zip(where, hit):
         if w is not None and chosen:
             k, i = w
-            signatures.setdefault(k, set()).add(_signature(plans[k], i))
+            signatures.setdefault(k, set()).add(signature(plans[k], i))
     judge = set(judge_s)
     return {k: [i for i in range(len(plans[k].members))
-                if member_seed(plans[k], i) in judge and _signature(plans[k], i) in signatures.get(k, set())]
+                if member_seed(plans[k], i) in judge and signature(plans[k], i) in signatures.get(k, set())]
             for k in t.sweeps}
 
 
-def _signature(p: SweepPlan, i: int) -> tuple:
+def signature(p: SweepPlan, i: int) -> tuple:
     """A member's swept values but its seed: the judging members of a chosen setting share them."""
     return tuple(sorted((k, v) for k, v in p.labels[i].items() if k != "seed"))
 
@@ -238,3 +240,32 @@ def _scores_csv(choices: Sequence[Choice]) -> str:
 def epochs(p: SweepPlan, indices: Sequence[int]) -> int:
     """Member-epochs: the epochs the members train, summed."""
     return sum(int(p.cfgs[i].epochs) for i in indices)
+
+
+# ---------------------------------------------------------------------------------------------
+# successive halving in the tuning stage (runs/rungs.py trains the rungs)
+
+
+def promote(plans: Sequence[SweepPlan], t: Tuning, table, eta: int, floor: float | None = None) -> set[str]:
+    """The run names of a rung's table (runs/rungs.partial_table: its settings' first epochs) whose
+    settings go on: per group the best ceil(n/eta) of its n settings, ranked by the choice's own
+    code (fewest failed, best score, grid order), each group over the settings it has left."""
+    import math
+
+    from activation_bench.analysis import tune
+    from activation_bench.analysis.compare import resolve_groups
+    from activation_bench.analysis.loading import load
+    from activation_bench.analysis.metrics import FLOOR, parse_metric
+
+    tune_s, judge_s = seeds(plans, t)
+    loaded = load([str(table)])
+    group_cols = [c for c in resolve_groups(loaded, list(t.by) if t.by else None) if c not in t.spec.keys]
+    spec = dataclasses.replace(t.spec, grid="own")
+    sel = tune.choose(loaded, parse_metric(t.metric), group_cols, spec, tune_s, judge_s,
+                      FLOOR if floor is None else floor)
+    scores = sel.scores
+    size = scores.groupby(group_cols, sort=False, dropna=False)["rank"].transform("size") if group_cols \
+        else len(scores)
+    keep = scores[scores["rank"] <= (size / eta).apply(math.ceil) if group_cols else math.ceil(size / eta)]
+    kept = dataclasses.replace(sel, chosen=keep[[*group_cols, *t.spec.keys]], eval_seeds=list(tune_s))
+    return set(loaded.runs["run"][tune.eval_mask(loaded.runs, kept)])

@@ -189,6 +189,10 @@ def sweep(
     metric: Annotated[str | None, typer.Option(
         "--metric", "-m", help="With --tune: the metric the choice applies to the validation column, as compare's "
         "--metric (default: final).", show_default=False)] = None,
+    halving: Annotated[int | None, typer.Option(
+        "--halving", help="With --tune: successive halving in the tuning stage: every setting trains to a first "
+        "rung of epochs, the best 1/ETA of each group's settings go on from their checkpoints, up to the full "
+        "run (compare such a sweep with --tune-grid own; docs/tuning.md).", show_default=False)] = None,
 ) -> None:
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
     from activation_bench.runs import launching, memory, orchestrate
@@ -203,7 +207,7 @@ def sweep(
             launching.check_launcher(launcher)
         if not grid_overrides:
             raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
-        tuning = _tuning(tune, tune_seeds, tune_on, metric)
+        tuning = _tuning(tune, tune_seeds, tune_on, metric, halving, force)
         p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
         if tuning is not None:
             _tuned(p, tuning, dry_run, force, launcher, jobs, hydra_overrides, memory_mb, quiet)
@@ -218,30 +222,44 @@ def sweep(
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
 
 
-def _tuning(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, metric: str | None) -> Tuning | None:
-    """--tune, --tune-seeds, --tune-on, --metric checked by compare's own parser; None without --tune."""
+def _tuning(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, metric: str | None,
+            halving: int | None = None, force: bool = False) -> Tuning | None:
+    """--tune, --tune-seeds, --tune-on, --metric checked by compare's own parser, and --halving; None
+    without --tune."""
     from activation_bench.analysis.metrics import parse_metric
     from activation_bench.analysis.staged import Tuning
     from activation_bench.analysis.tune import parse_tune
 
     spec = parse_tune(tune, tune_seeds, None, tune_on)
     if spec is None:
-        if metric is not None:
-            raise UsageError("--metric sets up --tune (what the choice applies to the validation column): give "
-                             "--tune KEY too, e.g. --tune lr")
+        if metric is not None or halving is not None:
+            flag = "--metric" if metric is not None else "--halving"
+            raise UsageError(f"{flag} sets up --tune (the choice and its tuning stage): give --tune KEY too, e.g. "
+                             "--tune lr")
         return None
     parse_metric(metric or "final")
-    return Tuning(spec, metric or "final")
+    if halving is not None:
+        from activation_bench.runs.rungs import schedule
+
+        schedule(1, 1, halving)  # ETA below 2 refused here; the first rung's epochs once planned
+        if force:
+            raise UsageError("--halving with --force: a rung's checkpoints are what its settings continue from; "
+                             "train them again in a new sweep (--name)")
+    return Tuning(spec, metric or "final", halving=halving)
 
 
 def _tuned(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: str | None, jobs: int,
            hydra_overrides: list[str], memory_mb: float, quiet: bool) -> None:
     """sweep --tune: the tuning stage, the choice, the judging stage (cli/tuned.py)."""
+    import dataclasses
+
     from activation_bench.analysis import staged
     from activation_bench.cli import tuned
     from activation_bench.runs import memory, orchestrate
 
     staged.check([p], tuning)
+    if tuning.halving:
+        tuned.halving_rungs(p, tuning, tuning.halving)  # a first rung under one epoch: refused here
     if dry_run:
         tuned.print_plan([p], [tuning], force)
         return
@@ -252,7 +270,23 @@ def _tuned(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: s
     def run_stage(_k: int, todo: list[int], needed: list[int], stage: str) -> None:
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet, needed=needed, stage=stage)
 
-    tuned.run_staged([p], [tuning], [0], force, run_stage, lambda line: typer.echo(line, err=True))
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
+    if tuning.halving:  # the rungs before the last, then the last rung as the tuning stage
+        from activation_bench.engine.checkpoint import Preempted
+        from activation_bench.runs import checkpoint
+
+        try:
+            last = tuned.run_halving(p, tuning, tuning.halving, memory_mb, say)
+        except Preempted as stop:
+            say(f"interrupted in a halving rung (stopped by {checkpoint.signal_name(stop.signum)}; checkpoint written "
+                f"at epoch {stop.epoch}/{stop.epochs}); run the same command again to resume")
+            raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
+        own = dataclasses.replace(tuning, spec=dataclasses.replace(tuning.spec, grid="own"))
+        tuned.run_staged([p], [own], [0], force, run_stage, say, {0: last})
+        return
+    tuned.run_staged([p], [tuning], [0], force, run_stage, say)
 
 
 def _print_grid(p: SweepPlan, todo: list[int]) -> None:

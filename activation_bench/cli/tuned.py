@@ -57,13 +57,16 @@ def stages(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collect
 
 
 def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collection[int], force: bool,
-               run_stage: RunStage, say: Callable[[str], None]) -> list[Choice]:
+               run_stage: RunStage, say: Callable[[str], None],
+               last_rung: dict[int, list[int]] | None = None) -> list[Choice]:
     """Stage 1 on every tuned plan, the choices, then stage 2 (the union of the choices per plan).
-    Plans a tuning reads that are not tuned must be finished before (a study trains them first)."""
+    Plans a tuning reads that are not tuned must be finished before (a study trains them first).
+    `last_rung`: under halving, the tuning members that train to the end (run_halving's)."""
     from activation_bench.analysis import staged
     from activation_bench.runs import orchestrate
 
     stage1 = {k: m for k, m in staged.tuning_members(plans, tunings).items() if k in tuned}
+    stage1.update(last_rung or {})
     for k, members in stage1.items():
         run_stage(k, _todo(plans[k], members, force), members, "tuning stage")
     for k, members in stage1.items():
@@ -168,6 +171,94 @@ def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tupl
 
 
 def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool) -> None:
-    """--dry-run of sweep --tune."""
+    """--dry-run of sweep --tune (and of its halving: the tuning stage's member-epochs under it)."""
     for k, s in stages(plans, tunings, range(len(plans))).items():
         typer.echo(plan_line(plans[k], s, force))
+    for t in tunings:
+        if t.halving:
+            from activation_bench.analysis import staged
+
+            p = plans[t.sweeps[0]]
+            epochs = halving_rungs(p, t, t.halving)
+            last, total = halving_epochs(p, t, t.halving)
+            full = staged.epochs(p, staged.tuning_members([p], [t])[0])
+            typer.echo(f"halving (ETA {t.halving}): rungs at {', '.join(map(str, epochs))} epochs; the tuning stage "
+                       f"takes {total:,} member-epochs instead of {full:,} ({total / max(full, 1):.0%}), {last} of its "
+                       "members train to the end")
+
+
+# ---------------------------------------------------------------------------------------------
+# successive halving in the tuning stage
+
+
+def settings(p: SweepPlan, members: Sequence[int]) -> dict[tuple, list[int]]:
+    """The tuning members by setting (their swept values but the seed), in plan order."""
+    from activation_bench.analysis import staged
+
+    out: dict[tuple, list[int]] = {}
+    for i in members:
+        out.setdefault(staged.signature(p, i), []).append(i)
+    return out
+
+
+def halving_rungs(p: SweepPlan, t: Tuning, eta: int) -> list[int]:
+    """The rungs' epochs (runs/rungs.schedule) for the most values any group tunes over; UsageError
+    where the tuning members do not share one number of epochs."""
+    from activation_bench.analysis import staged
+    from activation_bench.errors import UsageError
+    from activation_bench.runs import rungs
+
+    members = staged.tuning_members([p], [t])[0]
+    epochs = {int(p.cfgs[i].epochs) for i in members}
+    if len(epochs) != 1:
+        raise UsageError(f"--halving: the tuning members train {', '.join(map(str, sorted(epochs)))} epochs; its rungs "
+                         "are fractions of one number of epochs (sweep epochs in separate sweeps)")
+    per_group: dict[tuple, int] = {}
+    for sig in settings(p, members):
+        group = tuple((k, v) for k, v in sig if k not in t.spec.keys)
+        per_group[group] = per_group.get(group, 0) + 1
+    return rungs.schedule(epochs.pop(), max(per_group.values()), eta)
+
+
+def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callable[[str], None]) -> list[int]:
+    """The rungs before the last: every setting's tuning members to the first rung's epochs, then per
+    group the best 1/eta of its settings (staged.promote) on to the next, from their checkpoints.
+    Returns the tuning members of the settings left for the last rung (their full runs)."""
+    from activation_bench.analysis import staged
+    from activation_bench.runs import checkpoint, rungs
+
+    epochs = halving_rungs(p, t, eta)
+    live = settings(p, staged.tuning_members([p], [t])[0])
+    with checkpoint.handling_signals():
+        for r, upto in enumerate(epochs[:-1], 1):
+            for members in live.values():
+                rungs.train_to(p, members, upto, memory_mb)
+            table = rungs.write_table(p, r, rungs.partial_table(p, [i for m in live.values() for i in m], upto))
+            going = staged.promote([p], t, table, eta)
+            kept = {sig: m for sig, m in live.items() if p.names[m[0]] in going}
+            say(f"halving rung {r}/{len(epochs)} ({upto} of {epochs[-1]} epochs): {len(kept)} of {len(live)} "
+                "settings go on")
+            live = kept
+    return [i for m in live.values() for i in m]
+
+
+def halving_epochs(p: SweepPlan, t: Tuning, eta: int) -> tuple[int, int]:
+    """The tuning stage under halving, before it runs: (members trained to the end, member-epochs),
+    each group keeping ceil(n/eta) of its n settings at every rung."""
+    from activation_bench.analysis import staged
+    from activation_bench.runs import rungs
+
+    epochs = halving_rungs(p, t, eta)
+    groups: dict[tuple, list[int]] = {}
+    for sig, m in settings(p, staged.tuning_members([p], [t])[0]).items():
+        groups.setdefault(tuple((k, v) for k, v in sig if k not in t.spec.keys), []).append(len(m))
+    total = last = 0
+    for sizes in groups.values():
+        n, before = len(sizes), 0
+        seeds = max(sizes)
+        for upto in epochs:
+            total += n * seeds * (upto - before)
+            before, last_n = upto, n
+            n = rungs.survivors(n, eta)
+        last += last_n * seeds
+    return last, total

@@ -1,0 +1,101 @@
+"""sweep --tune --halving: successive halving in the tuning stage. Promoted members end bit for bit as
+their full runs (they continue from their rung's checkpoint), a killed rung resumes, bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from activation_bench.cli.main import app
+from activation_bench.runs import checkpoint, rungs
+from tests.test_tune_sweep import losses, members, sweep
+
+GRID = ["activation=gelu,relu", "lr=1e-3,1e-2,1e-1", "seed=range(4)", "data=function", "data.fn=bessel_j0",
+        "epochs=9", "data.n_samples=30", "model.hidden_dim=4"]
+HALVING = ["--tune", "lr", "--tune-seeds", "2", "--halving", "3"]
+
+
+@pytest.fixture(scope="module")
+def halved(tmp_path_factory):
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    runs_dir = tmp_path_factory.mktemp("halving") / "runs"
+    assert sweep(runner, runs_dir, "full", grid=GRID).exit_code == 0
+    result = sweep(runner, runs_dir, "halved", *HALVING, grid=GRID)
+    assert result.exit_code == 0, result.output
+    return runs_dir, result.output
+
+
+def test_promoted_members_end_bit_for_bit_as_their_full_runs(halved):
+    runs_dir, output = halved
+    assert "halving rung 1/2 (3 of 9 epochs): 2 of 6 settings go on" in output
+    full, halved_runs = losses(runs_dir / "full"), losses(runs_dir / "halved")
+    # 2 settings x 2 tuning seeds to the end, then 2 judging seeds at each group's choice
+    assert len(halved_runs) == 4 + 4
+    assert all(halved_runs[name] == full[name] for name in halved_runs)
+    choice = json.loads((runs_dir / "halved" / "tuning.json").read_text())["choices"][0]
+    assert choice["halving"] == 3 and choice["tune_grid"] == "own"
+    # compare with --tune-grid own chooses as the sweep did, among the settings that reached the end
+    out = tuned_compare(runs_dir / "halved")
+    assert {row.split(",")[0]: row.split(",")[1] for row in out.splitlines()[1:]} == \
+        {r["activation"]: str(r["lr"]) for r in choice["chosen"]}
+
+
+def tuned_compare(directory: Path) -> str:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["compare", str(directory), "--tune", "lr", "--tune-seeds", "2", "--tune-grid",
+                                      "own", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_dry_run_counts_the_rungs_member_epochs(runner, tmp_path):
+    result = sweep(runner, tmp_path / "runs", "new", *HALVING, "--dry-run", grid=GRID)
+    assert result.exit_code == 0, result.output
+    # 12 tuning members x 3 epochs, then 4 of them 6 epochs more: 60 member-epochs instead of 108
+    assert "halving (ETA 3): rungs at 3, 9 epochs; the tuning stage takes 60 member-epochs instead of 108 (56%), " \
+        "4 of its members train to the end" in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_rung_killed_resumes_to_the_same_sweep(runner, halved, tmp_path, monkeypatch):
+    runs_dir, _ = halved
+    monkeypatch.setenv(checkpoint.SIGNAL_AT_ENV, "TERM@2")  # a SIGTERM at epoch 2 of the first rung
+    stopped = sweep(runner, tmp_path / "runs", "halved", *HALVING, grid=GRID)
+    assert stopped.exit_code == checkpoint.exit_code(15), stopped.output
+    assert "interrupted in a halving rung" in stopped.output
+    monkeypatch.delenv(checkpoint.SIGNAL_AT_ENV)
+    again = sweep(runner, tmp_path / "runs", "halved", *HALVING, grid=GRID)
+    assert again.exit_code == 0, again.output
+    assert losses(tmp_path / "runs" / "halved") == losses(runs_dir / "halved")
+    for name in ("tuning.json", "tuning.csv", "results.csv"):
+        assert (tmp_path / "runs" / "halved" / name).read_bytes() == (runs_dir / "halved" / name).read_bytes()
+    # and once finished, the same command trains nothing and chooses the same
+    shutil.rmtree(tmp_path / "runs" / "halved" / ".rungs")
+    final = sweep(runner, tmp_path / "runs", "halved", *HALVING, grid=GRID)
+    assert final.output.count("0 to run") == 2 and len(members(tmp_path / "runs" / "halved")) == 8
+
+
+def test_rungs_are_eta_times_apart_up_to_the_full_run():
+    assert rungs.schedule(30, 5, 3) == [3, 10, 30]
+    assert rungs.schedule(9, 3, 3) == [3, 9]
+    assert rungs.schedule(8, 8, 2) == [1, 2, 4, 8]
+    assert rungs.survivors(5, 3) == 2 and rungs.survivors(2, 3) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tune", "lr", "--halving", "1"], "--halving 1: keeps the best 1/ETA"),
+    (["--halving", "3"], "--halving sets up --tune"),
+    (["--tune", "lr", "--halving", "3", "--force"], "--halving with --force"),
+    (["--tune", "lr", "--halving", "3", "epochs=2"], "--halving 3: 3 values per group need 2 rungs, the first at 2/3"),
+])
+def test_halving_bad_input_is_one_line_exit_2(runner, tmp_path, args, message):
+    result = sweep(runner, tmp_path / "runs", "bad", *args, grid=GRID)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
