@@ -462,3 +462,26 @@ def test_tuned_sweep_bad_input_is_one_line_before_training(tmp_path, runner, edi
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_halved_sweep_in_a_study(tmp_path, runner, monkeypatch):
+    """A sweep's own tuning with halving: its rungs, then the judging stage; its comparisons choose
+    among the settings that reached the end (tune_grid: own)."""
+    text = STUDY.replace("tune_on: val_acc}", "tune_on: val_acc, tune_grid: own}").replace(
+        "tune_seeds: 2, title", "tune_seeds: 2, tune_grid: own, title")
+    text = text.replace("    overrides: [data=iris, epochs=3, model.hidden_dim=4, batch_size=32]\n",
+                        "    overrides: [data=iris, epochs=4, model.hidden_dim=4, batch_size=32]\n"
+                        "    tune: [lr]\n    tune_seeds: 2\n    metric: early_stop\n    halving: 2\n")
+    text = text.split("tables:\n")[0] + "figures:\n  curves: {sweeps: [iris], loss: val_loss}\n"
+    path = _write(tmp_path, text)
+    monkeypatch.chdir(tmp_path)
+    dry = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "halving (ETA 2): rungs at 2, 4 epochs; the tuning stage takes 24 member-epochs instead of 32" in dry.output
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "halving rung 1/2 (2 of 4 epochs): 2 of 4 settings go on" in result.output
+    assert len([d for d in (tmp_path / "runs" / "iris").iterdir() if d.is_dir() and d.name[0] != "."]) == 4 + 4
+    bad = _write(tmp_path, text.replace(", tune_grid: own, title", ", title"))
+    refused = runner.invoke(app, ["study", "run", str(bad)])
+    assert refused.exit_code == 2 and "comparisons.loss.tune_grid: reads sweep iris, halved" in refused.output

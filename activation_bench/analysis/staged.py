@@ -269,3 +269,49 @@ def promote(plans: Sequence[SweepPlan], t: Tuning, table, eta: int, floor: float
     keep = scores[scores["rank"] <= (size / eta).apply(math.ceil) if group_cols else math.ceil(size / eta)]
     kept = dataclasses.replace(sel, chosen=keep[[*group_cols, *t.spec.keys]], eval_seeds=list(tune_s))
     return set(loaded.runs["run"][tune.eval_mask(loaded.runs, kept)])
+
+
+def settings(p: SweepPlan, members: Sequence[int]) -> dict[tuple, list[int]]:
+    """The tuning members by setting (their swept values but the seed), in plan order."""
+    out: dict[tuple, list[int]] = {}
+    for i in members:
+        out.setdefault(signature(p, i), []).append(i)
+    return out
+
+
+def halving_rungs(p: SweepPlan, t: Tuning, eta: int) -> list[int]:
+    """The rungs' epochs (runs/rungs.schedule) for the most values any group tunes over; UsageError
+    where the tuning members do not share one number of epochs."""
+    from activation_bench.errors import UsageError
+    from activation_bench.runs import rungs
+
+    members = tuning_members([p], [t])[0]
+    epochs = {int(p.cfgs[i].epochs) for i in members}
+    if len(epochs) != 1:
+        raise UsageError(f"--halving: the tuning members train {', '.join(map(str, sorted(epochs)))} epochs; its rungs "
+                         "are fractions of one number of epochs (sweep epochs in separate sweeps)")
+    per_group: dict[tuple, int] = {}
+    for sig in settings(p, members):
+        group = tuple((k, v) for k, v in sig if k not in t.spec.keys)
+        per_group[group] = per_group.get(group, 0) + 1
+    return rungs.schedule(epochs.pop(), max(per_group.values()), eta)
+
+
+def halving_epochs(p: SweepPlan, t: Tuning, eta: int) -> tuple[int, int]:
+    """The tuning stage under halving, before it runs: (members trained to the end, member-epochs),
+    each group keeping ceil(n/eta) of its n settings at every rung."""
+    from activation_bench.runs import rungs
+
+    epochs = halving_rungs(p, t, eta)
+    groups: dict[tuple, list[int]] = {}
+    for sig, m in settings(p, tuning_members([p], [t])[0]).items():
+        groups.setdefault(tuple((k, v) for k, v in sig if k not in t.spec.keys), []).append(len(m))
+    total = last = 0
+    for sizes in groups.values():
+        n, before, width = len(sizes), 0, max(sizes)
+        for upto in epochs:
+            total += n * width * (upto - before)
+            before, last_n = upto, n
+            n = rungs.survivors(n, eta)
+        last += last_n * width
+    return last, total

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,7 +16,6 @@ from activation_bench.cli.options import KEYS_HELP, OverridesArg, RunsDirOpt
 from activation_bench.errors import UsageError, reported
 
 if TYPE_CHECKING:
-    from activation_bench.analysis.staged import Tuning
     from activation_bench.cfg import Cfg
     from activation_bench.engine.train import RunResult
     from activation_bench.runs.orchestrate import SweepPlan
@@ -194,6 +194,7 @@ def sweep(
         "rung of epochs, the best 1/ETA of each group's settings go on from their checkpoints, up to the full "
         "run (compare such a sweep with --tune-grid own; docs/tuning.md).", show_default=False)] = None,
 ) -> None:
+    from activation_bench.cli import tuned
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
     from activation_bench.runs import launching, memory, orchestrate
 
@@ -207,10 +208,11 @@ def sweep(
             launching.check_launcher(launcher)
         if not grid_overrides:
             raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
-        tuning = _tuning(tune, tune_seeds, tune_on, metric, halving, force)
+        tuning = tuned.parse(tune, tune_seeds, tune_on, metric, halving, force)
         p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
         if tuning is not None:
-            _tuned(p, tuning, dry_run, force, launcher, jobs, hydra_overrides, memory_mb, quiet)
+            tuned.sweep(p, tuning, dry_run, force, launcher, memory_mb, _run_sweep_with(
+                launcher, jobs, hydra_overrides, memory_mb, force, quiet))
             return
         todo = orchestrate.pending(p, force)
         if dry_run:
@@ -222,71 +224,13 @@ def sweep(
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet)
 
 
-def _tuning(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, metric: str | None,
-            halving: int | None = None, force: bool = False) -> Tuning | None:
-    """--tune, --tune-seeds, --tune-on, --metric checked by compare's own parser, and --halving; None
-    without --tune."""
-    from activation_bench.analysis.metrics import parse_metric
-    from activation_bench.analysis.staged import Tuning
-    from activation_bench.analysis.tune import parse_tune
-
-    spec = parse_tune(tune, tune_seeds, None, tune_on)
-    if spec is None:
-        if metric is not None or halving is not None:
-            flag = "--metric" if metric is not None else "--halving"
-            raise UsageError(f"{flag} sets up --tune (the choice and its tuning stage): give --tune KEY too, e.g. "
-                             "--tune lr")
-        return None
-    parse_metric(metric or "final")
-    if halving is not None:
-        from activation_bench.runs.rungs import schedule
-
-        schedule(1, 1, halving)  # ETA below 2 refused here; the first rung's epochs once planned
-        if force:
-            raise UsageError("--halving with --force: a rung's checkpoints are what its settings continue from; "
-                             "train them again in a new sweep (--name)")
-    return Tuning(spec, metric or "final", halving=halving)
-
-
-def _tuned(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: str | None, jobs: int,
-           hydra_overrides: list[str], memory_mb: float, quiet: bool) -> None:
-    """sweep --tune: the tuning stage, the choice, the judging stage (cli/tuned.py)."""
-    import dataclasses
-
-    from activation_bench.analysis import staged
-    from activation_bench.cli import tuned
-    from activation_bench.runs import memory, orchestrate
-
-    staged.check([p], tuning)
-    if tuning.halving:
-        tuned.halving_rungs(p, tuning, tuning.halving)  # a first rung under one epoch: refused here
-    if dry_run:
-        tuned.print_plan([p], [tuning], force)
-        return
-    memory.check_memory(p.cfgs, memory_mb, local=launcher != "submitit_slurm")
-    tuned.tunings_record([p], [tuning], [0])
-    orchestrate.write_sweep_file(p)
-
-    def run_stage(_k: int, todo: list[int], needed: list[int], stage: str) -> None:
+def _run_sweep_with(launcher: str | None, jobs: int, hydra_overrides: list[str], memory_mb: float, force: bool,
+                    quiet: bool) -> Callable[[SweepPlan, list[int], list[int], str], None]:
+    """A tuned sweep's stage runner: _run_sweep with this command's settings."""
+    def run_stage(p: SweepPlan, todo: list[int], needed: list[int], stage: str) -> None:
         _run_sweep(p, todo, launcher, jobs, hydra_overrides, memory_mb, force, quiet, needed=needed, stage=stage)
 
-    def say(line: str) -> None:
-        typer.echo(line, err=True)
-
-    if tuning.halving:  # the rungs before the last, then the last rung as the tuning stage
-        from activation_bench.engine.checkpoint import Preempted
-        from activation_bench.runs import checkpoint
-
-        try:
-            last = tuned.run_halving(p, tuning, tuning.halving, memory_mb, say)
-        except Preempted as stop:
-            say(f"interrupted in a halving rung (stopped by {checkpoint.signal_name(stop.signum)}; checkpoint written "
-                f"at epoch {stop.epoch}/{stop.epochs}); run the same command again to resume")
-            raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
-        own = dataclasses.replace(tuning, spec=dataclasses.replace(tuning.spec, grid="own"))
-        tuned.run_staged([p], [own], [0], force, run_stage, say, {0: last})
-        return
-    tuned.run_staged([p], [tuning], [0], force, run_stage, say)
+    return run_stage
 
 
 def _print_grid(p: SweepPlan, todo: list[int]) -> None:

@@ -111,6 +111,8 @@ def run(
 def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launcher: str | None, jobs: int,
                settings: list[str], memory_mb: float, quiet: bool) -> None:
     """The tuned sweeps (tune, then judge): their tuning stages, the choices, their judging stages."""
+    import dataclasses
+
     from activation_bench.cli import tuned as staged_cli
     from activation_bench.cli.run import _run_sweep
     from activation_bench.runs import orchestrate
@@ -128,7 +130,15 @@ def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launch
         _run_sweep(plans[k], todo, launcher, jobs, settings, memory_mb, False, quiet, study.spec.threads or 0,
                    needed=needed, stage=stage)
 
-    staged_cli.run_staged(plans, rules, tuned, False, run_stage, lambda line: typer.echo(line, err=True))
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
+    last: dict[int, list[int]] = {}
+    for j, t in enumerate(rules):  # a sweep's own halving: its rungs before the last (cli/tuned.py)
+        if t.halving:
+            last[t.sweeps[0]] = staged_cli.run_halving(plans[t.sweeps[0]], t, t.halving, memory_mb, say)
+            rules[j] = dataclasses.replace(t, spec=dataclasses.replace(t.spec, grid="own"))
+    staged_cli.run_staged(plans, rules, tuned, False, run_stage, say, last)
 
 
 @contextlib.contextmanager
@@ -199,6 +209,7 @@ def _tuned_left(study: Study, sweeps: list[PlannedSweep]) -> tuple[list[str], di
     rules = plan.tunings(study, sweeps)
     st = staged_cli.stages(plans, rules, tuned)
     lines = [staged_cli.plan_line(plans[k], s, False) for k, s in st.items()]
+    lines += [staged_cli.halving_line(plans[t.sweeps[0]], t) for t in rules if t.halving]
     left = {k: staged_cli.to_run(plans[k], s, False) for k, s in st.items()}
     if any(s.judging is None for s in st.values()):  # the sweeps' bounds overlap where a grid is split
         low, high = staged_cli.judging_range(plans, rules)

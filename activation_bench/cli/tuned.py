@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from activation_bench.errors import UsageError
+
 if TYPE_CHECKING:
     from activation_bench.analysis.staged import Choice, Tuning
     from activation_bench.runs.orchestrate import SweepPlan
@@ -176,48 +178,23 @@ def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: boo
         typer.echo(plan_line(plans[k], s, force))
     for t in tunings:
         if t.halving:
-            from activation_bench.analysis import staged
+            typer.echo(halving_line(plans[t.sweeps[0]], t))
 
-            p = plans[t.sweeps[0]]
-            epochs = halving_rungs(p, t, t.halving)
-            last, total = halving_epochs(p, t, t.halving)
-            full = staged.epochs(p, staged.tuning_members([p], [t])[0])
-            typer.echo(f"halving (ETA {t.halving}): rungs at {', '.join(map(str, epochs))} epochs; the tuning stage "
-                       f"takes {total:,} member-epochs instead of {full:,} ({total / max(full, 1):.0%}), {last} of its "
-                       "members train to the end")
+
+def halving_line(p: SweepPlan, t: Tuning) -> str:
+    """The dry run's line of a tuning stage under halving: its rungs and member-epochs."""
+    from activation_bench.analysis import staged
+
+    eta = t.halving or 2
+    epochs = staged.halving_rungs(p, t, eta)
+    last, total = staged.halving_epochs(p, t, eta)
+    full = staged.epochs(p, staged.tuning_members([p], [t])[0])
+    return (f"halving (ETA {eta}): rungs at {', '.join(map(str, epochs))} epochs; the tuning stage takes {total:,} "
+            f"member-epochs instead of {full:,} ({total / max(full, 1):.0%}), {last} of its members train to the end")
 
 
 # ---------------------------------------------------------------------------------------------
 # successive halving in the tuning stage
-
-
-def settings(p: SweepPlan, members: Sequence[int]) -> dict[tuple, list[int]]:
-    """The tuning members by setting (their swept values but the seed), in plan order."""
-    from activation_bench.analysis import staged
-
-    out: dict[tuple, list[int]] = {}
-    for i in members:
-        out.setdefault(staged.signature(p, i), []).append(i)
-    return out
-
-
-def halving_rungs(p: SweepPlan, t: Tuning, eta: int) -> list[int]:
-    """The rungs' epochs (runs/rungs.schedule) for the most values any group tunes over; UsageError
-    where the tuning members do not share one number of epochs."""
-    from activation_bench.analysis import staged
-    from activation_bench.errors import UsageError
-    from activation_bench.runs import rungs
-
-    members = staged.tuning_members([p], [t])[0]
-    epochs = {int(p.cfgs[i].epochs) for i in members}
-    if len(epochs) != 1:
-        raise UsageError(f"--halving: the tuning members train {', '.join(map(str, sorted(epochs)))} epochs; its rungs "
-                         "are fractions of one number of epochs (sweep epochs in separate sweeps)")
-    per_group: dict[tuple, int] = {}
-    for sig in settings(p, members):
-        group = tuple((k, v) for k, v in sig if k not in t.spec.keys)
-        per_group[group] = per_group.get(group, 0) + 1
-    return rungs.schedule(epochs.pop(), max(per_group.values()), eta)
 
 
 def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callable[[str], None]) -> list[int]:
@@ -227,8 +204,8 @@ def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callab
     from activation_bench.analysis import staged
     from activation_bench.runs import checkpoint, rungs
 
-    epochs = halving_rungs(p, t, eta)
-    live = settings(p, staged.tuning_members([p], [t])[0])
+    epochs = staged.halving_rungs(p, t, eta)
+    live = staged.settings(p, staged.tuning_members([p], [t])[0])
     with checkpoint.handling_signals():
         for r, upto in enumerate(epochs[:-1], 1):
             for members in live.values():
@@ -242,23 +219,71 @@ def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callab
     return [i for m in live.values() for i in m]
 
 
-def halving_epochs(p: SweepPlan, t: Tuning, eta: int) -> tuple[int, int]:
-    """The tuning stage under halving, before it runs: (members trained to the end, member-epochs),
-    each group keeping ceil(n/eta) of its n settings at every rung."""
-    from activation_bench.analysis import staged
-    from activation_bench.runs import rungs
+# ---------------------------------------------------------------------------------------------
+# the sweep command's side
 
-    epochs = halving_rungs(p, t, eta)
-    groups: dict[tuple, list[int]] = {}
-    for sig, m in settings(p, staged.tuning_members([p], [t])[0]).items():
-        groups.setdefault(tuple((k, v) for k, v in sig if k not in t.spec.keys), []).append(len(m))
-    total = last = 0
-    for sizes in groups.values():
-        n, before = len(sizes), 0
-        seeds = max(sizes)
-        for upto in epochs:
-            total += n * seeds * (upto - before)
-            before, last_n = upto, n
-            n = rungs.survivors(n, eta)
-        last += last_n * seeds
-    return last, total
+
+def parse(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, metric: str | None,
+            halving: int | None = None, force: bool = False) -> Tuning | None:
+    """--tune, --tune-seeds, --tune-on, --metric checked by compare's own parser, and --halving; None
+    without --tune."""
+    from activation_bench.analysis.metrics import parse_metric
+    from activation_bench.analysis.staged import Tuning
+    from activation_bench.analysis.tune import parse_tune
+
+    spec = parse_tune(tune, tune_seeds, None, tune_on)
+    if spec is None:
+        if metric is not None or halving is not None:
+            flag = "--metric" if metric is not None else "--halving"
+            raise UsageError(f"{flag} sets up --tune (the choice and its tuning stage): give --tune KEY too, e.g. "
+                             "--tune lr")
+        return None
+    parse_metric(metric or "final")
+    if halving is not None:
+        from activation_bench.runs.rungs import schedule
+
+        schedule(1, 1, halving)  # ETA below 2 refused here; the first rung's epochs once planned
+        if force:
+            raise UsageError("--halving with --force: a rung's checkpoints are what its settings continue from; "
+                             "train them again in a new sweep (--name)")
+    return Tuning(spec, metric or "final", halving=halving)
+
+
+def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: str | None, memory_mb: float,
+          run: Callable[[SweepPlan, list[int], list[int], str], None]) -> None:
+    """sweep --tune: the tuning stage (under --halving, its rungs), the choice, the judging stage."""
+    import dataclasses
+
+    from activation_bench.analysis import staged
+    from activation_bench.runs import memory, orchestrate
+
+    staged.check([p], tuning)
+    if tuning.halving:
+        staged.halving_rungs(p, tuning, tuning.halving)  # a first rung under one epoch: refused here
+    if dry_run:
+        print_plan([p], [tuning], force)
+        return
+    memory.check_memory(p.cfgs, memory_mb, local=launcher != "submitit_slurm")
+    tunings_record([p], [tuning], [0])
+    orchestrate.write_sweep_file(p)
+
+    def run_stage(_k: int, todo: list[int], needed: list[int], stage: str) -> None:
+        run(p, todo, needed, stage)
+
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
+    if tuning.halving:  # the rungs before the last, then the last rung as the tuning stage
+        from activation_bench.engine.checkpoint import Preempted
+        from activation_bench.runs import checkpoint
+
+        try:
+            last = run_halving(p, tuning, tuning.halving, memory_mb, say)
+        except Preempted as stop:
+            say(f"interrupted in a halving rung (stopped by {checkpoint.signal_name(stop.signum)}; checkpoint written "
+                f"at epoch {stop.epoch}/{stop.epochs}); run the same command again to resume")
+            raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
+        own = dataclasses.replace(tuning, spec=dataclasses.replace(tuning.spec, grid="own"))
+        run_staged([p], [own], [0], force, run_stage, say, {0: last})
+        return
+    run_staged([p], [tuning], [0], force, run_stage, say)

@@ -67,7 +67,7 @@ def tunings(study: Study, sweeps: list[PlannedSweep]) -> list[Tuning]:
     def rule(part: TuneFields) -> TuneSpec:
         return TuneSpec(tuple(part.tune or ()), part.tune_seeds, part.tune_on or "val_loss", part.tune_grid or "shared")
 
-    out = [Tuning(rule(sw), sw.metric or "final", None, (names.index(n),), f"sweeps.{n}")
+    out = [Tuning(rule(sw), sw.metric or "final", None, (names.index(n),), f"sweeps.{n}", sw.halving)
            for n, sw in spec.sweeps.items() if sw.tune]
     derived = {names.index(n) for n, sw in spec.sweeps.items() if sw.staged and not sw.tune}
     for group in ("comparisons", "rankings"):
@@ -96,6 +96,8 @@ def _check_tunings(study: Study, sweeps: list[PlannedSweep]) -> None:
     for t in tunings(study, sweeps):
         try:
             staged.check(plans, t, flag="tune:")
+            if t.halving:
+                staged.halving_rungs(plans[t.sweeps[0]], t, t.halving)
         except UsageError as exc:
             raise UsageError(f"{study.path}: {t.name}: {exc}") from None
 

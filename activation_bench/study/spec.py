@@ -61,6 +61,7 @@ class SweepSpec(TuneFields):
     dir: str | None = None  # the sweep's directory under runs_dir (default: the sweep's name)
     judge: str | None = None  # all (every seed at every grid value) | chosen (the judging seeds at the choices)
     metric: str | None = None  # with tune: what the choice applies to the validation column (default final)
+    halving: int | None = None  # with tune: successive halving's ETA in the tuning stage (sweep --halving)
 
     @property
     def staged(self) -> bool:
@@ -351,11 +352,20 @@ def _check_tuned_sweep(fail: Fail, spec: StudySpec, name: str, sw: SweepSpec) ->
     _check_analysis(fail, key, sw.metric, None, sw)
     if sw.tune and sw.judge == "all":
         fail(f"{key}.judge", "all: a sweep that declares tune trains its judging seeds at the chosen values only")
+    if sw.halving is not None and not sw.tune:
+        fail(f"{key}.halving", "successive halving prunes by the sweep's own choice: give it tune: [KEY] too")
+    if sw.halving is not None and sw.halving < 2:
+        fail(f"{key}.halving", f"{sw.halving}: keeps the best 1/ETA of each group's settings at each rung; 2 or more")
     if not sw.staged:
         return
     readers = [(f"{g}.{n}", part) for g in ("comparisons", "rankings") for n, part in getattr(spec, g).items()
                if name in part.sweeps]
     untuned = [k for k, part in readers if not part.tune]
+    if sw.halving is not None:  # only the settings that reached the end have whole runs to choose among
+        untuned += [f"{k}.tune_grid" for k, part in readers if part.tune and part.tune_grid != "own"]
+    if untuned and untuned[0].endswith(".tune_grid"):
+        fail(untuned[0], f"reads sweep {name}, halved: give it tune_grid: own (each group chooses among the "
+             "settings that reached the last rung)")
     if untuned:
         fail(untuned[0], f"reads sweep {name}, whose judging seeds train at the chosen values only: tune it too "
              "(tune: [KEY]), or give the sweep judge: all")
