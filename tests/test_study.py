@@ -456,7 +456,8 @@ def test_tuned_sweeps_write_the_full_grids_tables_from_fewer_members(done, tmp_p
     (lambda t: _tuned_study(t.replace("'lr=1e-2,1e-1', ", "").replace("hidden_dim=4", "hidden_dim=4, lr=1e-2")),
      "comparisons.acc.tune: 'lr' is not swept in iris"),
 ])
-def test_tuned_sweep_bad_input_is_one_line_before_training(tmp_path, runner, edit, message):
+def test_tuned_sweep_bad_input_is_one_line_before_training(tmp_path, runner, monkeypatch, edit, message):
+    monkeypatch.chdir(tmp_path)
     path = _write(tmp_path, edit(STUDY))
     result = runner.invoke(app, ["study", "run", str(path)])
     assert result.exit_code == 2, result.output
