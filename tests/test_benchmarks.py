@@ -145,3 +145,41 @@ def test_the_performance_page_shows_what_the_committed_records_render(capsys):
     """No figure in the rendered block of docs/performance.md is typed by hand."""
     assert render.main(["--records", str(records.DEFAULT), "--check", str(ROOT / "docs" / "performance.md")]) == 0, \
         capsys.readouterr().out
+
+
+def test_tuned_budget_counts_what_each_path_logged_and_says_which_options_are_missing(tmp_path):
+    from benchmarks import tuned_budget
+
+    have, lines = tuned_budget.offered(["full", "plan", "halving", "sequential"], "--tune ... --halving <int>")
+    assert have == ["full", "plan", "halving"]
+    assert lines == ["sequential: not measured: `actbench sweep --help` has no --judge-seeds-max in this checkout"]
+    for run, epochs in {"0000_a": 3, "0001_b": 3}.items():  # two finished runs of 3 epochs
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "losses.csv").write_text("epoch,train_loss\n" + "".join(f"{e},0.5\n" for e in
+                                                                                   range(1, epochs + 1)))
+    (tmp_path / ".rungs").mkdir()  # a pruned run's first epoch and the promoted run's, again
+    (tmp_path / ".rungs" / "rung1.csv").write_text("run,epoch,val_loss\n0002_c,1,0.4\n0000_a,1,0.4\n")
+    assert tuned_budget.logged(tmp_path) == (3, 7)
+    assert tuned_budget.chosen("activation,lr,n\nrelu,0.01,2\ngelu,0.001,2\n") == "gelu 0.001, relu 0.01"
+
+
+@pytest.mark.slow
+def test_tuned_budget_trains_the_plan_and_finds_compares_csv_byte_for_byte_the_full_grids(tmp_path, capsys):
+    """At a tiny size (2 activations x 2 rates x 4 seeds, 1 epoch): the full grid's 16 members and the
+    plan's 2 x 2 x 2 tuning + 2 x 2 judging members, and compare --tune's CSV the same on both (four
+    actbench processes: 30-40 s on the 2-core VM at a load of 4)."""
+    from benchmarks import tuned_budget
+
+    rec = tuned_budget.main(["--records", str(tmp_path), "--activations", "gelu,relu", "--lrs", "1e-3,1e-2",
+                             "--seeds", "4", "--tune-seeds", "2", "--epochs", "1", "--paths", "full,plan"])
+    out = capsys.readouterr().out
+    assert "full: 16 members, 16 member-epochs (100% of the full grid's)" in out
+    assert "plan: 12 members, 12 member-epochs (75% of the full grid's)" in out
+    assert "compare --tune CSV of plan byte for byte the full grid's: yes" in out
+    assert rec["notes"]["member_epochs"] == {"full": 16, "plan": 12} and rec["notes"]["identical_to_full"] == {
+        "plan": True}
+    figures = {f["name"]: f for f in rec["figures"]}
+    assert figures["full / plan, member-epochs"]["ratio"] == round(16 / 12, 4)
+    assert figures["compare --tune CSV, plan == full grid (1 = yes)"]["met"] is True
+    assert len(rec["seconds"]["full"]) == len(rec["seconds"]["plan"]) == 1
+    assert len(list(tmp_path.glob("*.jsonl"))) == 1
