@@ -18,7 +18,7 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from activation_bench.errors import UsageError
 from activation_bench.runs import store
@@ -315,3 +315,17 @@ def halving_epochs(p: SweepPlan, t: Tuning, eta: int) -> tuple[int, int]:
             n = rungs.survivors(n, eta)
         last += last_n * width
     return last, total
+
+
+def subset(loaded: Any, keep: Any) -> Any:
+    """The runs of a loading.Loaded where `keep` (a mask over loaded.runs) holds, as a Loaded."""
+    import numpy as np
+
+    from activation_bench.analysis.loading import Loaded
+
+    idx = np.flatnonzero(keep)
+    starts, ends = loaded.bounds[idx], loaded.bounds[idx + 1]
+    rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) if len(idx) else np.zeros(0, np.int64)
+    bounds = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64)
+    return Loaded(loaded.runs.iloc[idx].reset_index(drop=True), list(loaded.config_cols), loaded.epoch[rows],
+                  {k: v[rows] for k, v in loaded.losses.items()}, bounds, list(loaded.warnings))

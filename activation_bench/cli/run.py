@@ -193,6 +193,18 @@ def sweep(
         "--halving", help="With --tune: successive halving in the tuning stage: every setting trains to a first "
         "rung of epochs, the best 1/ETA of each group's settings go on from their checkpoints, up to the full "
         "run (compare such a sweep with --tune-grid own; docs/tuning.md).", show_default=False)] = None,
+    judge_seeds_max: Annotated[int | None, typer.Option(
+        "--judge-seeds-max", help="With --tune and --margin: sequential judging, at most N judging seeds.",
+        show_default=False)] = None,
+    look_every: Annotated[int | None, typer.Option(
+        "--look-every", help="Sequential judging: judging seeds added K at a time; after each batch the groups "
+        "whose comparison with the baseline is decided (anytime-valid) stop.", show_default=False)] = None,
+    margin: Annotated[str | None, typer.Option(
+        "--margin", help="Sequential judging: the region of practical equivalence, as compare's --margin.",
+        show_default=False)] = None,
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="Sequential judging: the baseline group, as compare's (default: its default).",
+        show_default=False)] = None,
 ) -> None:
     from activation_bench.cli import tuned
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
@@ -209,10 +221,13 @@ def sweep(
         if not grid_overrides:
             raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
         tuning = tuned.parse(tune, tune_seeds, tune_on, metric, halving, force)
+        from activation_bench.cli import judging
+
+        seq = judging.parse(judge_seeds_max, look_every, margin, baseline, tuning is not None)
         p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
         if tuning is not None:
             tuned.sweep(p, tuning, dry_run, force, launcher, memory_mb, _run_sweep_with(
-                launcher, jobs, hydra_overrides, memory_mb, force, quiet))
+                launcher, jobs, hydra_overrides, memory_mb, force, quiet), seq)
             return
         todo = orchestrate.pending(p, force)
         if dry_run:

@@ -14,6 +14,7 @@ from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
     from activation_bench.analysis.staged import Choice, Tuning
+    from activation_bench.cli.judging import Sequential
     from activation_bench.runs.orchestrate import SweepPlan
 
 # trains members of one plan: (plan index, members to train, members this stage needs, stage name)
@@ -60,10 +61,13 @@ def stages(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collect
 
 def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collection[int], force: bool,
                run_stage: RunStage, say: Callable[[str], None],
-               last_rung: dict[int, list[int]] | None = None) -> list[Choice]:
+               last_rung: dict[int, list[int]] | None = None,
+               judge: Callable[[dict[int, list[int]], list[Choice]], None] | None = None) -> list[Choice]:
     """Stage 1 on every tuned plan, the choices, then stage 2 (the union of the choices per plan).
     Plans a tuning reads that are not tuned must be finished before (a study trains them first).
-    `last_rung`: under halving, the tuning members that train to the end (run_halving's)."""
+    `last_rung`: under halving, the tuning members that train to the end (run_halving's). `judge`:
+    the judging stage instead, given stage 1's members and the choices (cli/judging.py's sequential
+    judging)."""
     from activation_bench.analysis import staged
     from activation_bench.runs import orchestrate
 
@@ -82,6 +86,9 @@ def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Col
                 "to train for the new choice")
     for c in choices:
         say(describe(c))
+    if judge is not None:
+        judge(stage1, choices)
+        return choices
     for k, members in stage1.items():
         judge = judging.get(k, [])
         run_stage(k, _todo(plans[k], judge, force), sorted({*members, *judge}), "judging stage")
@@ -250,7 +257,7 @@ def parse(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, m
 
 
 def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: str | None, memory_mb: float,
-          run: Callable[[SweepPlan, list[int], list[int], str], None]) -> None:
+          run: Callable[[SweepPlan, list[int], list[int], str], None], seq: Sequential | None = None) -> None:
     """sweep --tune: the tuning stage (under --halving, its rungs), the choice, the judging stage."""
     import dataclasses
 
@@ -260,6 +267,15 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
     staged.check([p], tuning)
     if tuning.halving:
         staged.halving_rungs(p, tuning, tuning.halving)  # a first rung under one epoch: refused here
+    judge = None
+    if seq is not None:
+        from activation_bench.cli import judging
+
+        judging.check(seq, staged.seeds([p], tuning)[1])
+
+        def judge(stage1: dict[int, list[int]], choices: list[Choice]) -> None:
+            judging.judge(p, choices[0].tuning, seq, stage1[0], choices[0],
+                          lambda todo, needed, stage: run(p, todo, needed, stage), say)
     if dry_run:
         print_plan([p], [tuning], force)
         return
@@ -284,6 +300,6 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
                 f"at epoch {stop.epoch}/{stop.epochs}); run the same command again to resume")
             raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
         own = dataclasses.replace(tuning, spec=dataclasses.replace(tuning.spec, grid="own"))
-        run_staged([p], [own], [0], force, run_stage, say, {0: last})
+        run_staged([p], [own], [0], force, run_stage, say, {0: last}, judge)
         return
-    run_staged([p], [tuning], [0], force, run_stage, say)
+    run_staged([p], [tuning], [0], force, run_stage, say, None, judge)
