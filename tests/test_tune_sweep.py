@@ -161,3 +161,18 @@ def test_model_module_and_a_launcher_tune_then_judge_exactly(runner, tmp_path, l
             "val_acc", "--format", "csv"]
     out = [runner.invoke(app, ["compare", str(runs_dir / d), *args]).stdout for d in ("full", "tuned")]
     assert out[0] == out[1] and out[0].count("\n") == 3
+
+
+def test_compare_says_when_judging_seeds_hold_another_value_than_it_chooses(runner, tmp_path):
+    """A tuned sweep compared with other options than it chose by: the groups without judged runs
+    are named, not silently empty."""
+    rows = ["activation,lr,seed,epoch,train_loss,val_loss"]
+    for act in ("gelu", "relu"):
+        for seed in range(4):
+            for lr in (("0.001", "0.01") if seed < 2 else ("0.001",)):  # judged at 0.001: chosen otherwise
+                v = 0.1 if lr == "0.01" else 0.5
+                rows += [f"{act},{lr},{seed},{e},{v * (1 + seed / 10) * (4 - e)!r},{v * (4 - e)!r}" for e in (1, 2, 3)]
+    path = tmp_path / "table.csv"
+    path.write_text("\n".join(rows) + "\n")
+    result = runner.invoke(app, ["compare", str(path), "--tune", "lr", "--tune-seeds", "2"])
+    assert "2 group(s) (activation=gelu, ...) have judging-seed runs but none at their chosen lr" in result.output

@@ -407,7 +407,28 @@ def tuned_values(loaded: Loaded, values: pd.DataFrame, metric: Metric, group_col
         tune_s, eval_s = split_seeds(seeds, spec.tune_seeds)
     sel = choose(loaded, metric, group_cols, spec, tune_s, eval_s, floor)
     notes.extend(sel.notes)
-    return evaluated(values, sel), sel
+    judged = evaluated(values, sel)
+    notes.extend(_judged_elsewhere(values, sel, judged))
+    return judged, sel
+
+
+def _judged_elsewhere(values: pd.DataFrame, sel: Selection, judged: pd.DataFrame) -> list[str]:
+    """A note where kept groups have judging-seed runs but none at their chosen values: judging seeds
+    trained at values chosen otherwise (a sweep tuned, then judged, by another metric or --tune-on)."""
+    cols = list(sel.group_cols)
+    if not len(sel.chosen):
+        return []
+    def groups(df: pd.DataFrame) -> set[tuple]:
+        return set(_spelled(df, cols).itertuples(index=False, name=None)) if cols else ({()} if len(df) else set())
+    on_eval = values[values["seed"].astype(object).isin(sel.eval_seeds).to_numpy()]
+    kept = set(sel.chosen[cols].itertuples(index=False, name=None)) if cols else {()}
+    missing = sorted((kept & groups(on_eval)) - groups(judged), key=str)
+    if not missing:
+        return []
+    first = _describe(cols, missing[0])
+    return [f"{len(missing)} group(s) ({first}{', ...' if len(missing) > 1 else ''}) have judging-seed runs but none "
+            f"at their chosen {', '.join(sel.keys)}: those seeds were trained at values chosen otherwise (a tuned "
+            "sweep's tuning.json says how: compare with its --metric and --tune-on)"]
 
 
 def choose(loaded: Loaded, metric: Metric, group_cols: Sequence[str], spec: TuneSpec, tune_seeds: Sequence[str],
