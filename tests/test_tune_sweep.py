@@ -176,3 +176,12 @@ def test_compare_says_when_judging_seeds_hold_another_value_than_it_chooses(runn
     path.write_text("\n".join(rows) + "\n")
     result = runner.invoke(app, ["compare", str(path), "--tune", "lr", "--tune-seeds", "2"])
     assert "2 group(s) (activation=gelu, ...) have judging-seed runs but none at their chosen lr" in result.output
+
+
+def test_a_grid_that_drops_finished_members_is_refused(runner, swept, tmp_path):
+    runs_dir, _ = swept
+    work = tmp_path / "runs"
+    shutil.copytree(runs_dir / "tuned", work / "tuned")
+    grid = [g if not g.startswith("lr=") else "lr=1e-3,3e-2" for g in GRID]
+    result = sweep(runner, work, "tuned", *TUNE, grid=grid)
+    assert result.exit_code == 2 and "finished member(s) this grid leaves out" in result.output

@@ -157,8 +157,19 @@ def plan(overrides: Sequence[str], runs_dir: Path, name: str | None, tuned: bool
     keys, labels = sweep_labels(grid.keys, grid.labels, cfgs)
     names = [member_name(i, lab) for i, lab in enumerate(labels)]
     check_same_sweep(directory, list(overrides), tuned)  # refused here: a study's later sweep before its first trains
-    return SweepPlan(directory, list(overrides), keys, grid.members, labels, names,
-                     cfgs, [config_hash(c) for c in cfgs])
+    hashes = [config_hash(c) for c in cfgs]
+    if tuned:
+        _grid_kept(directory, hashes)
+    return SweepPlan(directory, list(overrides), keys, grid.members, labels, names, cfgs, hashes)
+
+
+def _grid_kept(directory: Path, hashes: list[str]) -> None:
+    """A tuned sweep whose grid changed in its folder may add values and seeds (the choice is made
+    again), not drop members that finished there: their runs would still be read with the new grid's."""
+    dropped = set(done_hashes(directory)) - set(hashes)
+    if dropped:
+        raise UsageError(f"{directory} holds {len(dropped)} finished member(s) this grid leaves out (a tuned sweep's "
+                         "grid may grow, not shrink, in its folder); choose another --name")
 
 
 def compose_members(members: Sequence[Sequence[str]], labels: Sequence[dict[str, str]]) -> list[Cfg]:
