@@ -9,16 +9,17 @@ interleaved rounds (`--repeat`):
   tuning seeds over the grid, then the judging seeds at each activation's chosen rate only;
 - halving: the plan with `--halving ETA` (successive halving in the tuning stage);
 - sequential: the plan with `--judge-seeds-max J --look-every L --margin M` (judging seeds added L at
-  a time until every comparison is decided).
+  a time until every comparison with ReLU is decided, on the test log loss; J: every judging seed).
 
 halving and sequential run where `actbench sweep --help` offers their options; otherwise one line says
 so. Per path: the members and member-epochs trained, counted from what the sweep folder logged (each
 run's losses.csv and the halving rungs' tables in .rungs/: every (run, epoch) once), and the wall
 seconds of the whole process. Then `actbench compare --tune lr ... -f csv` (the same choice options,
-`--loss test_acc`) on each path's folder: the plan's CSV must be byte for byte the full grid's (a member
+`--loss test_loss`) on each path's folder: the plan's CSV must be byte for byte the full grid's (a member
 is bit for bit its run alone); halving's may choose otherwise (it is compared with `--tune-grid own`)
-and sequential's may judge on fewer seeds, so for those the chosen rates are printed beside the full
-grid's. The figures: full / path, in member-epochs and in wall time, and the byte identity (1 = yes).
+and sequential's judges on the seeds it trained (with its recorded verdicts' columns), so for those the
+chosen rates are printed beside the full grid's. The figures: full / path, in member-epochs and in wall
+time, and the byte identity (1 = yes).
 
 Usage:
     python -m benchmarks.tuned_budget [--repeat 1] [--seeds 12] [--epochs 9] [--paths full,plan,halving,sequential]
@@ -49,7 +50,8 @@ def options() -> argparse.ArgumentParser:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--eta", type=int, default=3, help="halving's ETA (default: 3)")
     ap.add_argument("--look-every", type=int, default=2, help="sequential: judging seeds per look (default: 2)")
-    ap.add_argument("--margin", default="1", help="sequential: the margin, in accuracy points (default: 1)")
+    ap.add_argument("--margin", default="1.05",
+                    help="sequential: the margin, a ratio of the judged test log loss (default: 1.05)")
     ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds (default: 1)")
     ap.add_argument("--paths", default=",".join(PATHS), help=f"which of {','.join(PATHS)} (default: all)")
     return ap
@@ -98,9 +100,9 @@ def logged(folder: Path) -> tuple[int, int]:
 
 
 def compared(args: argparse.Namespace, folder: Path, name: str) -> str:
-    """compare --tune's CSV of a path's folder, on test accuracy, by the sweep's own choice options."""
+    """compare --tune's CSV of a path's folder, on the test loss, by the sweep's own choice options."""
     own = ["--tune-grid", "own"] if name == "halving" else []
-    cmd = [*provenance.actbench(), "compare", str(folder), *choice(args), *own, "--loss", "test_acc", "-f", "csv"]
+    cmd = [*provenance.actbench(), "compare", str(folder), *choice(args), *own, "--loss", "test_loss", "-f", "csv"]
     return harness.run(cmd, capture=True).stdout
 
 
