@@ -1,4 +1,4 @@
-"""The tables of docs/depth.md from the depth study's sweep directory (docs/studies/depth/study.yaml;
+"""The tables of the depth study (README.md here) from the depth study's sweep directory (docs/studies/depth/study.yaml;
 extras.sh runs this).
 
 Prints markdown: per metric (final and best val_loss, final train_loss) the geometric mean over

@@ -1,4 +1,4 @@
-"""The tables of docs/depth.md's tuned study from its sweep directory (docs/studies/depth/tuned.yaml;
+"""The tables of the depth study's tuned part (README.md here) from its sweep directory (docs/studies/depth/tuned.yaml;
 extras.sh runs this).
 
 Every statistic is `compare --tune lr --tune-seeds 5`: each activation x depth x norm cell at its
