@@ -185,3 +185,21 @@ def test_a_grid_that_drops_finished_members_is_refused(runner, swept, tmp_path):
     grid = [g if not g.startswith("lr=") else "lr=1e-3,3e-2" for g in GRID]
     result = sweep(runner, work, "tuned", *TUNE, grid=grid)
     assert result.exit_code == 2 and "finished member(s) this grid leaves out" in result.output
+
+
+def test_a_grid_grown_after_the_choice_chooses_again(runner, swept, tmp_path):
+    """A value added to the grid: its tuning members train, the choice is made again over the whole
+    grid, said in one line, and the judging seeds train at what it now chooses."""
+    runs_dir, _ = swept
+    work = tmp_path / "runs"
+    shutil.copytree(runs_dir / "tuned", work / "tuned")
+    grid = [g if not g.startswith("lr=") else "lr=1e-3,1e-1,1e-2" for g in GRID]
+    result = sweep(runner, work, "tuned", *TUNE, grid=grid)
+    assert result.exit_code == 0, result.output
+    assert len([ln for ln in result.output.splitlines() if "changed since the last choice" in ln]) == 1
+    choice = json.loads((work / "tuned" / "tuning.json").read_text())["choices"][0]
+    assert choice["grid"] == {"lr": ["0.001", "0.01", "0.1"]}
+    chosen = {r["activation"]: str(r["lr"]) for r in choice["chosen"]}
+    names = members(work / "tuned")
+    for act, lr in chosen.items():  # every judging seed at the new choice
+        assert all(any(n.endswith(f"activation={act}_lr={lr}_seed={s}") for n in names) for s in (2, 3, 4))

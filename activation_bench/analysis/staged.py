@@ -200,7 +200,7 @@ def write_choice(directory, choices: Sequence[Choice]) -> bool:
 
 
 def _essence(doc: dict) -> list:
-    return [(c.get("name"), c.get("tune_seeds"), c.get("judge_seeds"),
+    return [(c.get("name"), c.get("tune_seeds"), c.get("judge_seeds"), c.get("grid"),
              [{k: v for k, v in r.items() if k not in ("tune_score", "tune_n")} for r in c.get("chosen", [])])
             for c in doc.get("choices", [])]
 
