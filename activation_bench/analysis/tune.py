@@ -434,7 +434,7 @@ def _judged_elsewhere(values: pd.DataFrame, sel: Selection, judged: pd.DataFrame
 def choose(loaded: Loaded, metric: Metric, group_cols: Sequence[str], spec: TuneSpec, tune_seeds: Sequence[str],
            eval_seeds: Sequence[str], floor: float, keep: np.ndarray | None = None) -> Selection:
     """The choice itself, from the tuning seeds' runs of `loaded`: what `compare --tune` and a tuned
-    sweep (runs/staged.py, before its judging seeds are trained) both call. `keep` (a mask over
+    sweep (analysis/staged.py, before its judging seeds are trained) both call. `keep` (a mask over
     loaded.runs): the runs it may read; the notes of the selection score come first in sel.notes."""
     sel_values, source, why = selection_values(loaded, metric, floor, spec.on)
     if keep is not None:
