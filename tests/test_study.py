@@ -486,3 +486,25 @@ def test_a_halved_sweep_in_a_study(tmp_path, runner, monkeypatch):
     bad = _write(tmp_path, text.replace(", tune_grid: own, title", ", title"))
     refused = runner.invoke(app, ["study", "run", str(bad)])
     assert refused.exit_code == 2 and "comparisons.loss.tune_grid: reads sweep iris, halved" in refused.output
+
+
+def test_a_sweeps_own_sequential_judging_in_a_study(tmp_path, runner, monkeypatch):
+    """judge_seeds_max, look_every, margin on a sweep with its own tune: its judging seeds come a look
+    at a time, as sweep --judge-seeds-max ... adds them; the judging record is written."""
+    monkeypatch.chdir(tmp_path)
+    text = STUDY.split("tables:\n")[0].replace("'seed=range(4)'", "'seed=range(8)'").replace(
+        "    overrides: [data=iris, epochs=3, model.hidden_dim=4, batch_size=32]\n",
+        "    overrides: [data=iris, epochs=3, model.hidden_dim=4, batch_size=32]\n    tune: [lr]\n    tune_seeds: 2\n"
+        "    judge_seeds_max: 6\n    look_every: 2\n    margin: 1.5\n")
+    text = text.replace("tune_on: val_acc}", "tune_on: val_acc, tune_grid: own}").replace(
+        "acc: {sweeps: [iris], metric: early_stop, loss: test_acc, tune: [lr], tune_seeds: 2, tune_on: val_acc, "
+        "tune_grid: own}", "acc: {sweeps: [iris], metric: final, loss: test_loss, tune: [lr], tune_seeds: 2}")
+    path = _write(tmp_path, text)
+    result = runner.invoke(app, ["study", "run", str(path), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "look after 2 judging seeds" in result.output
+    assert json.loads((tmp_path / "runs" / "iris" / "judging.json").read_text())["look_every"] == 2
+    for old, new, message in (("look_every: 2", "look_every: 7", "look_every 7: larger than the 6 judging seeds"),
+                              ("    margin: 1.5\n", "", "sweeps.iris.judge_seeds_max: sequential judging stops")):
+        refused = runner.invoke(app, ["study", "run", str(_write(tmp_path, text.replace(old, new))), "--dry-run"])
+        assert refused.exit_code == 2 and message in refused.output, refused.output

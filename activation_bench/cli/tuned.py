@@ -62,12 +62,12 @@ def stages(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collect
 def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Collection[int], force: bool,
                run_stage: RunStage, say: Callable[[str], None],
                last_rung: dict[int, list[int]] | None = None,
-               judge: Callable[[dict[int, list[int]], list[Choice]], None] | None = None) -> list[Choice]:
+               judge: dict[int, Callable[[list[int], Choice], None]] | None = None) -> list[Choice]:
     """Stage 1 on every tuned plan, the choices, then stage 2 (the union of the choices per plan).
     Plans a tuning reads that are not tuned must be finished before (a study trains them first).
     `last_rung`: under halving, the tuning members that train to the end (run_halving's). `judge`:
-    the judging stage instead, given stage 1's members and the choices (cli/judging.py's sequential
-    judging)."""
+    per plan, its judging stage instead (cli/judging.py's sequential judging), given its stage 1
+    members and the choice of its own rule."""
     from activation_bench.analysis import staged
     from activation_bench.runs import orchestrate
 
@@ -86,12 +86,12 @@ def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Col
                 "to train for the new choice")
     for c in choices:
         say(describe(c))
-    if judge is not None:
-        judge(stage1, choices)
-        return choices
     for k, members in stage1.items():
-        judge = judging.get(k, [])
-        run_stage(k, _todo(plans[k], judge, force), sorted({*members, *judge}), "judging stage")
+        if judge and k in judge:
+            judge[k](members, next(c for c in choices if c.tuning.sweeps == (k,)))
+            continue
+        chosen = judging.get(k, [])
+        run_stage(k, _todo(plans[k], chosen, force), sorted({*members, *chosen}), "judging stage")
     return choices
 
 
@@ -273,9 +273,11 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
 
         judging.check(seq, staged.seeds([p], tuning)[1])
 
-        def judge(stage1: dict[int, list[int]], choices: list[Choice]) -> None:
-            judging.judge(p, choices[0].tuning, seq, stage1[0], choices[0],
+        def sequential(stage1: list[int], choice: Choice) -> None:
+            judging.judge(p, choice.tuning, seq, stage1, choice,
                           lambda todo, needed, stage: run(p, todo, needed, stage), say)
+
+        judge = {0: sequential}
     if dry_run:
         print_plan([p], [tuning], force)
         return

@@ -98,6 +98,15 @@ def _check_tunings(study: Study, sweeps: list[PlannedSweep]) -> None:
             staged.check(plans, t, flag="tune:")
             if t.halving:
                 staged.halving_rungs(plans[t.sweeps[0]], t, t.halving)
+            sw = study.spec.sweeps[sweeps[t.sweeps[0]].name] if t.name.startswith("sweeps.") else None
+            if sw is not None and sw.look_every is not None:
+                judge_s = staged.seeds(plans, t)[1]
+                if sw.look_every > len(judge_s):
+                    raise UsageError(f"look_every {sw.look_every}: larger than the {len(judge_s)} judging seeds of "
+                                     "the seed range")
+                if (sw.judge_seeds_max or 0) > len(judge_s):
+                    raise UsageError(f"judge_seeds_max {sw.judge_seeds_max}: the seed range has {len(judge_s)} "
+                                     "judging seeds")
         except UsageError as exc:
             raise UsageError(f"{study.path}: {t.name}: {exc}") from None
 

@@ -62,6 +62,11 @@ class SweepSpec(TuneFields):
     judge: str | None = None  # all (every seed at every grid value) | chosen (the judging seeds at the choices)
     metric: str | None = None  # with tune: what the choice applies to the validation column (default final)
     halving: int | None = None  # with tune: successive halving's ETA in the tuning stage (sweep --halving)
+    # with tune: sequential judging (sweep --judge-seeds-max, --look-every, --margin, --baseline)
+    judge_seeds_max: int | None = None
+    look_every: int | None = None
+    margin: float | None = None
+    baseline: str | None = None
 
     @property
     def staged(self) -> bool:
@@ -354,6 +359,7 @@ def _check_tuned_sweep(fail: Fail, spec: StudySpec, name: str, sw: SweepSpec) ->
         fail(f"{key}.judge", "all: a sweep that declares tune trains its judging seeds at the chosen values only")
     if sw.halving is not None and not sw.tune:
         fail(f"{key}.halving", "successive halving prunes by the sweep's own choice: give it tune: [KEY] too")
+    _check_sequential(fail, key, sw)
     if sw.halving is not None and sw.halving < 2:
         fail(f"{key}.halving", f"{sw.halving}: keeps the best 1/ETA of each group's settings at each rung; 2 or more")
     if not sw.staged:
@@ -372,6 +378,24 @@ def _check_tuned_sweep(fail: Fail, spec: StudySpec, name: str, sw: SweepSpec) ->
     if not sw.tune and not readers:
         fail(f"{key}.judge", "chosen: no comparison or ranking tunes this sweep (give it tune: [KEY], or a "
              "comparison with tune)")
+
+
+def _check_sequential(fail: Fail, key: str, sw: SweepSpec) -> None:
+    """Sequential judging on a sweep: with its own tune, all of judge_seeds_max, look_every and margin."""
+    given = [k for k in ("judge_seeds_max", "look_every", "margin", "baseline") if getattr(sw, k) is not None]
+    if not given:
+        return
+    if not sw.tune:
+        fail(f"{key}.{given[0]}", "sequential judging adds judging seeds at the sweep's own choice: give it "
+             "tune: [KEY]")
+    if sw.margin is None:
+        fail(f"{key}.{given[0]}", "sequential judging stops a verdict once decided against a margin: give margin too")
+    if sw.judge_seeds_max is None or sw.look_every is None:
+        fail(f"{key}.margin", "sequential judging: give judge_seeds_max and look_every too")
+    if not sw.margin > 0:
+        fail(f"{key}.margin", f"{sw.margin}: a ratio above 0 on a loss, percentage points on an accuracy")
+    if sw.look_every < 1 or sw.judge_seeds_max < 2:
+        fail(f"{key}.look_every", "at least 1 seed a look and 2 judging seeds in all")
 
 
 def _check_name(fail: Fail, key: str, name: str) -> None:
