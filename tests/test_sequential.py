@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from activation_bench.analysis import compare as cmp
+from activation_bench.analysis import decisions as dec
 from activation_bench.analysis import sequential as sq
 from activation_bench.analysis.verdicts import Margin, parse_margin, t_bounds, verdict_of
 from activation_bench.cli.main import app
@@ -196,7 +197,7 @@ def test_compare_verdicts_and_decisions(tmp_path):
     assert s.loc["gelu", "decided_at"] >= 6 and s.loc["gelu", "seeds_used"] == 12
     assert s.loc["mish", "verdict"] == "undecided" and s.loc["mish", "stopped"] == "max seeds"
     assert s.loc["mish", "verdict_ratio_lo"] <= r["verdict_ratio_lo"]  # anytime validity costs width
-    got = {d.group["activation"]: d for d in sq.decisions(loaded, "final", None, None, "train_loss", None, "1.05",
+    got = {d.group["activation"]: d for d in dec.decisions(loaded, "final", None, None, "train_loss", None, "1.05",
                                                             max_seeds=20)}
     assert set(got) == {"gelu", "silu", "mish"} and got["mish"].stopped == "open" and not got["mish"].done
     assert got["gelu"].done and got["gelu"].verdict == "better" and got["gelu"].lo < got["gelu"].estimate < 0.55
@@ -205,7 +206,7 @@ def test_compare_verdicts_and_decisions(tmp_path):
     runs = pd.read_csv(tmp_path / "r.csv")
     runs[runs["seed"] < 4].to_csv(tmp_path / "early.csv", index=False)
     early = cmp.load([tmp_path / "early.csv"])
-    assert all(d.verdict == "undecided" for d in sq.decisions(early, "final", None, None, "train_loss", None, "1.05"))
+    assert all(d.verdict == "undecided" for d in dec.decisions(early, "final", None, None, "train_loss", None, "1.05"))
 
 
 def test_accuracy_margin_in_percentage_points(tmp_path):
@@ -324,7 +325,7 @@ def test_decisions_of_a_tuned_comparison(tmp_path):
                           "val_loss": loss * (3 - e)} for e in (1, 2)]
     pd.DataFrame(rows).to_csv(tmp_path / "r.csv", index=False)
     loaded = cmp.load([tmp_path / "r.csv"], "val_loss")
-    (d,) = sq.decisions(loaded, "final", ["activation"], None, "val_loss", TuneSpec(("lr",), tune_seeds=3), "1.1",
+    (d,) = dec.decisions(loaded, "final", ["activation"], None, "val_loss", TuneSpec(("lr",), tune_seeds=3), "1.1",
                         max_seeds=9)
     assert d.group == {"activation": "gelu"} and d.tuned == {"lr": "0.1"}
     assert d.verdict == "better" and d.n == 9 and d.stopped == "decided" and 0.45 < d.estimate < 0.55

@@ -1,6 +1,6 @@
 """Sequential judging for `sweep --tune` (`--judge-seeds-max N --look-every K --margin X`): the judging
 seeds at the chosen values are added K at a time; after each batch the statistics decide every
-comparison with the baseline anytime-validly (analysis/sequential.decisions, a confidence sequence
+comparison with the baseline anytime-validly (analysis/decisions.decisions, a confidence sequence
 whose level holds at every look), and the groups whose comparison is decided train no more seeds.
 Judging stops when every comparison is decided or N judging seeds are used. The judging record
 (sequential.RECORD_FILE) in the sweep's folder makes `compare` read the verdicts the same way."""
@@ -71,7 +71,7 @@ def judge(p: SweepPlan, t: Tuning, seq: Sequential, stage1: list[int], choice: C
     seeds up to its batch, so a resumed sweep makes the same decisions."""
     import numpy as np
 
-    from activation_bench.analysis import sequential, staged
+    from activation_bench.analysis import decisions, sequential, staged
     from activation_bench.analysis.loading import load
     from activation_bench.analysis.metrics import default_loss, parse_metric
     from activation_bench.runs import orchestrate, store
@@ -96,7 +96,7 @@ def judge(p: SweepPlan, t: Tuning, seq: Sequential, stage1: list[int], choice: C
         used = set(choice.tune_seeds) | set(seeds[:start + seq.look_every])
         loaded = staged.subset(loaded, np.array([str(s) in used for s in loaded.runs["seed"]]))
         loss = default_loss(loaded, metric, None)
-        ds = sequential.decisions(loaded, metric, t.by, seq.baseline, loss, spec, seq.margin, seq.alpha,
+        ds = decisions.decisions(loaded, metric, t.by, seq.baseline, loss, spec, seq.margin, seq.alpha,
                                   seq.max_seeds)
         still = [d for d in ds if not d.done]
         say(f"look after {start + len(batch)} judging seeds: " + "; ".join(

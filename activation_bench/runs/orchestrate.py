@@ -276,14 +276,14 @@ def _same_code(p: SweepPlan, done: dict[str, tuple[Path, dict]]) -> None:
 
 def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force: bool,
                   on_progress: Progress | None = None, notice: Notice | None = None, beside: bool = False,
-                  stop_at: int | None = None) -> int:
+                  wrap_hooks: Callable[[Any], Any] | None = None) -> int:
     """Train the given members in stacks and write one run directory each. Returns count written.
     A stack with a checkpoint in the sweep's directory resumes from it, as the same stack; each
     stack writes checkpoints when due, and stops with checkpoint.Preempted at a signal. With
     `beside`, two consecutive stacks that may (runs/beside.py) train at once, in two threads, and a
-    stack that would train alone trains as two halves at once (beside.halves). `stop_at` (a halving
-    rung, runs/rungs.py): each stack saves its checkpoint after that many epochs of its full run and
-    stops there with Preempted(rungs.RUNG)."""
+    stack that would train alone trains as two halves at once (beside.halves). `wrap_hooks`
+    wraps each stack's checkpoint hooks (a halving rung's runs/rungs.RungStop: save the checkpoint
+    after that many epochs of the full run and stop there)."""
     from activation_bench.runs import beside as two
     from activation_bench.runs import checkpoint
 
@@ -310,10 +310,8 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
                                                 p.cfgs[stacks[j][0]].get("checkpoint"), say,
                                                 f"stack {j + 1}/{len(stacks)} ({len(stacks[j])} members)")
                  for j in wave}
-        if stop_at is not None:
-            from activation_bench.runs.rungs import RungStop
-
-            hooks = {j: RungStop(h, stop_at) for j, h in hooks.items()}
+        if wrap_hooks is not None:
+            hooks = {j: wrap_hooks(h) for j, h in hooks.items()}
         tasks = [functools.partial(_train_stack, p, stacks[j], j, hooks[j], tally, say, saved) for j in wave]
         outcomes = two.train_both(*tasks) if len(tasks) == 2 else (two.Outcome(tasks[0](None)),)
         for j, outcome in zip(wave, outcomes):

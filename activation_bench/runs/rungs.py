@@ -102,7 +102,7 @@ def train_to(p: Any, members: Sequence[int], epoch: int, memory_mb: float, force
         if not todo:
             return
         try:
-            orchestrate.train_members(p, todo, memory_mb, force, stop_at=epoch)
+            orchestrate.train_members(p, todo, memory_mb, force, wrap_hooks=lambda h: RungStop(h, epoch))
             return
         except Preempted as stop:
             if stop.signum != RUNG:
