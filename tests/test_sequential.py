@@ -299,11 +299,11 @@ comparisons:
 @pytest.mark.parametrize("margin,message", [("-1", "comparisons.acc.margin: negative"),
                                             ("x", "comparisons.acc.margin: not a number")])
 def test_study_comparison_margin(tmp_path, monkeypatch, margin, message):
-    from activation_bench.study import spec
+    from activation_bench.study import loading
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ok.yaml").write_text(STUDY.replace("MARGIN", "1"), encoding="utf-8")
-    assert spec.load(tmp_path / "ok.yaml").spec.comparisons["acc"].margin == "1"
+    assert loading.load(tmp_path / "ok.yaml").spec.comparisons["acc"].margin == "1"
     (tmp_path / "s.yaml").write_text(STUDY.replace("MARGIN", margin), encoding="utf-8")
     out = CliRunner().invoke(app, ["study", "run", "s.yaml", "--dry-run"])
     assert out.exit_code == 2, out.output

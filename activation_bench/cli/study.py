@@ -73,7 +73,7 @@ def run(
     with reported():
         from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
         from activation_bench.runs import launching, memory, orchestrate
-        from activation_bench.study import plan, spec
+        from activation_bench.study import loading, plan
 
         extra = list(hydra_overrides or [])
         settings = hydra_settings(extra)
@@ -85,7 +85,7 @@ def run(
             refuse_hydra_settings(settings)
         else:
             launching.check_launcher(launcher)
-        study = spec.load(study_file, runs_dir, output)
+        study = loading.load(study_file, runs_dir, output)
         if dry_run:
             code = plan.imports(study)
             if code:  # said before planning, which imports them and runs the models' constructors
@@ -197,9 +197,9 @@ def tables(
       actbench study tables my-study.yaml --output tables-copy
     """
     with reported():
-        from activation_bench.study import plan, spec
+        from activation_bench.study import loading, plan
 
-        study = spec.load(study_file, runs_dir, output)
+        study = loading.load(study_file, runs_dir, output)
         sweeps = plan.plan(study)
         left = {k: len(s.todo) for k, s in enumerate(sweeps)} | _tuned_left(study, sweeps)[1]
         missing = [f"{s.name} ({left[k]} of {len(s.plan.members)} members in {s.plan.directory})"
