@@ -18,7 +18,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from activation_bench.analysis import compare as cmp
-from activation_bench.analysis import expected_best, tune
+from activation_bench.analysis import expected_best, selection
 from activation_bench.analysis import power as pw
 from activation_bench.analysis import rank as rk
 from activation_bench.analysis.loading import higher_is_better, load
@@ -367,7 +367,7 @@ def test_tune_on_val_loss_and_on_val_acc(tmp_path):
 def test_tune_on_val_acc_select_and_budget_by_hand():
     values = pd.DataFrame({"activation": ["relu"] * 4, "lr": ["0.01", "0.01", "0.1", "0.1"],
                            "seed": ["0", "1", "0", "1"], "status": ["ok"] * 4, "score": [0.8, 0.9, 0.7, 0.75]})
-    sel = tune.select(values, ["activation"], ["lr"], ["0", "1"], [], score="score", higher_is_better=True)
+    sel = selection.select(values, ["activation"], ["lr"], ["0", "1"], [], score="score", higher_is_better=True)
     assert sel.chosen["lr"].tolist() == ["0.01"] and sel.chosen["tune_score"].iloc[0] == pytest.approx(0.85)
     b = expected_best.budget(sel)
     assert b["expected_best"].tolist() == pytest.approx([np.mean([0.85, 0.725]), 0.85 * 3 / 4 + 0.725 / 4])

@@ -1,4 +1,4 @@
-"""Tuning (analysis/tune.py) recomputed by hand on small hand-made per-run tables: no training."""
+"""Tuning (analysis/tune.py, selection.py) recomputed by hand on small hand-made per-run tables: no training."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from activation_bench.analysis import expected_best, tune
+from activation_bench.analysis import expected_best, selection, tune
 from activation_bench.errors import UsageError
 from activation_bench.render.tuned_curves import choice_label
 
@@ -68,7 +68,7 @@ def test_selection_by_hand_on_tuning_seeds_only():
     for act, lr, seed in itertools.product(("relu", "gelu"), GRID, (2, 3)):
         rows.append((act, lr, seed, -9.0 if (act, lr) == ("relu", "0.001") else -0.5))
     values = table(rows)
-    sel = tune.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    sel = selection.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     chosen = sel.chosen.set_index("activation")
     assert chosen.loc["relu", "lr"] == "0.01"
     assert chosen.loc["relu", "tune_score"] == pytest.approx(-2.1)
@@ -88,15 +88,15 @@ def test_selection_by_hand_on_tuning_seeds_only():
 def test_tie_goes_to_the_first_grid_value():
     rows = [("relu", lr, s, -13.0) for lr in ("0.1", "0.01", "0.001") for s in (0, 1)]  # all at the float floor
     rows += [("relu", lr, s, -1.0) for lr in GRID for s in (2, 3)]
-    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    sel = selection.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     assert sel.chosen["lr"].tolist() == ["0.001"]  # smallest lr, although 0.1 came first in the table
     assert "chosen lr=0.001, the grid's smallest value, for activation=relu: widen the grid" in sel.notes
     assert "first value in grid order" in tune.method_note(sel, "best")
 
 
 def test_grid_order_is_numeric_not_alphabetical():
-    assert tune.sort_values(["1e-05", "0.3", "0.0001", "10", "2"]) == ["1e-05", "0.0001", "0.3", "2", "10"]
-    assert tune.sort_values(["he", "auto", "lecun"]) == ["auto", "he", "lecun"]
+    assert selection.sort_values(["1e-05", "0.3", "0.0001", "10", "2"]) == ["1e-05", "0.0001", "0.3", "2", "10"]
+    assert selection.sort_values(["he", "auto", "lecun"]) == ["auto", "he", "lecun"]
 
 
 def test_failed_tuning_runs_lose_before_the_score_counts():
@@ -105,7 +105,7 @@ def test_failed_tuning_runs_lose_before_the_score_counts():
             ("relu", "0.01", 0, -2.0), ("relu", "0.01", 1, -2.0),
             ("relu", "0.001", 0, -1.0), ("relu", "0.001", 1, -1.0)]
     rows += [("relu", lr, s, -1.0) for lr in GRID for s in (2, 3)]
-    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    sel = selection.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     assert sel.chosen["lr"].tolist() == ["0.01"]
     ranked = sel.scores.set_index("lr")
     assert ranked.loc["0.1", "n_failed"] == 1 and ranked.loc["0.1", "rank"] == 3
@@ -119,7 +119,7 @@ def test_two_tuned_keys():
             rows.append({"activation": "relu", "lr": lr, "batch_size": bs, "seed": str(s),
                          "log10": sc if s < 2 else -1.0, "value": 1.0, "status": "ok"})
     values = pd.DataFrame(rows)
-    sel = tune.select(values, ["activation"], ["lr", "batch_size"], ["0", "1"], ["2", "3"])
+    sel = selection.select(values, ["activation"], ["lr", "batch_size"], ["0", "1"], ["2", "3"])
     assert sel.chosen[["lr", "batch_size"]].values.tolist() == [["0.001", "64"]]
     notes = " ".join(sel.notes)
     assert "chosen lr=0.001, the grid's smallest value, for activation=relu" in notes
@@ -141,7 +141,7 @@ def test_two_keys_with_the_grid_on_the_tuning_seeds_only():
     values = pd.DataFrame(rows)
     keys = ["lr", "warmup_steps"]
     assert tune.grid_seeds(values, ["activation"], keys) == ["0", "1", "2"]
-    sel = tune.select(values, ["activation"], keys, ["0", "1", "2"], ["3", "4", "5"])
+    sel = selection.select(values, ["activation"], keys, ["0", "1", "2"], ["3", "4", "5"])
     assert sel.chosen[["activation", *keys]].values.tolist() == [["relu", "0.03", "500"], ["geglu", "0.01", "500"]]
     assert "chosen lr=0.03, the grid's largest value, for activation=relu" in " ".join(sel.notes)
     ev = tune.evaluated(values, sel)
@@ -154,7 +154,7 @@ def test_group_missing_a_grid_value_is_named_and_left_out():
     rows = [(act, lr, s, -1.0) for act in ("relu", "gelu") for lr in GRID for s in range(4)]
     rows = [r for r in rows if not (r[0] == "gelu" and r[1] == "0.1")]
     values = table(rows)
-    sel = tune.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    sel = selection.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     assert sel.chosen["activation"].tolist() == ["relu"]
     assert sel.dropped == ["activation=gelu"]
     assert any(n.startswith("activation=gelu: no tuning run with lr=0.1") and "left out" in n for n in sel.notes)
@@ -164,7 +164,7 @@ def test_group_missing_a_grid_value_is_named_and_left_out():
 def test_group_missing_a_grid_value_on_the_tuning_seeds_only():
     rows = [(act, lr, s, -1.0) for act in ("relu", "gelu") for lr in GRID for s in range(4)]
     rows = [r for r in rows if not (r[0] == "gelu" and r[1] == "0.01" and r[2] < 2)]
-    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    sel = selection.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     assert sel.dropped == ["activation=gelu"]
 
 
@@ -173,9 +173,9 @@ def test_own_grid_tunes_each_group_over_the_values_its_runs_have():
     rows = [("relu", lr, s, sc) for lr, sc in zip(GRID, (-1.0, -3.0, -2.0)) for s in range(4)]
     rows += [("gelu", lr, s, sc) for lr, sc in zip(("0.0001", "0.001", "0.01"), (-1.0, -2.0, -4.0)) for s in range(4)]
     values = table(rows)
-    shared = tune.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
+    shared = selection.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"])
     assert shared.dropped == ["activation=relu", "activation=gelu"]  # each lacks one of the 4 values
-    own = tune.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"], own_grid=True)
+    own = selection.select(values, ["activation"], ["lr"], ["0", "1"], ["2", "3"], own_grid=True)
     assert own.dropped == [] and own.own_grid
     assert own.chosen[["activation", "lr"]].values.tolist() == [["relu", "0.01"], ["gelu", "0.01"]]
     assert own.notes[0] == ("each group tuned over its own grid (--tune-grid own): activation=relu: "
@@ -201,7 +201,7 @@ def test_own_grid_of_two_keys_lists_each_keys_values_ascending_and_finds_its_end
     values = pd.DataFrame([{"activation": "relu", "lr": lr, "warmup_steps": w, "seed": str(s),
                             "log10": scores.get((lr, w), -1.0), "status": "ok"}
                            for lr, w in combos for s in range(4)])
-    sel = tune.select(values, ["activation"], ["lr", "warmup_steps"], ["0", "1"], ["2", "3"], own_grid=True)
+    sel = selection.select(values, ["activation"], ["lr", "warmup_steps"], ["0", "1"], ["2", "3"], own_grid=True)
     assert sel.chosen[["lr", "warmup_steps"]].values.tolist() == [["0.01", "1000"]]
     assert sel.notes == ["each group tuned over its own grid (--tune-grid own): activation=relu: "
                          "lr 0.003, 0.01, 0.03; warmup_steps 500, 1000, 2000"]  # 1000 is inside: no edge note
@@ -211,7 +211,7 @@ def test_own_grid_of_two_keys_lists_each_keys_values_ascending_and_finds_its_end
 def test_own_grid_still_leaves_out_a_group_missing_one_of_its_values_on_the_tuning_seeds():
     rows = [(act, lr, s, -1.0) for act in ("relu", "gelu") for lr in GRID for s in range(4)]
     rows = [r for r in rows if not (r[0] == "gelu" and r[1] == "0.01" and r[2] < 2)]
-    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"], own_grid=True)
+    sel = selection.select(table(rows), ["activation"], ["lr"], ["0", "1"], ["2", "3"], own_grid=True)
     assert sel.dropped == ["activation=gelu"]
     assert any(n.startswith("activation=gelu: no tuning run with lr=0.01 (its other seeds have it)") for n in sel.notes)
 
@@ -237,7 +237,7 @@ def test_expected_best_with_failed_values():
 
 def test_budget_per_group():
     rows = [("relu", lr, s, sc) for lr, sc in zip(GRID, (-1.0, -3.0, -2.0)) for s in (0, 1)]
-    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], [])
+    sel = selection.select(table(rows), ["activation"], ["lr"], ["0", "1"], [])
     b = expected_best.budget(sel)
     assert b["k"].tolist() == [1, 2, 3]
     assert b["expected_best"].iloc[0] == pytest.approx(-2.0)
@@ -267,7 +267,7 @@ def test_parse_tune_grid():
 
 def test_edge_notes_name_the_groups_once_per_end():
     rows = [(f"a{i}", lr, s, -3.0 if lr == "0.1" else -1.0) for i in range(6) for lr in GRID for s in (0, 1)]
-    sel = tune.select(table(rows), ["activation"], ["lr"], ["0", "1"], [])
+    sel = selection.select(table(rows), ["activation"], ["lr"], ["0", "1"], [])
     assert sel.notes == ["chosen lr=0.1, the grid's largest value, for 6 groups (activation=a0; activation=a1; "
                          "activation=a2; activation=a3; and 2 more): widen the grid"]
 

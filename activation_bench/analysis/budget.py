@@ -216,7 +216,7 @@ def budget_check(loaded: Loaded, group_cols: Sequence[str], judged: Sequence[int
                  verdict: str = "verdict") -> BudgetCheck:
     """The budget check of `loaded`'s runs grouped by `group_cols`. `judged`: the positions (in
     `loaded.runs`) of the runs the verdict rests on, by default every run; `selection` (a
-    tune.Selection): the per-group rows carry the chosen values, and `*_all` columns count every
+    selection.Selection): the per-group rows carry the chosen values, and `*_all` columns count every
     run. `on`: the validation column (val_loss, or val_acc where tuning selects on it); runs
     without it use `fallback`, the compared column. `order`: rows of group values the table
     follows (a compare table's order). `verdict`: what the warning says may change."""

@@ -33,6 +33,7 @@ from activation_bench.analysis.metrics import (
 )
 from activation_bench.analysis.notes import CompareResult, tie_note
 from activation_bench.analysis.pairs import group_differences, pair_up
+from activation_bench.analysis.selection import Selection
 from activation_bench.analysis.stats import (
     ALPHA,
     group_index,
@@ -43,7 +44,7 @@ from activation_bench.analysis.stats import (
     t_interval,
 )
 from activation_bench.analysis.tasks import check_tasks
-from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
+from activation_bench.analysis.tune import TuneSpec, parse_tune, tuned_values
 from activation_bench.analysis.verdicts import Margin, add_verdicts, check_margin
 from activation_bench.analysis.verdicts import columns as verdict_cols
 from activation_bench.errors import UsageError

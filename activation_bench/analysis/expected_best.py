@@ -1,5 +1,5 @@
 """The tuning budget: how much a group's best selection score depends on how many grid values were
-tried. Per kept group of a tuned comparison (tune.Selection) and k = 1..grid size, the expected best
+tried. Per kept group of a tuned comparison (selection.Selection) and k = 1..grid size, the expected best
 score after k values drawn at random (Dodge et al. 2019, "Show your work"), and the chance that all k
 fail. Pure numpy/pandas: no torch."""
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from activation_bench.analysis.tune import Selection
+from activation_bench.analysis.selection import Selection
 
 
 def expected_best(scores: Sequence[float], k: int) -> tuple[float, float]:

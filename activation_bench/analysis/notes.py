@@ -25,7 +25,7 @@ class CompareResult:
     warnings: list[str]
     floor: float = FLOOR
     power: Any = None  # a power.PowerSpec when --power was given
-    tuning: Any = None  # a tune.Selection when --tune was given
+    tuning: Any = None  # a selection.Selection when --tune was given
     budget: Any = None  # a budget.BudgetCheck: the runs still improving when the budget ran out
     windows: Any = None  # a whole test split's windows (analysis/windows.py): facts for its method note
     margin: Any = None  # a verdicts.Margin when --margin was given: each comparison's verdict

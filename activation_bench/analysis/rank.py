@@ -26,9 +26,10 @@ from scipy import stats
 from activation_bench.analysis.budget import STATS, BudgetCheck, budget_check, validation_column
 from activation_bench.analysis.loading import Loaded, higher_is_better, varying_columns
 from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, parse_metric, run_values, scale
+from activation_bench.analysis.selection import Selection
 from activation_bench.analysis.stats import ALPHA, holm
 from activation_bench.analysis.tasks import check_tasks
-from activation_bench.analysis.tune import Selection, TuneSpec, parse_tune, tuned_values
+from activation_bench.analysis.tune import TuneSpec, parse_tune, tuned_values
 from activation_bench.analysis.verdicts import Margin, check_margin
 from activation_bench.errors import UsageError
 

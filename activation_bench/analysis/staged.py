@@ -24,7 +24,8 @@ from activation_bench.errors import UsageError
 from activation_bench.runs import store
 
 if TYPE_CHECKING:
-    from activation_bench.analysis.tune import Selection, TuneSpec
+    from activation_bench.analysis.selection import Selection
+    from activation_bench.analysis.tune import TuneSpec
     from activation_bench.runs.orchestrate import SweepPlan
 
 CHOICE_FILE = "tuning.json"

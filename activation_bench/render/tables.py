@@ -346,7 +346,7 @@ def tuning_json(sel: Any) -> dict[str, Any]:
     """What --tune did: keys, grid, seeds, what was selected on, groups left out, and the expected
     best selection score after k grid values per group (expected_best.budget)."""
     from activation_bench.analysis.expected_best import budget
-    from activation_bench.analysis.tune import TIE_RULE
+    from activation_bench.analysis.selection import TIE_RULE
 
     b = budget(sel)
     out = {"keys": sel.keys, "grid": sel.grid, "tune_seeds": sel.tune_seeds, "eval_seeds": sel.eval_seeds,

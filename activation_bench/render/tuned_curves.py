@@ -20,7 +20,8 @@ import pandas as pd
 
 from activation_bench.analysis.loading import Loaded
 from activation_bench.analysis.metrics import FLOOR, Metric
-from activation_bench.analysis.tune import Selection, TuneSpec, _seed_list, eval_mask
+from activation_bench.analysis.selection import Selection
+from activation_bench.analysis.tune import TuneSpec, _seed_list, eval_mask
 from activation_bench.render.labels import group_labels as _labels
 from activation_bench.render.plots import (
     check_output,

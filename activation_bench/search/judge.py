@@ -1,7 +1,7 @@
 """The search's last rung: every survivor and every baseline tuned, then judged on fresh seeds.
 
 1. Tuning: each function trains at every value of the learning-rate grid (--lrs) on the tuning
-   seeds. Its learning rate is chosen by `analysis.tune.select`, the rule of `compare --tune lr`:
+   seeds. Its learning rate is chosen by `analysis.selection.select`, the rule of `compare --tune lr`:
    fewest failed runs, then the best mean early-stopped validation score (log10 of the loss, or
    the accuracy), then the smaller learning rate.
 2. Judging: each function trains at its chosen learning rate only, on the judging seeds (the
@@ -23,7 +23,8 @@ from activation_bench.analysis.compare import compare
 from activation_bench.analysis.loading import load
 from activation_bench.analysis.metrics import FLOOR
 from activation_bench.analysis.notes import CompareResult
-from activation_bench.analysis.tune import TuneSpec, select, selection_values
+from activation_bench.analysis.selection import select
+from activation_bench.analysis.tune import TuneSpec, selection_values
 from activation_bench.runs import orchestrate
 from activation_bench.search import driver, halving, scores
 from activation_bench.search.driver import Search

@@ -14,7 +14,7 @@ import pandas as pd
 from activation_bench.analysis.configs import canon
 from activation_bench.analysis.loading import Loaded, load
 from activation_bench.analysis.metrics import Metric, run_values
-from activation_bench.analysis.tune import sort_values
+from activation_bench.analysis.selection import sort_values
 from activation_bench.errors import UsageError
 from activation_bench.search import halving
 
