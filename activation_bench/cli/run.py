@@ -50,10 +50,10 @@ def run(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from activation_bench.engine.checkpoint import Preempted
-    from activation_bench.runs import checkpoint, orchestrate
+    from activation_bench.runs import checkpoint, single
 
     with reported():
-        cfg, path = orchestrate.prepare_run(overrides or [], runs_dir, name, memory_mb, config_file)
+        cfg, path = single.prepare_run(overrides or [], runs_dir, name, memory_mb, config_file)
         progress = Progress(
             TextColumn("training"), BarColumn(), TextColumn("epoch {task.completed:.0f}/{task.total:.0f}"),
             TextColumn("loss {task.fields[loss]:.4g}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -66,7 +66,7 @@ def run(
 
         try:
             with checkpoint.handling_signals(), progress:
-                path, result = orchestrate.run_one(cfg, path, on_epoch)
+                path, result = single.run_one(cfg, path, on_epoch)
         except Preempted as stop:
             typer.echo(f"stopped by {checkpoint.signal_name(stop.signum)}: checkpoint written at epoch "
                        f"{stop.epoch}/{stop.epochs}; run the same command again to resume", err=True)
