@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from activation_bench.cli import compare, export, plot, plot_activations, rank, report, run, search, study
+from activation_bench.cli import compare, describe, export, plot, plot_activations, rank, report, run, search, study
 
 app = typer.Typer(
     add_completion=False,
@@ -58,8 +58,8 @@ def version() -> str:
 
 app.command("run", help=run.RUN_HELP)(run.run)
 app.command("sweep", help=run.SWEEP_HELP)(run.sweep)
-app.command("activations", help=run.ACTIVATIONS_HELP)(run.activations)
-app.command("config", help=run.CONFIG_HELP)(run.show_config)
+app.command("activations", help=describe.ACTIVATIONS_HELP)(describe.activations)
+app.command("config", help=describe.CONFIG_HELP)(describe.show_config)
 app.command("compare")(compare.compare)
 app.command("plot")(plot.plot)
 app.command("plot-activations")(plot_activations.plot_activations)
