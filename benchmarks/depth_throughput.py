@@ -32,6 +32,7 @@ import tempfile
 
 from benchmarks import harness, provenance, roofline
 from benchmarks.peers.grid import ACTS
+from benchmarks.plain import train_epochs
 
 
 def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str = "none") -> int:
@@ -55,14 +56,7 @@ def naive(acts: list[str], depth: int, epochs: int, hidden: int = 64, norm: str 
         model = nn.Sequential(*layers, nn.Linear(hidden, 1))
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         loader = DataLoader(TensorDataset(x, y), batch_size=10)
-        crit = nn.MSELoss()
-        for _ in range(epochs):
-            for xb, yb in loader:
-                opt.zero_grad()
-                loss = crit(model(xb), yb)
-                loss.backward()
-                opt.step()
-                steps += 1
+        steps += train_epochs(model, loader, opt, nn.MSELoss(), epochs)
     return steps
 
 

@@ -69,20 +69,17 @@ def loop(shape: str, seeds: int, epochs: int) -> int:
             loader = DataLoader(TensorDataset(x, y), batch_size=rows)
             crit = nn.MSELoss()
             history = []
-            for _ in range(epochs):
-                model.train()
-                for xb, yb in loader:
-                    opt.zero_grad()
-                    loss = crit(model(xb), yb)
-                    loss.backward()
-                    opt.step()
-                    steps += 1
+
+            def record(loss: torch.Tensor, model: nn.Module = model, crit: nn.Module = crit, history: list = history,
+                       xv: torch.Tensor = xv, yv: torch.Tensor = yv) -> None:
                 if not val:
                     history.append(loss.item())
-                    continue
+                    return
                 model.eval()
                 with torch.no_grad():
                     history.append((loss.item(), crit(model(xv), yv).item()))
+
+            steps += plain.train_epochs(model, loader, opt, crit, epochs, record)
     return steps
 
 

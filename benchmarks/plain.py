@@ -9,8 +9,30 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from typing import Any
 
 from benchmarks import harness
+
+
+def train_epochs(model: Any, loader: Any, opt: Any, crit: Any, epochs: int,
+                 after_epoch: Callable[[Any], None] | None = None) -> int:
+    """The epoch loop every plain baseline runs: per minibatch zero_grad, the loss, backward, step.
+    With `after_epoch`, each epoch starts with model.train() and ends with after_epoch(the last
+    minibatch's loss): the baseline's record of the epoch (its evaluation sets eval mode itself).
+    Returns the optimiser steps taken."""
+    steps = 0
+    for _ in range(epochs):
+        if after_epoch is not None:
+            model.train()
+        for xb, yb in loader:
+            opt.zero_grad()
+            loss = crit(model(xb), yb)
+            loss.backward()
+            opt.step()
+            steps += 1
+        if after_epoch is not None:
+            after_epoch(loss)
+    return steps
 
 
 def naive(acts: list[str], data: list[str], epochs: int, device: str = "cpu") -> int:
@@ -33,14 +55,7 @@ def naive(acts: list[str], data: list[str], epochs: int, device: str = "cpu") ->
             model = nn.Sequential(nn.Linear(64, 64), create(a), nn.Linear(64, 1)).to(device)
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
             loader = DataLoader(TensorDataset(x.to(device), y.to(device)), batch_size=10)
-            crit = nn.MSELoss()
-            for _ in range(epochs):
-                for xb, yb in loader:
-                    opt.zero_grad()
-                    loss = crit(model(xb), yb)
-                    loss.backward()
-                    opt.step()
-                    steps += 1
+            steps += train_epochs(model, loader, opt, nn.MSELoss(), epochs)
             if device == "cuda":
                 torch.cuda.synchronize()
     return steps
@@ -57,15 +72,9 @@ def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> in
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=True)
     crit = nn.CrossEntropyLoss()
-    steps, history = 0, []
-    for _ in range(epochs):
-        model.train()
-        for xb, yb in loader:
-            opt.zero_grad()
-            loss = crit(model(xb), yb)
-            loss.backward()
-            opt.step()
-            steps += 1
+    history = []
+
+    def evaluate(loss: Any) -> None:
         model.eval()
         with torch.no_grad():
             row = [loss.item()]
@@ -73,7 +82,8 @@ def fit_classifier(model, x, y, evals, epochs: int, batch: int, lr: float) -> in
                 out = model(ex)
                 row += [crit(out, ey).item(), (out.argmax(1) == ey).float().mean().item()]
             history.append(row)
-    return steps
+
+    return train_epochs(model, loader, opt, crit, epochs, evaluate)
 
 
 SWEEP, SHORT = "actbench sweep", "actbench sweep, fewer epochs"

@@ -34,6 +34,7 @@ import tempfile
 
 from benchmarks import harness, provenance, roofline
 from benchmarks.peers.grid import ACTS
+from benchmarks.plain import train_epochs
 
 BATCH = 32
 STEPS = -(-266 // BATCH)  # minibatch steps an epoch: 266 training rows
@@ -63,17 +64,14 @@ def naive(acts: list[str], seed: int, epochs: int) -> int:
         loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
         crit = nn.MSELoss()
         history = []
-        for _ in range(epochs):
-            model.train()
-            for xb, yb in loader:
-                opt.zero_grad()
-                loss = crit(model(xb), yb)
-                loss.backward()
-                opt.step()
-                steps += 1
+
+        def evaluate(loss: torch.Tensor, model: nn.Module = model, crit: nn.Module = crit,
+                     history: list = history) -> None:
             model.eval()
             with torch.no_grad():
                 history.append((loss.item(), crit(model(xv), yv).item(), crit(model(xt), yt).item()))
+
+        steps += train_epochs(model, loader, opt, crit, epochs, evaluate)
     return steps
 
 
