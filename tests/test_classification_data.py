@@ -17,7 +17,9 @@ import torch
 
 from activation_bench.cli.main import app
 from activation_bench.config.compose import compose, compose_many
-from activation_bench.data import classes, generated, splits, tables
+from activation_bench.data import cache as user_cache
+from activation_bench.data import classes, splits, tables
+from activation_bench.data import mnist1d as generated
 from activation_bench.engine import plan, train
 from tests.conftest import assert_refused_by_run_and_sweep
 
@@ -194,7 +196,7 @@ def test_mnist1d_generated_once_with_its_test_set_fixed_and_globals_untouched(ca
     generated.mnist1d.cache_clear()  # a new process: read back from the file
     again = generated.mnist1d()
     assert np.array_equal(again.x, g.x) and again.sha256 == g.sha256
-    import mnist1d.data  # the arguments copied into generated.py are the package's defaults
+    import mnist1d.data  # the arguments copied into data/mnist1d.py are the package's defaults
 
     assert {k: v for k, v in mnist1d.data.get_dataset_args(as_dict=True).items() if k != "url"} == generated.ARGS
 
@@ -244,12 +246,12 @@ def test_mnist1d_cache_file_keyed_by_version_and_arguments_and_unwritable_dir(ca
 def test_cache_dir_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path / "a"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert generated.cache_dir() == tmp_path / "a"
+    assert user_cache.cache_dir() == tmp_path / "a"
     monkeypatch.delenv("ACTBENCH_CACHE_DIR")
-    assert generated.cache_dir() == tmp_path / "x" / "activation-bench"
+    assert user_cache.cache_dir() == tmp_path / "x" / "activation-bench"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
-    assert generated.cache_dir() == tmp_path / "h" / ".cache" / "activation-bench"
+    assert user_cache.cache_dir() == tmp_path / "h" / ".cache" / "activation-bench"
 
 
 def test_make_restores_the_global_generators(monkeypatch):
@@ -279,7 +281,7 @@ def test_importing_the_data_layer_imports_neither_mnist1d_nor_matplotlib(cache, 
     """Nor does reading MNIST-1D from the cache (only generating it does; here a small stand-in is cached)."""
     monkeypatch.setattr(generated, "_make", _fake_make([]))
     assert generated.mnist1d().cache_file is not None
-    code = ("import sys; import activation_bench.data.tables, activation_bench.data.generated as g; "
+    code = ("import sys; import activation_bench.data.tables, activation_bench.data.mnist1d as g; "
             "print(any(m.split('.')[0] in ('mnist1d', 'matplotlib') for m in sys.modules)); "
             "print(g.mnist1d().x.shape); print(any(m.split('.')[0] in ('mnist1d', 'matplotlib') for m in sys.modules))")
     env = {**os.environ, "ACTBENCH_CACHE_DIR": str(cache)}

@@ -338,7 +338,7 @@ test_fuzz_image_files, test_fuzz_image_files_long = fuzz(6, images_case)(_check_
 def _check_mnist1d_cache(case: tuple[bytes, str, bool]) -> None:
     """The cache is read back (a corrupt one is generated again, never an error): whatever the .npz
     and .sha256 hold, reading returns arrays whose digest matches, or None."""
-    from activation_bench.data import generated
+    from activation_bench.data import mnist1d as generated
 
     raw, digest, valid_npz = case
     with workdir() as root:

@@ -1,5 +1,5 @@
 """Class labels for the classification sources: encoding, the rules a label column must pass, and
-the stratified split (MNIST-1D itself is made in generated.py).
+the stratified split (MNIST-1D itself is made in mnist1d.py).
 
 - Labels are encoded as int64 indices 0..K-1 into a fixed order of classes: integer (and boolean)
   labels sorted numerically, any other labels sorted as strings; the classes are recorded as strings.

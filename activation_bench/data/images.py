@@ -1,7 +1,7 @@
 """Image classification data from the standard files, in torchvision's layout: MNIST and
 Fashion-MNIST (IDX files) and CIFAR-10 (python batches), read with NumPy; nothing is downloaded.
 
-- The files lie under `data.root` (null: `generated.cache_dir()`) where torchvision's dataset
+- The files lie under `data.root` (null: `cache.cache_dir()`) where torchvision's dataset
   classes put them: `<root>/MNIST/raw/` and `<root>/FashionMNIST/raw/` (`train-images-idx3-ubyte`,
   `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`, each plain or
   `.gz`), `<root>/cifar-10-batches-py/` (`data_batch_1` .. `_5`, `test_batch`). Missing files: one
@@ -76,7 +76,7 @@ class Images:
 def root_dir(root: str | None) -> Path:
     """data.root, or the user cache directory when it is null."""
     if root is None:
-        from activation_bench.data.generated import cache_dir
+        from activation_bench.data.cache import cache_dir
 
         return cache_dir()
     return Path(os.path.expanduser(str(root)))

@@ -11,7 +11,7 @@ Sources (`TEXT`):
   with the interpreter's version, which the source line names). Nothing to download;
 - `shakespeare`: tiny shakespeare, `<data.root>/shakespeare_char/input.txt` (nanoGPT's data/ layout:
   data.root=~/nanoGPT/data reads a nanoGPT clone's copy; null: the user cache directory,
-  generated.cache_dir()), 1,115,394 characters, its SHA-256 checked against the configured data.sha256.
+  cache.cache_dir()), 1,115,394 characters, its SHA-256 checked against the configured data.sha256.
 
 The vocabulary is the sorted set of the whole file's characters (prepare.py's), the tokens int64
 indices into it. The first 90% of the characters train (prepare.py's `int(n * 0.9)`); the rest is cut

@@ -38,7 +38,7 @@ def cache_dir() -> str:
     as unset: importing inductor sets the variable to it (for its worker processes), so a process
     that imported inductor (a benchmark's parent, a notebook) would otherwise send every child's
     compiled functions to the temporary folder, away from the saved ones."""
-    from activation_bench.data.generated import cache_dir as user_cache
+    from activation_bench.data.cache import cache_dir as user_cache
 
     given = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if given and os.path.abspath(given) != _inductor_default():

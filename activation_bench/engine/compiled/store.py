@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from activation_bench.data.generated import write_atomic
+from activation_bench.data.cache import write_atomic
 from activation_bench.host import cpu_info
 
 NAME_HASH = 16  # hex digits of the package's sha256 in its file name

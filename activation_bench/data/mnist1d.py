@@ -5,7 +5,7 @@ and kept once per machine: nothing is downloaded.
   test sequences of 40 features, 10 classes (`get_dataset` would try to download a pickle).
 - The package reseeds Python's and NumPy's global generators: both are saved and restored around it.
 - Importing it imports matplotlib: it is imported only when the arrays are generated.
-- The arrays are cached as an .npz in `cache_dir()`, named by the package's version and a hash of
+- The arrays are cached as an .npz in `cache.cache_dir()`, named by the package's version and a hash of
   the arguments, with a SHA-256 of the arrays beside it (`<file>.sha256`); a missing, unreadable,
   corrupt or mismatching file is generated again, and written through a temporary file and
   os.replace, so concurrent processes never read half a file. Within a process, once (`mnist1d`).
@@ -16,14 +16,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from activation_bench.data.cache import cache_dir, write_atomic
 from activation_bench.errors import UsageError
 
 
@@ -38,14 +37,6 @@ class Generated:
     version: str
     cache_file: str | None  # None: the cache directory could not be written
     sha256: str  # of the arrays (see `arrays_sha256`)
-
-
-def cache_dir() -> Path:
-    """$ACTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/activation-bench, else ~/.cache/activation-bench."""
-    if os.environ.get("ACTBENCH_CACHE_DIR"):
-        return Path(os.environ["ACTBENCH_CACHE_DIR"]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "activation-bench"
 
 
 def _mnist1d_version() -> str:
@@ -109,19 +100,6 @@ def _read_cached(path: Path) -> tuple[dict[str, np.ndarray], str] | None:
         return None
     digest = arrays_sha256(arrays)
     return (arrays, digest) if digest == expected else None
-
-
-def write_atomic(path: Path, write: Any) -> None:
-    """write(binary file) into a temporary file beside path, then renamed to path: a reader sees the
-    old file or the whole new one, never half of one (the temporary file is removed on failure)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _write_cache(path: Path, arrays: dict[str, np.ndarray], digest: str) -> bool:
