@@ -13,8 +13,8 @@ import torch
 from activation_bench.config.compose import compose, compose_many
 from activation_bench.data import splits
 from activation_bench.engine import plan
-from activation_bench.engine.checkpoint import Preempted
 from activation_bench.engine.plan import member_bytes
+from activation_bench.engine.resume import Preempted
 from activation_bench.runs import beside, orchestrate
 from activation_bench.runs.progress import SweepProgress
 from tests import test_checkpoint

@@ -48,7 +48,7 @@ def run(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.engine.resume import Preempted
     from activation_bench.runs import checkpoint, single
 
     with reported():
@@ -278,7 +278,7 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.engine.resume import Preempted
     from activation_bench.runs import checkpoint, launching, orchestrate
     from activation_bench.runs.progress import SweepProgress
 

@@ -292,7 +292,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
         typer.echo(line, err=True)
 
     if tuning.halving:  # the rungs before the last, then the last rung as the tuning stage
-        from activation_bench.engine.checkpoint import Preempted
+        from activation_bench.engine.resume import Preempted
         from activation_bench.runs import checkpoint
 
         try:

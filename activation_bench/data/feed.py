@@ -45,7 +45,7 @@ class Feed:
     tensor, each member's own rows [M, N, ...] in fixed minibatches of `batch_size`, or with
     shuffling a permutation per epoch from each distinct seed's "shuffle" stream (members sharing a
     seed see the same order: paired). `gens` are the streams a checkpoint saves and restores
-    (engine/checkpoint.py); the test split, where there is one, is evaluated after every epoch."""
+    (engine/resume.py); the test split, where there is one, is evaluated after every epoch."""
 
     judged_at_end = False  # True: the test split is judged once, at the end (`judge`), not after each epoch
 

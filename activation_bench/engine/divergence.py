@@ -1,5 +1,5 @@
 """Which members of a training stack have diverged, and at which epoch: train.py checks every
-CHECK_EVERY epochs and stops a stack once all its members have (checkpoint.py saves the state).
+CHECK_EVERY epochs and stops a stack once all its members have (resume.py saves the state).
 """
 
 from __future__ import annotations

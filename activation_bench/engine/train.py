@@ -24,7 +24,7 @@ import torch
 from activation_bench.data import registry as sources
 from activation_bench.data.feed import Feed
 from activation_bench.data.synthetic import DTYPES, Dataset
-from activation_bench.engine import checkpoint
+from activation_bench.engine import resume
 from activation_bench.engine.activations import grouped
 from activation_bench.engine.compiled import choose as compiled
 from activation_bench.engine.diagnostics import GradLog
@@ -99,13 +99,13 @@ def load_data(cfg: Cfg) -> Dataset:
 
 
 def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
-          notice: NoticeFn | None = None, checkpoints: checkpoint.Hooks | None = None,
+          notice: NoticeFn | None = None, checkpoints: resume.Hooks | None = None,
           store: bool = True) -> list[RunResult]:
     """Train members that all share one stack key, together. Returns results in input order.
     `notice` gets one line saying which engine the stack used where it is the compiled one or
     engine=compiled was asked for (compiled.prepare). With
-    `checkpoints`, the stack resumes from its saved state and saves it when due (checkpoint.py);
-    it raises checkpoint.Preempted where a signal asked it to stop. store=False: engine=auto does
+    `checkpoints`, the stack resumes from its saved state and saves it when due (resume.py);
+    it raises resume.Preempted where a signal asked it to stop. store=False: engine=auto does
     not look for a saved compiled step (a sweep whose other stacks trained eager)."""
     if not cfgs:
         return []
@@ -142,7 +142,7 @@ def train(cfgs: Sequence[Cfg], on_progress: ProgressFn | None = None,
 
 def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
            notice: NoticeFn | None = None, engine: tuple[str, str] = ("eager", "requested"),
-           hooks: checkpoint.Hooks | None = None) -> list[RunResult]:
+           hooks: resume.Hooks | None = None) -> list[RunResult]:
     """Build the stack, train it epoch by epoch (validation and test losses after each, the
     divergence check every CHECK_EVERY epochs), and return each member's result."""
     start = time.perf_counter()
@@ -160,7 +160,7 @@ def _train(cfgs: Sequence[Cfg], n_real: int, on_progress: ProgressFn | None,
     divergence = Divergence.none(m, stack.device)
     # a test split judged at the end: each member's best-validation weights kept (whole_split.py)
     best = BestWeights(stack.model, m, stack.dtype, stack.device) if stack.feed.judged_at_end else None
-    run = checkpoint.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact, "best": best},
+    run = resume.Attempt(hooks, stack, losses, divergence, {"grads": grad_log, "preact": preact, "best": best},
                              epochs, start) if hooks is not None else None
     done = run.resume() if run is not None else 0
     for epoch in range(done, epochs):
@@ -285,7 +285,7 @@ def _build(cfgs: Sequence[Cfg]) -> _Stack:
     )
 
 
-def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: checkpoint.Attempt | None = None) -> torch.Tensor:
+def _epoch(stack: _Stack, epoch: int, grad_log: GradLog | None, run: resume.Attempt | None = None) -> torch.Tensor:
     """One pass over the training set; returns the members' losses [M] (the mean over minibatches).
     Where the gradient log is due, the epoch's last batch is logged. With `run`, a checkpoint may
     be saved between steps, and a resumed epoch starts at the step it stopped at."""

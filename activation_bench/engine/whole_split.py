@@ -34,7 +34,7 @@ class BestWeights:
     """Per member [M]: its lowest validation loss so far, the epoch (0-based, -1: none yet) it came at,
     and its state as it was then: every parameter and every floating-point buffer (batch norm's
     running statistics, which evaluation reads), `p0`, `p1`, ... in model.parameters() then
-    model.buffers() order. Its tensors are checkpointed with the stack's logs (engine/checkpoint.py
+    model.buffers() order. Its tensors are checkpointed with the stack's logs (engine/resume.py
     copies them back on resume)."""
 
     def __init__(self, model: torch.nn.Module, m: int, dtype: torch.dtype, device: str) -> None:

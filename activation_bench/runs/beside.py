@@ -93,7 +93,7 @@ def train_both(here: Task, there: Task) -> tuple[Outcome, Outcome]:
     Where one ends with an error other than Preempted (a signal stops both, through the shared
     signal state), the other is cancelled at its next epoch. A KeyboardInterrupt while waiting (a
     second SIGINT) cancels the other and is raised once it has stopped."""
-    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.engine.resume import Preempted
 
     cancel = threading.Event()
     outcomes = (Outcome(), Outcome())
@@ -124,7 +124,7 @@ def train_both(here: Task, there: Task) -> tuple[Outcome, Outcome]:
 def first_error(outcomes: tuple[Outcome, ...]) -> BaseException | None:
     """The exception to raise for a pair: an error or an interrupt before a Preempted, and never
     Cancelled (it only follows the other's error)."""
-    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.engine.resume import Preempted
 
     errors = [o.error for o in outcomes if o.error is not None and not isinstance(o.error, Cancelled)]
     errors.sort(key=lambda e: isinstance(e, Preempted))

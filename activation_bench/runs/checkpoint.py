@@ -5,7 +5,7 @@ directory, or the runs directory for `actbench run`; id: a hash of the members' 
 
     ACTBENCH-CHECKPOINT 1\\n
     {"sha256": ..., "bytes": N, "members": [config hashes, in stack order], "epoch": E, ...}\\n
-    N bytes: torch.save of engine/checkpoint.py's state
+    N bytes: torch.save of engine/resume.py's state
 
 It is written to a temporary name, flushed (fsync), the previous checkpoint renamed to
 `<id>.prev.ckpt` and the new one renamed into place, then the folder flushed: at every moment one
@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from activation_bench.engine.checkpoint import Preempted
+from activation_bench.engine.resume import Preempted
 from activation_bench.errors import UsageError
 from activation_bench.host import cpu_model, torch_threads
 
@@ -250,7 +250,7 @@ def clean_stale(root: Path) -> None:
 
 
 class StackCheckpoints:
-    """The engine's checkpoint hooks (engine/checkpoint.Hooks) for one stack of members."""
+    """The engine's checkpoint hooks (engine/resume.Hooks) for one stack of members."""
 
     def __init__(self, root: Path, hashes: Sequence[str], settings: Any, notice: Callable[[str], None],
                  label: str = "stack") -> None:

@@ -42,7 +42,7 @@ def run_chunk(sweep_dir: str, chunk: int, threads: int = 0, memory_mb: float = 1
 
     import torch
 
-    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.engine.resume import Preempted
     from activation_bench.runs import checkpoint, orchestrate
 
     if threads > 0:

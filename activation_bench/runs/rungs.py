@@ -92,7 +92,7 @@ def train_to(p: Any, members: Sequence[int], epoch: int, memory_mb: float, force
     """Train these members (a setting's) to `epoch` epochs of their full run, each stack stopping
     there with its checkpoint; members already there (or finished) are left alone. A real signal's
     Preempted goes on up."""
-    from activation_bench.engine.checkpoint import Preempted
+    from activation_bench.engine.resume import Preempted
     from activation_bench.runs import orchestrate
 
     while True:

@@ -111,7 +111,7 @@ class MemberDropout:
 
 class MemberLayers(nn.Module):
     """The contract of a stacked family's model, what the engine asks of it (train.py, optim.py,
-    checkpoint.py, diagnostics.py, the compiled steps), and what the stacked MLP, the stacked convnet
+    resume.py, diagnostics.py, the compiled steps), and what the stacked MLP, the stacked convnet
     and the stacked GPT (a block's feed-forward unit per hidden layer) share: per hidden layer, each
     slice of members' activation, and the normalization between the layer's product and its
     activation. docs/extending.md shows a family of a package's own.
