@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from activation_bench.cli.main import app
-from activation_bench.runs import checkpoint, store
+from activation_bench.runs import checkpoint_files as checkpoint
+from activation_bench.runs import store
 from tests.conftest import TINY, files_under
 
 MINI = ["data.n_samples=12", "data.input_dim=3", "model.hidden_dim=5", "batch_size=4", "shuffle=true", "epochs=12"]

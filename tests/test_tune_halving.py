@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from activation_bench.cli.main import app
-from activation_bench.runs import checkpoint, rungs
+from activation_bench.runs import checkpoint_files as checkpoint
+from activation_bench.runs import rungs
 from tests.test_tune_sweep import losses, members, sweep
 
 GRID = ["activation=gelu,relu", "lr=1e-3,1e-2,1e-1", "seed=range(4)", "data=function", "data.fn=bessel_j0",

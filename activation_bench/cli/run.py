@@ -49,7 +49,8 @@ def run(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from activation_bench.engine.resume import Preempted
-    from activation_bench.runs import checkpoint, single
+    from activation_bench.runs import checkpoint_files as checkpoint
+    from activation_bench.runs import single
 
     with reported():
         cfg, path = single.prepare_run(overrides or [], runs_dir, name, memory_mb, config_file)
@@ -279,7 +280,8 @@ def _run_sweep(p: SweepPlan, todo: list[int], launcher: str | None, jobs: int, h
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from activation_bench.engine.resume import Preempted
-    from activation_bench.runs import checkpoint, launching, orchestrate
+    from activation_bench.runs import checkpoint_files as checkpoint
+    from activation_bench.runs import launching, orchestrate
     from activation_bench.runs.progress import SweepProgress
 
     console = Console(stderr=True)

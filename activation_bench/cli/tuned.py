@@ -209,7 +209,8 @@ def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callab
     group the best 1/eta of its settings (staged.promote) on to the next, from their checkpoints.
     Returns the tuning members of the settings left for the last rung (their full runs)."""
     from activation_bench.analysis import staged
-    from activation_bench.runs import checkpoint, rungs
+    from activation_bench.runs import checkpoint_files as checkpoint
+    from activation_bench.runs import rungs
 
     epochs = staged.halving_rungs(p, t, eta)
     live = staged.settings(p, staged.tuning_members([p], [t])[0])
@@ -293,7 +294,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
 
     if tuning.halving:  # the rungs before the last, then the last rung as the tuning stage
         from activation_bench.engine.resume import Preempted
-        from activation_bench.runs import checkpoint
+        from activation_bench.runs import checkpoint_files as checkpoint
 
         try:
             last = run_halving(p, tuning, tuning.halving, memory_mb, say)

@@ -70,7 +70,7 @@ class LogConfig:
 
 @dataclass
 class CheckpointConfig:
-    """Mid-run checkpoints of a training stack (runs/checkpoint.py); not part of config_hash (they
+    """Mid-run checkpoints of a training stack (runs/checkpoint_files.py); not part of config_hash (they
     change no result). A signal (SIGTERM, SIGINT, SIGUSR2) writes one whatever these say."""
 
     seconds: float = 300.0  # write one every this many seconds of training (0: not by time)

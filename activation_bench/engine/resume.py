@@ -8,7 +8,7 @@ data-order streams as they were when the epoch began, so its permutation is draw
 losses and logs so far, the divergence check's state and the training time spent.
 
 Like the rest of the engine this module takes and returns tensors and numbers: the files, their
-checksums and the signals that ask for a checkpoint are runs/checkpoint.py's (`Hooks`).
+checksums and the signals that ask for a checkpoint are runs/checkpoint_files.py's (`Hooks`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ FORMAT = 1  # bumped when the state's layout changes: an older checkpoint is the
 
 
 class Preempted(Exception):  # noqa: N818 - not an error: the run stopped where asked, its state saved
-    """Training stopped at a signal once its checkpoint was written (runs/checkpoint.py raises it
+    """Training stopped at a signal once its checkpoint was written (runs/checkpoint_files.py raises it
     between stacks too)."""
 
     def __init__(self, signum: int, epoch: int = 0, epochs: int = 0) -> None:
@@ -33,7 +33,7 @@ class Preempted(Exception):  # noqa: N818 - not an error: the run stopped where 
 
 
 class Hooks(Protocol):
-    """What the engine asks of the checkpoint files (runs/checkpoint.py's StackCheckpoints)."""
+    """What the engine asks of the checkpoint files (runs/checkpoint_files.py's StackCheckpoints)."""
 
     def load(self) -> dict[str, Any] | None:
         """This very stack's saved state (checksum and members' hashes verified), or None."""

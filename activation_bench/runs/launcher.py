@@ -8,7 +8,7 @@ orchestration as a local sweep (`orchestrate.train_members`): skip what is done,
 A job resumes its unfinished stacks from their checkpoints. Under submitit, its preemption and
 timeout signal (SIGUSR2) makes the job write a checkpoint, then submitit's own handler requeues it
 (Hydra's submitit launcher is checkpointable: the same job runs again, and resumes); a SIGTERM
-there writes a checkpoint and training goes on (runs/checkpoint.py).
+there writes a checkpoint and training goes on (runs/checkpoint_files.py).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def run_chunk(sweep_dir: str, chunk: int, threads: int = 0, memory_mb: float = 1
     import torch
 
     from activation_bench.engine.resume import Preempted
-    from activation_bench.runs import checkpoint, orchestrate
+    from activation_bench.runs import checkpoint_files as checkpoint
+    from activation_bench.runs import orchestrate
 
     if threads > 0:
         torch.set_num_threads(threads)

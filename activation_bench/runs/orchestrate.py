@@ -209,7 +209,7 @@ def train_members(p: SweepPlan, indices: Sequence[int], memory_mb: float, force:
     wraps each stack's checkpoint hooks (a halving rung's runs/rungs.RungStop: save the checkpoint
     after that many epochs of the full run and stop there)."""
     from activation_bench.runs import beside as two
-    from activation_bench.runs import checkpoint
+    from activation_bench.runs import checkpoint_files as checkpoint
 
     store.clean_stale_temps(p.directory)
     checkpoint.clean_stale(p.directory)
@@ -304,7 +304,7 @@ def _stacks(p: SweepPlan, indices: Sequence[int], memory_mb: float,
     train here (it resumes as the same stack), then the rest as plan_stacks groups them. A
     checkpoint whose members have all finished is removed (never with --force)."""
     from activation_bench.engine import plan
-    from activation_bench.runs import checkpoint
+    from activation_bench.runs import checkpoint_files as checkpoint
 
     resumed: list[list[int]] = []
     saved = checkpoint.saved_stacks(p.directory) if not force else {}

@@ -2,7 +2,7 @@
 members to an epoch of their full run and stop there, with the schedule of the full run (a cosine
 or warmup schedule sized to all its epochs), the state saved as a checkpoint; a promoted member
 later resumes from it, so it ends bit for bit as its full run. The engine's own checkpoint hooks do
-the stopping (a `RungStop` around runs/checkpoint.StackCheckpoints); nothing in training changes.
+the stopping (a `RungStop` around runs/checkpoint_files.StackCheckpoints); nothing in training changes.
 
 Each setting's members (one grid value of one group, on the tuning seeds) train as stacks of their
 own, so a setting is promoted or pruned with its whole stack and a promoted stack resumes as the
@@ -21,7 +21,7 @@ from typing import Any
 from activation_bench.errors import UsageError
 from activation_bench.runs import store
 
-RUNG = -2  # the `signum` of a stack stopped at its rung (no signal: runs/checkpoint.signal_name's "rung")
+RUNG = -2  # the `signum` of a stack stopped at its rung (no signal: runs/checkpoint_files.signal_name's "rung")
 COLUMNS = {"train": "train_loss", "val": "val_loss", "val_acc": "val_acc"}  # the losses a choice reads
 
 
@@ -76,7 +76,7 @@ def survivors(n: int, eta: int) -> int:
 
 def stopped_at(directory: Path) -> dict[str, int]:
     """Config hash -> the epoch its stack's checkpoint holds, for every stack with a checkpoint."""
-    from activation_bench.runs import checkpoint
+    from activation_bench.runs import checkpoint_files as checkpoint
 
     out = {}
     for path, hashes in checkpoint.saved_stacks(directory).items():
@@ -112,7 +112,8 @@ def train_to(p: Any, members: Sequence[int], epoch: int, memory_mb: float, force
 def partial_table(p: Any, members: Sequence[int], upto: int) -> str:
     """A long CSV (the sweep's label columns, run, epoch, train_loss, val_loss, val_acc where logged)
     of these members' first `upto` epochs, read from their stacks' checkpoints (each must be there)."""
-    from activation_bench.runs import checkpoint, orchestrate
+    from activation_bench.runs import checkpoint_files as checkpoint
+    from activation_bench.runs import orchestrate
 
     want = {p.hashes[i]: i for i in members}
     rows: dict[int, dict[str, list[float]]] = {}

@@ -48,7 +48,7 @@ def _rerun_notice(saved_dir: Path) -> None:
     of its model.target: one line says its losses need not come back bit for bit
     (docs/reproducibility.md), and how to set the count."""
     from activation_bench.host import torch_threads
-    from activation_bench.runs.checkpoint import machine
+    from activation_bench.runs.checkpoint_files import machine
 
     saved = store.read_summary(saved_dir) or {}
     if saved.get("device", "cpu") != "cpu":
@@ -78,7 +78,7 @@ def run_one(cfg: Cfg, final: Path,
     It resumes from its checkpoint in the runs directory, and writes one when due (checkpoint.py)."""
     from activation_bench.config.hashing import config_hash
     from activation_bench.engine import train
-    from activation_bench.runs import checkpoint
+    from activation_bench.runs import checkpoint_files as checkpoint
 
     def progress(done: int, total: int, loss: Any) -> None:
         on_epoch(done, total, float(loss[0]))  # type: ignore[misc]
