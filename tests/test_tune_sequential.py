@@ -49,6 +49,9 @@ def test_judging_stops_once_every_comparison_is_decided_and_resumes_alike(runner
     (["--tune", "lr", "--tune-seeds", "2", "--judge-seeds-max", "12", "--look-every", "2", "--margin", "1.05"],
      "--judge-seeds-max 12: the seed range has 10 judging seeds"),
     (["--tune", "lr", "--judge-seeds-max", "8", "--look-every", "2", "--margin", "-1"], "--margin -1: negative"),
+    # the judged column is a loss: a ratio of 1 is no region at all, refused before the tuning stage trains
+    (["--tune", "lr", "--tune-seeds", "2", "--judge-seeds-max", "8", "--look-every", "2", "--margin", "1"],
+     "--margin 1: out of range"),
 ])
 def test_sequential_bad_input_is_one_line_exit_2(runner, tmp_path, args, message):
     result = sweep(runner, tmp_path / "runs", "bad", *args, grid=GRID)

@@ -40,14 +40,9 @@ def parse(max_seeds: int | None, look_every: int | None, margin: str | None, bas
                          "--margin X too (the region of practical equivalence, e.g. 1.05 on a loss)")
     if max_seeds is None or look_every is None:
         raise UsageError("--margin on sweep sets up sequential judging: give --judge-seeds-max N and --look-every K")
-    try:
-        value = float(margin)
-    except ValueError:
-        raise UsageError(f"--margin {margin}: not a number (a ratio on a loss, percentage points on an accuracy)") \
-            from None
-    if not value > 0 or value == float("inf"):
-        raise UsageError(f"--margin {margin}: {'negative' if value < 0 else 'out of range'}; a ratio above 0 on a "
-                         "loss, percentage points on an accuracy")
+    from activation_bench.analysis.verdicts import parse_margin
+
+    parse_margin(margin)  # the judged column is a loss (_margin): a ratio, checked before anything trains
     if not tuned:
         raise UsageError("sequential judging adds judging seeds to a tuned sweep: give --tune KEY too")
     if look_every < 1 or max_seeds < 2:
