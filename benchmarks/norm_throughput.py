@@ -6,7 +6,7 @@ layers with batch norm (Linear without bias -> BatchNorm1d -> activation), full 
 1e-3, 500 epochs by default: 48 runs, 24,000 model steps. Two shapes (--shape):
 - default: depth_throughput's, the default data (10 training rows of 64 features, random
   targets) and 64 hidden units, no validation set;
-- study: the depth study's (docs/depth.md), 64 training rows of 16 features with teacher targets
+- study: the depth study's (docs/studies/depth/), 64 training rows of 16 features with teacher targets
   (noise 0.1), 32 hidden units, and the validation loss on 256 rows after every epoch.
 
 - actbench: the real command, `actbench sweep ... model.depth=8 model.norm=batch` in a fresh
