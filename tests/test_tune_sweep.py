@@ -147,7 +147,7 @@ MODULE = ["activation=relu,tanh", "lr=1e-3,3e-2", "seed=range(4)", "model=module
           "batch_size=32"]
 
 
-@pytest.mark.parametrize("launcher", [None, "basic"])
+@pytest.mark.parametrize("launcher", [None, pytest.param("basic", marks=pytest.mark.slow)])  # basic: a process a member
 def test_model_module_and_a_launcher_tune_then_judge_exactly(runner, tmp_path, launcher):
     """model=module (a user's torch module) through a Hydra launcher: the same table from fewer members."""
     runs_dir = tmp_path / "runs"
