@@ -3,7 +3,7 @@ examples/** and benchmarks/** points at a file of the checkout, every `#anchor` 
 page (GitHub's slugs) or an html id, nothing points outside the checkout, and every page under docs/
 is reached from the index, docs/README.md, by following links.
 
-Parsed with markdown-it-py (CommonMark and GitHub's tables; rich, a dependency, requires it), so
+Parsed with markdown-it-py (CommonMark and GitHub's tables; the dev extra names it), so
 links inside code are not links."""
 
 from __future__ import annotations
