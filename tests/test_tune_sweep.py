@@ -203,3 +203,11 @@ def test_a_grid_grown_after_the_choice_chooses_again(runner, swept, tmp_path):
     names = members(work / "tuned")
     for act, lr in chosen.items():  # every judging seed at the new choice
         assert all(any(n.endswith(f"activation={act}_lr={lr}_seed={s}") for n in names) for s in (2, 3, 4))
+
+
+def test_a_choice_at_the_grids_end_is_said_out_loud(swept):
+    """Each group's choice is one of the grid's two values, so at its end: the sweep warns as compare does."""
+    _, output = swept
+    chose = next(ln for ln in output.splitlines() if ln.startswith("chose "))
+    assert "warning: chosen lr=" in output and ("the grid's largest value" in output or "smallest" in output), output
+    assert output.index(chose) < output.index("warning: chosen lr=")

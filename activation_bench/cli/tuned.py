@@ -86,6 +86,8 @@ def run_staged(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], tuned: Col
                 "to train for the new choice")
     for c in choices:
         say(describe(c))
+        for note in c.selection.notes:  # a choice at its grid's end, groups left out: as compare says them
+            say(f"warning: {note}")
     for k, members in stage1.items():
         if judge and k in judge:
             judge[k](members, next(c for c in choices if c.tuning.sweeps == (k,)))
