@@ -60,7 +60,6 @@ from activation_bench.config import validate
 from activation_bench.config.files import config_dir, group_options, groups
 from activation_bench.config.grid import first_line, parse_overrides, refuse_hydra_settings
 from activation_bench.config.schema import SPLICED, Config, _register_schema
-from activation_bench.data.shapes import register_resolver
 from activation_bench.errors import UsageError
 
 Composed = tuple[dict, DictConfig]  # (plain container, the OmegaConf config scalars are checked on)
@@ -78,7 +77,6 @@ def compose_many(members: Sequence[Sequence[str]]) -> list[Cfg]:
     from hydra.core.global_hydra import GlobalHydra
 
     _register_schema()
-    register_resolver()  # ${data:NAME} kept as written until validation fills it in (data/shapes.py)
     group_names = set(groups())
     cache: dict[tuple[str, ...], Composed] = {}
     typed: dict[tuple[tuple[str, ...], str], Any] = {}

@@ -119,3 +119,6 @@ def _register_schema() -> None:
         from activation_bench.engine.models import registry
 
         registry.store_schemas()
+        from activation_bench.data.shapes import register_resolver
+
+        register_resolver()  # ${data:NAME} kept as written until validation fills it in (data/shapes.py)
