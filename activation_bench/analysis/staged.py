@@ -251,12 +251,11 @@ def promote(plans: Sequence[SweepPlan], t: Tuning, table, eta: int, floor: float
     """The run names of a rung's table (runs/rungs.partial_table: its settings' first epochs) whose
     settings go on: per group the best ceil(n/eta) of its n settings, ranked by the choice's own
     code (fewest failed, best score, grid order), each group over the settings it has left."""
-    import math
-
     from activation_bench.analysis import tune
     from activation_bench.analysis.compare import resolve_groups
     from activation_bench.analysis.loading import load
     from activation_bench.analysis.metrics import FLOOR, parse_metric
+    from activation_bench.runs import rungs
 
     tune_s, judge_s = seeds(plans, t)
     loaded = load([str(table)])
@@ -267,7 +266,8 @@ def promote(plans: Sequence[SweepPlan], t: Tuning, table, eta: int, floor: float
     scores = sel.scores
     size = scores.groupby(group_cols, sort=False, dropna=False)["rank"].transform("size") if group_cols \
         else len(scores)
-    keep = scores[scores["rank"] <= (size / eta).apply(math.ceil) if group_cols else math.ceil(size / eta)]
+    kept_n = size.apply(rungs.survivors, eta=eta) if group_cols else rungs.survivors(size, eta)
+    keep = scores[scores["rank"] <= kept_n]
     kept = dataclasses.replace(sel, chosen=keep[[*group_cols, *t.spec.keys]], eval_seeds=list(tune_s))
     return set(loaded.runs["run"][tune.eval_mask(loaded.runs, kept)])
 
@@ -280,22 +280,29 @@ def settings(p: SweepPlan, members: Sequence[int]) -> dict[tuple, list[int]]:
     return out
 
 
-def halving_rungs(p: SweepPlan, t: Tuning, eta: int) -> list[int]:
-    """The rungs' epochs (runs/rungs.schedule) for the most values any group tunes over; UsageError
-    where the tuning members do not share one number of epochs."""
-    from activation_bench.errors import UsageError
+def _groups(p: SweepPlan, t: Tuning) -> tuple[list[int], dict[tuple, list[int]]]:
+    """The tuning members, and per group (a setting's values but the tuned keys') its settings' sizes."""
+    members = tuning_members([p], [t])[0]
+    groups: dict[tuple, list[int]] = {}
+    for sig, m in settings(p, members).items():
+        groups.setdefault(tuple((k, v) for k, v in sig if k not in t.spec.keys), []).append(len(m))
+    return members, groups
+
+
+def _rungs(p: SweepPlan, eta: int, members: Sequence[int], groups: dict[tuple, list[int]]) -> list[int]:
     from activation_bench.runs import rungs
 
-    members = tuning_members([p], [t])[0]
     epochs = {int(p.cfgs[i].epochs) for i in members}
     if len(epochs) != 1:
         raise UsageError(f"--halving: the tuning members train {', '.join(map(str, sorted(epochs)))} epochs; its rungs "
                          "are fractions of one number of epochs (sweep epochs in separate sweeps)")
-    per_group: dict[tuple, int] = {}
-    for sig in settings(p, members):
-        group = tuple((k, v) for k, v in sig if k not in t.spec.keys)
-        per_group[group] = per_group.get(group, 0) + 1
-    return rungs.schedule(epochs.pop(), max(per_group.values()), eta)
+    return rungs.schedule(epochs.pop(), max(len(sizes) for sizes in groups.values()), eta)
+
+
+def halving_rungs(p: SweepPlan, t: Tuning, eta: int) -> list[int]:
+    """The rungs' epochs (runs/rungs.schedule) for the most values any group tunes over; UsageError
+    where the tuning members do not share one number of epochs."""
+    return _rungs(p, eta, *_groups(p, t))
 
 
 def halving_epochs(p: SweepPlan, t: Tuning, eta: int) -> tuple[int, int]:
@@ -303,10 +310,8 @@ def halving_epochs(p: SweepPlan, t: Tuning, eta: int) -> tuple[int, int]:
     each group keeping ceil(n/eta) of its n settings at every rung."""
     from activation_bench.runs import rungs
 
-    epochs = halving_rungs(p, t, eta)
-    groups: dict[tuple, list[int]] = {}
-    for sig, m in settings(p, tuning_members([p], [t])[0]).items():
-        groups.setdefault(tuple((k, v) for k, v in sig if k not in t.spec.keys), []).append(len(m))
+    members, groups = _groups(p, t)
+    epochs = _rungs(p, eta, members, groups)
     total = last = 0
     for sizes in groups.values():
         n, before, width = len(sizes), 0, max(sizes)
