@@ -1,5 +1,6 @@
 """The one harness of the benchmarks: timing a whole process or a callable, interleaved rounds of
-several paths, and a benchmark's session (its provenance header, figures and the record it appends).
+several paths, and a benchmark's invocation, `Bench` (its provenance header, figures and the record
+it appends).
 
 A shared machine speeds up and slows down by tens of percent within minutes, so a benchmark never
 times one side and then the other: each round runs every path once, in turn (`interleaved`), and a

@@ -50,7 +50,7 @@ def test_the_package_has_no_path_edits_and_no_script_imports_another():
 
 
 def test_every_benchmark_keeps_a_record():
-    """Each runnable module of benchmarks/ (render and the peers aside) is a harness.Bench session,
+    """Each runnable module of benchmarks/ (render and the peers aside) is a harness.Bench invocation,
     itself or through mnist1d's, so its figures end in a record."""
     mains = [p for p in ROOT.joinpath("benchmarks").glob("*.py")
              if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8") and p.stem != "render"]
