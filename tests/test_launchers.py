@@ -47,3 +47,16 @@ def test_launcher_matches_local_sweep_and_resumes(runner, tmp_path, launcher):
 def test_hydra_overrides_need_a_launcher(runner, runs_dir):
     result = runner.invoke(app, ["sweep", "--runs-dir", str(runs_dir), "seed=0,1", "hydra.launcher.n_jobs=2"])
     assert result.exit_code == 2 and "add --launcher" in result.stderr
+
+
+def test_a_stack_a_checkpoint_holds_goes_to_one_job(monkeypatch, tmp_path):
+    """So that the job resumes it as that stack (a halving rung's promoted settings, a preempted sweep)."""
+    from types import SimpleNamespace
+
+    from activation_bench.runs import checkpoint_files, launching
+
+    p = SimpleNamespace(directory=tmp_path, hashes=["a", "b", "c", "d", "e"])
+    saved = {tmp_path / "1.ckpt": ["d", "b"], tmp_path / "2.ckpt": ["e", "z"]}  # z: not among these members
+    monkeypatch.setattr(checkpoint_files, "saved_stacks", lambda _root: saved)
+    assert launching._together(p, [0, 1, 2, 3, 4]) == [[0], [3, 1], [2], [4]]
+    assert launching._together(p, [0, 2, 3]) == [[0], [2], [3]]  # b is not to train here: d goes alone

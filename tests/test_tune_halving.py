@@ -3,7 +3,9 @@ their full runs (they continue from their rung's checkpoint), a killed rung resu
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -80,6 +82,74 @@ def test_a_rung_killed_resumes_to_the_same_sweep(runner, halved, tmp_path, monke
     shutil.rmtree(tmp_path / "runs" / "halved" / ".rungs")
     final = sweep(runner, tmp_path / "runs", "halved", *HALVING, grid=GRID)
     assert final.output.count("0 to run") == 2 and len(members(tmp_path / "runs" / "halved")) == 8
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """The halved sweep again under Hydra's basic launcher, each stack's epochs traced."""
+    from typer.testing import CliRunner
+
+    runs_dir = tmp_path_factory.mktemp("launched") / "runs"
+    trace = runs_dir.parent / "trace.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(checkpoint.TRACE_ENV, str(trace))
+        result = sweep(CliRunner(), runs_dir, "halved", *HALVING, "--launcher", "basic", "--jobs", "2", grid=GRID)
+    assert result.exit_code == 0, result.output
+    return runs_dir / "halved", result.output, events(trace)
+
+
+def events(trace: Path) -> list[dict]:
+    return [json.loads(line) for line in trace.read_text().splitlines()]
+
+
+def trained_epochs(trace: list[dict]) -> int:
+    """The stack-epochs trained (every epoch but a run's last is traced once, where it ends)."""
+    return sum(e["event"] == "epoch" for e in trace)
+
+
+def test_rungs_go_out_through_the_launcher_bit_for_bit(halved, launched):
+    runs_dir, _ = halved
+    directory, output, trace = launched
+    assert "halving rung 1/2 (3 of 9 epochs): 2 of 6 settings go on" in output
+    assert losses(directory) == losses(runs_dir / "halved")  # the local halving's, so the full runs' (above)
+    for name in ("tuning.json", "tuning.csv", "results.csv"):
+        assert (directory / name).read_bytes() == (runs_dir / "halved" / name).read_bytes()
+    # every epoch trained in the launcher's jobs, none in this process: the rung's 6 stacks to epoch 3,
+    # the 2 promoted ones resumed from their rung's checkpoints to the end
+    assert trace and os.getpid() not in {e["pid"] for e in trace}
+    rung = [e for e in trace if e["event"] == "save" and e["epoch"] == 3]
+    assert len({e["stack"] for e in rung}) == 6
+    resumed = [e for e in trace if e["event"] == "resume"]
+    assert len(resumed) == 2 and {e["epoch"] for e in resumed} == {3}
+
+
+def test_a_rung_killed_under_the_launcher_trains_only_what_is_missing(launched, runner, tmp_path, monkeypatch):
+    directory, _, trace = launched
+    log = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(checkpoint.TRACE_ENV, str(log))
+    monkeypatch.setenv(checkpoint.SIGNAL_AT_ENV, "TERM@2")  # a job's SIGTERM at epoch 2 of the first rung
+    args = [*HALVING, "--launcher", "basic", "--jobs", "2"]
+    stopped = sweep(runner, tmp_path / "runs", "halved", *args, grid=GRID)
+    assert stopped.exit_code == 2 and "launcher 'basic' failed (exit 143)" in stopped.output, stopped.output
+    assert list((tmp_path / "runs" / "halved" / ".checkpoints").glob("*.ckpt"))
+    killed = len(events(log))
+    monkeypatch.delenv(checkpoint.SIGNAL_AT_ENV)
+    again = sweep(runner, tmp_path / "runs", "halved", *args, grid=GRID)
+    assert again.exit_code == 0, again.output
+    assert losses(tmp_path / "runs" / "halved") == losses(directory)
+    # no epoch trained twice: the two commands trained as many stack-epochs as one uninterrupted
+    assert trained_epochs(events(log)) == trained_epochs(trace)
+    assert any(e["event"] == "resume" and e["epoch"] == 2 for e in events(log)[killed:])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
+                    reason="needs the [cluster] extra")
+def test_rungs_through_joblib_end_as_the_local_halving(halved, runner, tmp_path):
+    runs_dir, _ = halved
+    far = sweep(runner, tmp_path / "runs", "halved", *HALVING, "--launcher", "joblib", "--jobs", "2", grid=GRID)
+    assert far.exit_code == 0, far.output
+    assert losses(tmp_path / "runs" / "halved") == losses(runs_dir / "halved")
 
 
 def test_rungs_are_eta_times_apart_up_to_the_full_run():

@@ -226,7 +226,8 @@ def sweep(
         seq = judging.parse(judge_seeds_max, look_every, margin, baseline, tuning is not None)
         p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
         if tuning is not None:
-            tuned.sweep(p, tuning, dry_run, force, launcher, memory_mb, _run_sweep_with(
+            launch = launching.Launch(launcher, jobs, tuple(hydra_overrides)) if launcher else None
+            tuned.sweep(p, tuning, dry_run, force, launch, memory_mb, _run_sweep_with(
                 launcher, jobs, hydra_overrides, memory_mb, force, quiet), seq)
             return
         todo = orchestrate.pending(p, force)

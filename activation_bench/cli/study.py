@@ -119,7 +119,7 @@ def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launch
 
     from activation_bench.cli import tuned as staged_cli
     from activation_bench.cli.run import _run_sweep
-    from activation_bench.runs import orchestrate
+    from activation_bench.runs import launching, orchestrate
     from activation_bench.study import plan
 
     plans = [s.plan for s in sweeps]
@@ -138,9 +138,10 @@ def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launch
         typer.echo(line, err=True)
 
     last: dict[int, list[int]] = {}
+    launch = launching.Launch(launcher, jobs, tuple(settings), study.spec.threads or 0) if launcher else None
     for j, t in enumerate(rules):  # a sweep's own halving: its rungs before the last (cli/tuned.py)
         if t.halving:
-            last[t.sweeps[0]] = staged_cli.run_halving(plans[t.sweeps[0]], t, t.halving, memory_mb, say)
+            last[t.sweeps[0]] = staged_cli.run_halving(plans[t.sweeps[0]], t, t.halving, memory_mb, say, launch)
             rules[j] = dataclasses.replace(t, spec=dataclasses.replace(t.spec, grid="own"))
     judge = {}
     for t in rules:  # a sweep's own sequential judging (cli/judging.py)

@@ -15,6 +15,7 @@ from activation_bench.errors import UsageError
 if TYPE_CHECKING:
     from activation_bench.analysis.staged import Choice, Tuning
     from activation_bench.cli.judging import Sequential
+    from activation_bench.runs.launching import Launch
     from activation_bench.runs.orchestrate import SweepPlan
 
 # trains members of one plan: (plan index, members to train, members this stage needs, stage name)
@@ -206,20 +207,27 @@ def halving_line(p: SweepPlan, t: Tuning) -> str:
 # successive halving in the tuning stage
 
 
-def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callable[[str], None]) -> list[int]:
+def run_halving(p: SweepPlan, t: Tuning, eta: int, memory_mb: float, say: Callable[[str], None],
+                launch: Launch | None = None) -> list[int]:
     """The rungs before the last: every setting's tuning members to the first rung's epochs, then per
     group the best 1/eta of its settings (staged.promote) on to the next, from their checkpoints.
+    Each rung trains here, or under `launch` in the launcher's jobs (rungs.launch_to).
     Returns the tuning members of the settings left for the last rung (their full runs)."""
+    import contextlib
+
     from activation_bench.analysis import staged
     from activation_bench.runs import checkpoint_files as checkpoint
     from activation_bench.runs import rungs
 
     epochs = staged.halving_rungs(p, t, eta)
     live = staged.settings(p, staged.tuning_members([p], [t])[0])
-    with checkpoint.handling_signals():
+    with checkpoint.handling_signals() if launch is None else contextlib.nullcontext():
         for r, upto in enumerate(epochs[:-1], 1):
-            for members in live.values():
-                rungs.train_to(p, members, upto, memory_mb)
+            if launch is not None:  # the launcher's signals are its jobs' (runs/launcher.py)
+                rungs.launch_to(p, list(live.values()), upto, launch, memory_mb)
+            else:
+                for members in live.values():
+                    rungs.train_to(p, members, upto, memory_mb)
             table = rungs.write_table(p, r, rungs.partial_table(p, [i for m in live.values() for i in m], upto))
             going = staged.promote([p], t, table, eta)
             kept = {sig: m for sig, m in live.items() if p.names[m[0]] in going}
@@ -259,9 +267,10 @@ def parse(tune: list[str] | None, tune_seeds: str | None, tune_on: str | None, m
     return Tuning(spec, metric or "final", halving=halving)
 
 
-def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: str | None, memory_mb: float,
+def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launch: Launch | None, memory_mb: float,
           run: Callable[[SweepPlan, list[int], list[int], str], None], seq: Sequential | None = None) -> None:
-    """sweep --tune: the tuning stage (under --halving, its rungs), the choice, the judging stage."""
+    """sweep --tune: the tuning stage (under --halving, its rungs), the choice, the judging stage; the
+    stages train through `run`, the rungs before the last here or through `launch` (--launcher's)."""
     import dataclasses
 
     from activation_bench.analysis import staged
@@ -284,7 +293,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
     if dry_run:
         print_plan([p], [tuning], force)
         return
-    memory.check_memory(p.cfgs, memory_mb, local=launcher != "submitit_slurm")
+    memory.check_memory(p.cfgs, memory_mb, local=launch is None or launch.launcher != "submitit_slurm")
     tunings_record([p], [tuning], [0])
     orchestrate.write_sweep_file(p)
 
@@ -299,11 +308,16 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launcher: st
         from activation_bench.runs import checkpoint_files as checkpoint
 
         try:
-            last = run_halving(p, tuning, tuning.halving, memory_mb, say)
+            last = run_halving(p, tuning, tuning.halving, memory_mb, say, launch)
         except Preempted as stop:
             say(f"interrupted in a halving rung (stopped by {checkpoint.signal_name(stop.signum)}; checkpoint written "
                 f"at epoch {stop.epoch}/{stop.epochs}); run the same command again to resume")
             raise typer.Exit(checkpoint.exit_code(stop.signum)) from None
+        except KeyboardInterrupt:
+            if launch is None:
+                raise
+            say("interrupted in a halving rung (its jobs stopped); run the same command again to resume")
+            raise typer.Exit(130) from None
         own = dataclasses.replace(tuning, spec=dataclasses.replace(tuning.spec, grid="own"))
         run_staged([p], [own], [0], force, run_stage, say, {0: last}, judge)
         return

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from activation_bench.errors import UsageError
@@ -37,17 +38,33 @@ def check_launcher(launcher: str) -> None:
                          "pip install 'activation-bench[cluster]'")
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a sweep's members go out: the launcher plugin, its number of jobs, Hydra's overrides for
+    it and the torch threads per job (0: local jobs share the cores, a cluster's use its default)."""
+
+    launcher: str
+    jobs: int
+    hydra_overrides: tuple[str, ...] = ()
+    threads: int = 0
+
+
 def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra_overrides: Sequence[str],
            memory_mb: float, force: bool, on_progress: Progress | None = None,
-           notice: Notice | None = None, threads: int = 0) -> int:
+           notice: Notice | None = None, threads: int = 0, upto: int = 0,
+           groups: Sequence[Sequence[int]] | None = None) -> int:
     """Hand groups of members to a Hydra launcher plugin, in Hydra's multirun mode.
 
     Each job runs `activation_bench.runs.launcher`, which trains its group of members stacked, through
     `train_members` like a local sweep, at `threads` torch threads where given (else local jobs share
     the cores, a cluster's use its default). Progress is read from the run directories as they appear.
+    Members a checkpoint holds as one stack go to one job (it resumes them as that stack). `upto`: a
+    halving rung (runs/rungs.py): each of `groups` (a setting's members) trains as rungs.train_to
+    trains it, to `upto` epochs of its full run, in one job.
     """
-    jobs = max(1, min(jobs, len(indices)))
-    chunks = [list(indices[k::jobs]) for k in range(jobs)]
+    together = [list(g) for g in groups] if groups is not None else _together(p, indices)
+    jobs = max(1, min(jobs, len(together)))
+    chunks = [together[k::jobs] for k in range(jobs)]
     chunk_file = p.directory / ".launch_chunks.json"
     store.atomic_write(chunk_file, json.dumps(chunks))
     if not threads and launcher in ("joblib", "submitit_local"):
@@ -63,6 +80,8 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
         f"hydra.sweep.dir={_quoted((p.directory / '.hydra').resolve())}",
         "hydra.job.chdir=false",
     ]
+    if upto:
+        cmd.append(f"upto={upto}")
     if launcher == "joblib":
         cmd.append(f"hydra.launcher.n_jobs={jobs}")
     cmd.extend(hydra_overrides)
@@ -93,6 +112,25 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
         tail = lines[-1] if lines else "(no output)"
         raise UsageError(f"launcher '{launcher}' failed (exit {proc.returncode}): {tail} (see {log})")
     return report()
+
+
+def _together(p: SweepPlan, indices: Sequence[int]) -> list[list[int]]:
+    """The members in groups that go to one job each: a stack a checkpoint holds (all of its members
+    to train here), else a member alone; in the order of the members."""
+    from activation_bench.runs import checkpoint_files as checkpoint
+
+    want = {p.hashes[i]: i for i in indices}
+    stack_of: dict[int, list[int]] = {}
+    for hashes in checkpoint.saved_stacks(p.directory).values():
+        if len(set(hashes)) == len(hashes) and all(h in want and want[h] not in stack_of for h in hashes):
+            stack_of.update({want[h]: [want[h] for h in hashes] for h in hashes})
+    out, placed = [], set()
+    for i in indices:
+        if i not in placed:
+            group = stack_of.get(i, [i])
+            out.append(group)
+            placed.update(group)
+    return out
 
 
 def _quoted(path: Path) -> str:

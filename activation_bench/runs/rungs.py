@@ -6,7 +6,8 @@ the stopping (a `RungStop` around runs/checkpoint_files.StackCheckpoints); nothi
 
 Each setting's members (one grid value of one group, on the tuning seeds) train as stacks of their
 own, so a setting is promoted or pruned with its whole stack and a promoted stack resumes as the
-same stack. The rung's scores are read from the checkpoints' losses (`partial_table`).
+same stack. The rung's scores are read from the checkpoints' losses (`partial_table`). Under a
+launcher the same happens in its jobs (`launch_to`; runs/launcher.py's `upto`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from activation_bench.errors import UsageError
 from activation_bench.runs import store
+
+if TYPE_CHECKING:
+    from activation_bench.runs.launching import Launch
 
 RUNG = -2  # the `signum` of a stack stopped at its rung (no signal: runs/checkpoint_files.signal_name's "rung")
 COLUMNS = {"train": "train_loss", "val": "val_loss", "val_acc": "val_acc"}  # the losses a choice reads
@@ -88,6 +92,15 @@ def stopped_at(directory: Path) -> dict[str, int]:
     return out
 
 
+def short_of(p: Any, members: Sequence[int], epoch: int) -> list[int]:
+    """These members that have neither finished nor a checkpoint at `epoch` epochs or more."""
+    from activation_bench.runs import orchestrate
+
+    done = orchestrate.done_hashes(p.directory)
+    at = stopped_at(p.directory)
+    return [i for i in members if p.hashes[i] not in done and at.get(p.hashes[i], 0) < epoch]
+
+
 def train_to(p: Any, members: Sequence[int], epoch: int, memory_mb: float, force: bool = False) -> None:
     """Train these members (a setting's) to `epoch` epochs of their full run, each stack stopping
     there with its checkpoint; members already there (or finished) are left alone. A real signal's
@@ -96,9 +109,7 @@ def train_to(p: Any, members: Sequence[int], epoch: int, memory_mb: float, force
     from activation_bench.runs import orchestrate
 
     while True:
-        done = orchestrate.done_hashes(p.directory)
-        at = stopped_at(p.directory)
-        todo = [i for i in members if p.hashes[i] not in done and at.get(p.hashes[i], 0) < epoch]
+        todo = short_of(p, members, epoch)
         if not todo:
             return
         try:
@@ -107,6 +118,18 @@ def train_to(p: Any, members: Sequence[int], epoch: int, memory_mb: float, force
         except Preempted as stop:
             if stop.signum != RUNG:
                 raise
+
+
+def launch_to(p: Any, settings: Sequence[Sequence[int]], epoch: int, how: Launch, memory_mb: float) -> None:
+    """train_to through a Hydra launcher (`how`): the settings short of
+    `epoch` go out in its jobs, each job training each of its settings as train_to does (the
+    epoch reaches it as runs/launcher.py's `upto`)."""
+    from activation_bench.runs import launching
+
+    left = [list(m) for m in settings if short_of(p, m, epoch)]
+    if left:
+        launching.launch(p, [i for m in left for i in m], how.launcher, how.jobs, list(how.hydra_overrides),
+                         memory_mb, False, threads=how.threads, upto=epoch, groups=left)
 
 
 def partial_table(p: Any, members: Sequence[int], upto: int) -> str:
