@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from activation_bench.analysis.loading import ACCURACIES, COLUMNS
 from activation_bench.analysis.metrics import ACCURACY
 from activation_bench.analysis.verdicts import Margin, verdict_of, with_verdict
 
@@ -148,18 +149,29 @@ def stop_reason(verdict: str, n: int, max_seeds: int | None) -> str:
     return MAX_SEEDS if max_seeds is not None and n >= max_seeds else OPEN
 
 
-def record_text(margin: Margin, alpha: float, max_seeds: int, look_every: int) -> str:
-    """What a sequential sweep writes into its folder as RECORD_FILE (atomically): its margin, level,
-    --judge-seeds-max and --look-every. `compare` on that folder then reads its verdicts anytime-validly
-    without being told (`read_record`)."""
-    doc = {"margin": margin.value, "unit": margin.unit, "alpha": alpha, "max_seeds": max_seeds,
-           "look_every": look_every}
+def record_text(margin: Margin, alpha: float, max_seeds: int, look_every: int, loss: str | None = None,
+                more: Sequence[tuple[Margin, str]] = ()) -> str:
+    """What a sequential sweep writes into its folder as RECORD_FILE (atomically): its margin, the
+    column the verdicts judged (`loss`), level, --judge-seeds-max and --look-every; `more`: the margins
+    and columns of the other comparisons that judged it (a study's `judge: chosen` sweep), as
+    "columns". `compare` on that folder then reads its verdicts anytime-validly without being told
+    (`read_record`)."""
+    doc: dict = {"margin": margin.value, "unit": margin.unit}
+    if loss is not None:
+        doc["loss"] = loss
+    doc.update(alpha=alpha, max_seeds=max_seeds, look_every=look_every)
+    entries = [(margin, loss), *[(m, c) for m, c in more if (m, c) != (margin, loss)]]
+    if len(entries) > 1:
+        doc["columns"] = [{"loss": c, "margin": m.value, "unit": m.unit} for m, c in dict.fromkeys(entries)]
     return json.dumps(doc, indent=2) + "\n"
 
 
-def read_record(paths: Sequence[str | Path]) -> dict | None:
-    """The sequential judging recorded in the input folders (RECORD_FILE), or None where none has one.
-    Inputs that record different judging: UsageError (compare them apart)."""
+def read_record(paths: Sequence[str | Path], loss: str | None = None) -> dict | None:
+    """The sequential judging recorded in the input folders (RECORD_FILE), or None where none has one:
+    margin, loss (the judged column; None in a record that predates it), alpha, max_seeds, look_every.
+    Where several comparisons judged the folder ("columns"), the one of column `loss`, else the first of
+    its kind (accuracy or loss), else the first. Inputs that record different judging: UsageError
+    (compare them apart)."""
     from activation_bench.errors import UsageError
 
     found = {}
@@ -168,13 +180,34 @@ def read_record(paths: Sequence[str | Path]) -> dict | None:
         if file.is_file():
             try:
                 doc = json.loads(file.read_text(encoding="utf-8"))
-                found[str(p)] = (Margin(float(doc["margin"]), str(doc["unit"])), float(doc["alpha"]),
-                                 int(doc["max_seeds"]), int(doc["look_every"]))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+                first = (Margin(float(doc["margin"]), str(doc["unit"])), _column(doc.get("loss")))
+                more = tuple((Margin(float(c["margin"]), str(c["unit"])), _column(c.get("loss")))
+                             for c in doc.get("columns", []))
+                found[str(p)] = (first, more, float(doc["alpha"]), int(doc["max_seeds"]), int(doc["look_every"]))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise UsageError(f"{file}: not a sequential judging record ({exc})") from None
     if len(set(found.values())) > 1:
         raise UsageError(f"{', '.join(found)}: their sequential judging differs ({RECORD_FILE}): compare them apart")
     if not found:
         return None
-    margin, alpha, max_seeds, look_every = next(iter(found.values()))
-    return {"margin": margin, "alpha": alpha, "max_seeds": max_seeds, "look_every": look_every}
+    first, more, alpha, max_seeds, look_every = next(iter(found.values()))
+    entries = [first, *more]
+    acc = loss is not None and loss in ACCURACIES
+    pick = next((e for e in entries if loss is not None and e[1] == loss), None) or next(
+        (e for e in entries if loss is not None and (e[0].unit == "pp") == acc), first)
+    return {"margin": pick[0], "loss": pick[1], "alpha": alpha, "max_seeds": max_seeds, "look_every": look_every}
+
+
+def recorded_loss(paths: Sequence[str | Path]) -> str | None:
+    """The column a sequentially judged sweep's verdicts judged (its first comparison's, where several
+    did), which compare reads by default on it; None without a record, or one that predates it."""
+    record = read_record(paths)
+    return None if record is None else record["loss"]
+
+
+def _column(value: object) -> str | None:
+    if value is None:
+        return None
+    if value not in COLUMNS:
+        raise ValueError(f"loss {value!r} is not a per-epoch column")
+    return str(value)

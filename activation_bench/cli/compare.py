@@ -95,6 +95,10 @@ def compare(
             store.check_folder(output)  # before any work
         m = cmp.parse_metric(metric)
         tuning = cmp.parse_tune(tune, tune_seeds, by, tune_on, tune_grid)
+        if loss is None and m.is_loss:  # a sequentially judged sweep: the column its verdicts judged
+            from activation_bench.analysis.sequential import recorded_loss
+
+            loss = recorded_loss(paths)
         verdicts = _verdict_options(margin, sequential, judge_seeds_max, alpha, loss, paths if m.is_loss else ())
         spec = _power_spec(power, power_level, alpha, bool(verdicts), loss, m)
         loaded = cmp.load(paths, loss or "train_loss")
@@ -133,7 +137,7 @@ def _verdict_options(margin: str | None, sequential: bool, judge_seeds_max: int 
     from activation_bench.analysis.rank import parse_alpha
     from activation_bench.analysis.sequential import read_record
 
-    record = read_record(paths)
+    record = read_record(paths, loss)
     if record is not None and (margin is not None or record["margin"].unit == ("pp" if is_accuracy(loss or "")
                                                                                else "ratio")):
         from activation_bench.analysis.sequential import SequentialSpec

@@ -205,6 +205,10 @@ def sweep(
     baseline: Annotated[str | None, typer.Option(
         "--baseline", help="Sequential judging: the baseline group, as compare's (default: its default).",
         show_default=False)] = None,
+    loss: Annotated[str | None, typer.Option(
+        "--loss", help="Sequential judging: the column the verdicts judge, as compare's --loss: a loss (ratio "
+        "margin) or val_acc/test_acc (margin in percentage points). Default: compare's (train_loss; test_loss "
+        "for --metric early_stop).", show_default=False)] = None,
 ) -> None:
     from activation_bench.cli import tuned
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
@@ -223,7 +227,7 @@ def sweep(
         tuning = tuned.parse(tune, tune_seeds, tune_on, metric, halving, force)
         from activation_bench.cli import judging
 
-        seq = judging.parse(judge_seeds_max, look_every, margin, baseline, tuning is not None)
+        seq = judging.parse(judge_seeds_max, look_every, margin, baseline, tuning is not None, loss)
         p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
         if tuning is not None:
             launch = launching.Launch(launcher, jobs, tuple(hydra_overrides)) if launcher else None

@@ -20,12 +20,8 @@ from activation_bench.errors import UsageError, reported
 from activation_bench.host import torch_threads
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from activation_bench.analysis.staged import Choice
-    from activation_bench.runs.orchestrate import SweepPlan
     from activation_bench.study.plan import PlannedSweep
-    from activation_bench.study.spec import Study, SweepSpec
+    from activation_bench.study.spec import Study
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help="A whole study from one YAML file: its sweeps, tuned comparisons, combined tables, "
@@ -117,6 +113,7 @@ def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launch
     """The tuned sweeps (tune, then judge): their tuning stages, the choices, their judging stages."""
     import dataclasses
 
+    from activation_bench.cli import judging
     from activation_bench.cli import tuned as staged_cli
     from activation_bench.cli.run import _run_sweep
     from activation_bench.runs import launching, orchestrate
@@ -143,26 +140,8 @@ def _run_tuned(study: Study, sweeps: list[PlannedSweep], tuned: set[int], launch
         if t.halving:
             last[t.sweeps[0]] = staged_cli.run_halving(plans[t.sweeps[0]], t, t.halving, memory_mb, say, launch)
             rules[j] = dataclasses.replace(t, spec=dataclasses.replace(t.spec, grid="own"))
-    judge = {}
-    for t in rules:  # a sweep's own sequential judging (cli/judging.py)
-        sw = study.spec.sweeps[sweeps[t.sweeps[0]].name]
-        if t.name.startswith("sweeps.") and sw.look_every is not None:
-            judge[t.sweeps[0]] = _sequential(plans[t.sweeps[0]], sw, run_stage, t.sweeps[0], say)
+    judge = judging.study_judges(study, [s.name for s in sweeps], plans, rules, run_stage, say)
     staged_cli.run_staged(plans, rules, tuned, False, run_stage, say, last, judge)
-
-
-def _sequential(p: SweepPlan, sw: SweepSpec, run_stage: Callable[[int, list[int], list[int], str], None], k: int,
-                say: Callable[[str], None]) -> Callable[[list[int], Choice], None]:
-    """A study sweep's sequential judging, as sweep --judge-seeds-max ... runs it."""
-    from activation_bench.cli import judging
-
-    seq = judging.Sequential(int(sw.judge_seeds_max or 0), int(sw.look_every or 0), f"{sw.margin:g}", sw.baseline)
-
-    def judge(stage1: list[int], choice: Choice) -> None:
-        judging.judge(p, choice.tuning, seq, stage1, choice,
-                      lambda todo, needed, stage: run_stage(k, todo, needed, stage), say)
-
-    return judge
 
 
 @contextlib.contextmanager

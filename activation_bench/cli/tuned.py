@@ -283,7 +283,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launch: Laun
     if seq is not None:
         from activation_bench.cli import judging
 
-        judging.check(seq, staged.seeds([p], tuning)[1])
+        judging.check(seq, staged.seeds([p], tuning)[1], p, tuning.metric)
 
         def sequential(stage1: list[int], choice: Choice) -> None:
             judging.judge(p, choice.tuning, seq, stage1, choice,

@@ -98,7 +98,7 @@ def _check_tuned_sweep(fail: Fail, spec: StudySpec, name: str, sw: SweepSpec) ->
         fail(f"{key}.judge", "all: a sweep that declares tune trains its judging seeds at the chosen values only")
     if sw.halving is not None and not sw.tune:
         fail(f"{key}.halving", "successive halving prunes by the sweep's own choice: give it tune: [KEY] too")
-    _check_sequential(fail, key, sw)
+    _check_sequential(fail, spec, key, sw)
     if sw.halving is not None and sw.halving < 2:
         fail(f"{key}.halving", f"{sw.halving}: keeps the best 1/ETA of each group's settings at each rung; 2 or more")
     if not sw.staged:
@@ -119,22 +119,65 @@ def _check_tuned_sweep(fail: Fail, spec: StudySpec, name: str, sw: SweepSpec) ->
              "comparison with tune)")
 
 
-def _check_sequential(fail: Fail, key: str, sw: SweepSpec) -> None:
-    """Sequential judging on a sweep: with its own tune, all of judge_seeds_max, look_every and margin."""
-    given = [k for k in ("judge_seeds_max", "look_every", "margin", "baseline") if getattr(sw, k) is not None]
+SEQUENTIAL = ("judge_seeds_max", "look_every", "margin", "loss", "baseline")
+
+
+def _check_sequential(fail: Fail, spec: StudySpec, key: str, sw: SweepSpec) -> None:
+    """Sequential judging on a sweep (judge_seeds_max and look_every): with its own tune, its own margin
+    (loss and baseline optional: the verdicts it stops on); with judge: chosen, each comparison that
+    tunes it judges with its own margin, loss and baseline, reads it alone, and no ranking reads it
+    (a ranking has no verdict to stop on)."""
+    given = [k for k in SEQUENTIAL if getattr(sw, k) is not None]
     if not given:
         return
-    if not sw.tune:
-        fail(f"{key}.{given[0]}", "sequential judging adds judging seeds at the sweep's own choice: give it "
-             "tune: [KEY]")
-    if sw.margin is None:
-        fail(f"{key}.{given[0]}", "sequential judging stops a verdict once decided against a margin: give margin too")
+    if not sw.staged:
+        fail(f"{key}.{given[0]}", "sequential judging adds judging seeds at a tuned sweep's choices: give it "
+             "tune: [KEY] (or judge: chosen)")
     if sw.judge_seeds_max is None or sw.look_every is None:
-        fail(f"{key}.margin", "sequential judging: give judge_seeds_max and look_every too")
-    if not sw.margin > 0:
-        fail(f"{key}.margin", f"{sw.margin}: a ratio above 0 on a loss, percentage points on an accuracy")
+        fail(f"{key}.{given[0]}", "sequential judging: give judge_seeds_max and look_every (and, with tune, margin)")
     if sw.look_every < 1 or sw.judge_seeds_max < 2:
         fail(f"{key}.look_every", "at least 1 seed a look and 2 judging seeds in all")
+    if sw.loss is not None and sw.loss not in COLUMNS:
+        fail(f"{key}.loss", f"'{sw.loss}'; valid: {', '.join(COLUMNS)}")
+    if sw.tune:
+        if sw.margin is None:
+            fail(f"{key}.{given[0]}", "sequential judging stops a verdict once decided against a margin: give "
+                 "margin too")
+        _margin(fail, f"{key}.margin", f"{sw.margin:g}", sw.loss)
+        _loss_metric(fail, key, sw.metric or "final")
+        return
+    name = key.removeprefix("sweeps.")
+    own = [k for k in ("margin", "loss", "baseline") if getattr(sw, k) is not None]
+    if own:
+        fail(f"{key}.{own[0]}", "judge: chosen: the comparisons that tune the sweep judge it, each with its own "
+             "margin, loss and baseline")
+    for n, r in spec.rankings.items():
+        if name in r.sweeps:
+            fail(f"rankings.{n}", f"reads sweep {name}, judged sequentially: a ranking has no verdict to stop on "
+                 "(judge the sweep without judge_seeds_max, or rank another)")
+    for n, c in spec.comparisons.items():
+        if name not in c.sweeps:
+            continue
+        if c.sweeps != [name]:
+            fail(f"comparisons.{n}.sweeps", f"reads sweep {name}, judged sequentially, with others: a comparison "
+                 "that stops a sweep's seeds reads it alone")
+        if c.margin is None:
+            fail(f"comparisons.{n}.margin", f"sweep {name} is judged sequentially by the comparisons that tune it: "
+                 "give this one a margin (the verdicts it stops on)")
+        _loss_metric(fail, f"comparisons.{n}", c.metric)
+
+
+def _loss_metric(fail: Fail, key: str, metric: str) -> None:
+    """Sequential verdicts read a value of the column (a loss or an accuracy), not to=EPS's epochs."""
+    from activation_bench.analysis.metrics import parse_metric
+
+    try:
+        m = parse_metric(metric)
+    except UsageError:
+        return  # _check_analysis names it
+    if not m.is_loss:
+        fail(f"{key}.metric", f"{metric}: sequential judging reads a loss or an accuracy against its margin, not an "
+             "epoch count")
 
 
 def _check_name(fail: Fail, key: str, name: str) -> None:

@@ -81,21 +81,40 @@ def _comparisons(study: Study, loads: _Loads, out: Built) -> dict[str, Any]:
     for name, c in study.spec.comparisons.items():
         with _named(f"comparisons.{name}"):
             m = parse_metric(c.metric)
-            loaded = loads.get(c.sweeps, c.loss or "train_loss")
+            paths = [study.sweep_dir(s) for s in c.sweeps]
+            given = c.loss
+            if given is None and m.is_loss:  # a sequentially judged sweep: the column its verdicts judged
+                from activation_bench.analysis.sequential import recorded_loss
+
+                given = recorded_loss(paths)
+            loaded = loads.get(c.sweeps, given or "train_loss")
             power = None
             if c.power is not None:
                 from activation_bench.analysis.power import parse_power
 
-                power = parse_power(c.power, accuracy=is_accuracy(c.loss or ""))
-            margin = None
-            if c.margin is not None:
-                from activation_bench.analysis.verdicts import parse_margin
-
-                margin = parse_margin(c.margin, accuracy=is_accuracy(c.loss or ""))
-            res = cmp.compare(loaded, m, c.by, c.baseline, default_loss(loaded, m, c.loss), power=power,
-                              tune=_tune(c, c.by), pair_by=c.pair_by, margin=margin)
+                power = parse_power(c.power, accuracy=is_accuracy(given or ""))
+            loss = default_loss(loaded, m, given)
+            res = cmp.compare(loaded, m, c.by, c.baseline, loss, power=power, tune=_tune(c, c.by), pair_by=c.pair_by,
+                              **_verdicts(c.margin, paths if m.is_loss else [], loss))
         results[name] = _tables(out, name, res, tables.render)
     return results
+
+
+def _verdicts(margin: str | None, paths: list[Path], loss: str) -> dict[str, Any]:
+    """compare's verdict arguments for a comparison, as `compare` takes them on its sweeps: its own
+    margin; over a sequentially judged sweep (sequential.RECORD_FILE) anytime-valid verdicts, with the
+    sweep's recorded margin for the column's kind unless the comparison gives one (the verdict, the
+    seeds each comparison used and why it stopped)."""
+    from activation_bench.analysis.loading import is_accuracy
+    from activation_bench.analysis.sequential import SequentialSpec, read_record
+    from activation_bench.analysis.verdicts import parse_margin
+
+    own = parse_margin(margin, accuracy=is_accuracy(loss)) if margin is not None else None
+    record = read_record(paths, loss)
+    if record is not None and (own is not None or (record["margin"].unit == "pp") == is_accuracy(loss)):
+        return {"margin": own or record["margin"], "alpha": record["alpha"],
+                "sequential": SequentialSpec(record["max_seeds"])}
+    return {"margin": own}
 
 
 def _tables(out: Built, name: str, res: Any, render: Any) -> Any:

@@ -98,9 +98,9 @@ def _check_tunings(study: Study, sweeps: list[PlannedSweep]) -> None:
             staged.check(plans, t, flag="tune:")
             if t.halving:
                 staged.halving_rungs(plans[t.sweeps[0]], t, t.halving)
-            sw = study.spec.sweeps[sweeps[t.sweeps[0]].name] if t.name.startswith("sweeps.") else None
-            if sw is not None and sw.look_every is not None:
-                judge_s = staged.seeds(plans, t)[1]
+            sw = study.spec.sweeps[sweeps[t.sweeps[0]].name]
+            if sw.look_every is not None and (t.name.startswith("sweeps.") or not sw.tune):
+                judge_s = staged.seeds(plans, t)[1]  # sequential judging: each rule's judging seeds
                 if sw.look_every > len(judge_s):
                     raise UsageError(f"look_every {sw.look_every}: larger than the {len(judge_s)} judging seeds of "
                                      "the seed range")
@@ -157,6 +157,9 @@ def _cross_check(study: Study, sweeps: dict[str, PlannedSweep]) -> None:
             _swept(fail, key, part, parts)
             if isinstance(part, RankingSpec):
                 _tasks(fail, key, part, parts)
+    for name, sw in spec.sweeps.items():
+        if sw.loss is not None:
+            _logged(fail, f"sweeps.{name}.loss", sw.loss, [sweeps[name]])
     for name, fig in spec.figures.items():
         parts = [sweeps[s] for s in fig.sweeps]
         if fig.loss is not None:

@@ -56,10 +56,12 @@ class SweepSpec(TuneFields):
     judge: str | None = None  # all (every seed at every grid value) | chosen (the judging seeds at the choices)
     metric: str | None = None  # with tune: what the choice applies to the validation column (default final)
     halving: int | None = None  # with tune: successive halving's ETA in the tuning stage (sweep --halving)
-    # with tune: sequential judging (sweep --judge-seeds-max, --look-every, --margin, --baseline)
+    # sequential judging (sweep --judge-seeds-max, --look-every; with tune also --margin, --loss, --baseline;
+    # under judge: chosen the comparisons that tune the sweep give theirs)
     judge_seeds_max: int | None = None
     look_every: int | None = None
     margin: float | None = None
+    loss: str | None = None  # the column the verdicts judge (default: compare's for the metric)
     baseline: str | None = None
 
     @property
