@@ -146,3 +146,15 @@ def test_bad_sequential_judging_is_refused_before_anything_trains(tmp_path, runn
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_documented_example_plans(tmp_path, runner, monkeypatch):
+    """docs/studies.md's sequential judging example is a valid study: planned (--dry-run), as written."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "studies.md").read_text(encoding="utf-8")
+    section = text.split("### Sequential judging\n", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block is not None, "docs/studies.md: the sequential judging section's yaml block"
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["study", "run", str(_write(tmp_path, block.group(1))), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "tuned sweep: tuning stage 24 members" in result.output  # 4 tuning seeds x 6 settings
