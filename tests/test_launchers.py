@@ -60,3 +60,33 @@ def test_a_stack_a_checkpoint_holds_goes_to_one_job(monkeypatch, tmp_path):
     monkeypatch.setattr(checkpoint_files, "saved_stacks", lambda _root: saved)
     assert launching._together(p, [0, 1, 2, 3, 4]) == [[0], [3, 1], [2], [4]]
     assert launching._together(p, [0, 2, 3]) == [[0], [2], [3]]  # b is not to train here: d goes alone
+
+
+def test_local_jobs_share_the_cores_as_jobs_asks_however_many_members_are_left(monkeypatch, tmp_path):
+    """A checkpoint continues only at the thread count that wrote it: a halving rung's settings, or a
+    sweep resumed with fewer members left than --jobs, keep the thread share of the first launch."""
+    from types import SimpleNamespace
+
+    from activation_bench.runs import launching
+
+    commands = []
+
+    class Finished:
+        returncode = 0
+
+        def __init__(self, cmd, **_kwargs):
+            commands.append(cmd)
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(launching.subprocess, "Popen", Finished)
+    monkeypatch.setattr(launching.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(launching, "steps_per_epoch", lambda _cfg: 1)
+    p = SimpleNamespace(directory=tmp_path, hashes=["a", "b", "c"], cfgs=[SimpleNamespace(epochs=2)] * 3)
+    for indices in ([0, 1, 2], [2]):
+        launching.launch(p, indices, "joblib", 4, [], 64.0, False)
+    assert [[a for a in cmd if a.startswith(("chunk=", "threads="))] for cmd in commands] == [
+        ["chunk=range(3)", "threads=2"], ["chunk=range(1)", "threads=2"]]
+    launching.launch(p, [0, 1], "basic", 4, [], 64.0, False, upto=3, groups=[[0, 1]])
+    assert "upto=3" in commands[-1] and "threads=0" in commands[-1]

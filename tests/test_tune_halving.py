@@ -145,11 +145,16 @@ def test_a_rung_killed_under_the_launcher_trains_only_what_is_missing(launched, 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None,
                     reason="needs the [cluster] extra")
-def test_rungs_through_joblib_end_as_the_local_halving(halved, runner, tmp_path):
+def test_rungs_through_joblib_end_as_the_local_halving(halved, runner, tmp_path, monkeypatch):
     runs_dir, _ = halved
-    far = sweep(runner, tmp_path / "runs", "halved", *HALVING, "--launcher", "joblib", "--jobs", "2", grid=GRID)
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(checkpoint.TRACE_ENV, str(trace))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # 4 jobs for the rung's 6 settings, then 2 for the 2 promoted
+    far = sweep(runner, tmp_path / "runs", "halved", *HALVING, "--launcher", "joblib", "--jobs", "4", grid=GRID)
     assert far.exit_code == 0, far.output
     assert losses(tmp_path / "runs" / "halved") == losses(runs_dir / "halved")
+    # the promoted settings resume from their rung's checkpoints (each job at one thread, both times)
+    assert [e["epoch"] for e in events(trace) if e["event"] == "resume"] == [3, 3]
 
 
 def test_rungs_are_eta_times_apart_up_to_the_full_run():

@@ -57,18 +57,20 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
 
     Each job runs `activation_bench.runs.launcher`, which trains its group of members stacked, through
     `train_members` like a local sweep, at `threads` torch threads where given (else local jobs share
-    the cores, a cluster's use its default). Progress is read from the run directories as they appear.
+    the cores as `--jobs` asks, however many members are left: a checkpoint continues only at the
+    thread count that wrote it; a cluster's jobs use its default). Progress is read from the run
+    directories as they appear.
     Members a checkpoint holds as one stack go to one job (it resumes them as that stack). `upto`: a
     halving rung (runs/rungs.py): each of `groups` (a setting's members) trains as rungs.train_to
     trains it, to `upto` epochs of its full run, in one job.
     """
+    if not threads and launcher in ("joblib", "submitit_local"):
+        threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     together = [list(g) for g in groups] if groups is not None else _together(p, indices)
     jobs = max(1, min(jobs, len(together)))
     chunks = [together[k::jobs] for k in range(jobs)]
     chunk_file = p.directory / ".launch_chunks.json"
     store.atomic_write(chunk_file, json.dumps(chunks))
-    if not threads and launcher in ("joblib", "submitit_local"):
-        threads = max(1, (os.cpu_count() or 1) // jobs)
     cmd = [
         sys.executable, "-m", "activation_bench.runs.launcher", "--multirun",
         f"hydra/launcher={launcher}",
