@@ -94,6 +94,12 @@ def test_a_judge_chosen_sweep_stops_once_every_comparison_has_decided(tmp_path, 
                                        *extra, "--format", "csv"])
         assert compared.exit_code == 0, compared.output
         assert compared.stdout == (tmp_path / "out" / f"{name}.csv").read_text()
+    # finished: the dry run counts what the judging trained, nothing is left, `study tables` renders it
+    dry = runner.invoke(app, ["study", "run", "study.yaml", "--dry-run"])
+    assert dry.exit_code == 0 and "trained by sequential judging" in dry.output, dry.output
+    assert "0 members to train" in dry.output
+    tables = runner.invoke(app, ["study", "tables", "study.yaml"])
+    assert tables.exit_code == 0, tables.output
     again = runner.invoke(app, ["study", "run", "study.yaml", "-q"])  # resumed: nothing more to train
     assert again.exit_code == 0, again.output
     assert _members(tmp_path / "runs" / "iris") == trained and _last_looks(again.output) == looks

@@ -26,8 +26,15 @@ def test_judging_stops_once_every_comparison_is_decided_and_resumes_alike(runner
     judged = len(members(runs / "seq")) - 8  # 8 tuning members (2 seeds x 4 settings)
     assert judged == 2 * 2 * len(looks) < 2 * 10  # both groups, 2 seeds a look, fewer than 10 seeds each
     record = json.loads((runs / "seq" / "judging.json").read_text())
+    trained = record.pop("members")  # the judging members it trained, by name
+    assert len(set(trained)) == judged and set(trained) <= set(members(runs / "seq"))
     assert record == {"margin": 1.5, "unit": "ratio", "loss": "train_loss", "alpha": 0.05, "max_seeds": 10,
                       "look_every": 2}
+    # the dry run counts the judging stage as the judging trained it: nothing left to run
+    dry = sweep(runner, runs, "seq", *SEQ, "--dry-run", grid=GRID)
+    assert dry.exit_code == 0, dry.output
+    assert f"judging stage {judged} members" in dry.output and "trained by sequential judging" in dry.output
+    assert dry.output.rstrip().endswith("; 0 to run")
     compared = runner.invoke(app, ["compare", str(runs / "seq"), "--tune", "lr", "--tune-seeds", "2", "--format",
                                    "csv"])
     assert compared.exit_code == 0 and "verdict" in compared.stdout.splitlines()[0]
@@ -89,6 +96,7 @@ def test_an_accuracy_column_is_judged_in_percentage_points_and_compare_agrees(ru
     assert list(last) == ["gelu"] and last["gelu"][2] == "decided" and last["gelu"][1] < 10
     assert len(members(runs / "acc")) - 8 == 2 * last["gelu"][1] < 2 * 10  # stopped before --judge-seeds-max
     record = json.loads((runs / "acc" / "judging.json").read_text())
+    assert len(record.pop("members")) == 2 * last["gelu"][1]
     assert record == {"margin": 20.0, "unit": "pp", "loss": "test_acc", "alpha": 0.05, "max_seeds": 10,
                       "look_every": 2}
     base = ["compare", str(runs / "acc"), "--tune", "lr", "--tune-seeds", "2", "--tune-on", "val_acc",

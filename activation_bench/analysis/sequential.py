@@ -150,12 +150,13 @@ def stop_reason(verdict: str, n: int, max_seeds: int | None) -> str:
 
 
 def record_text(margin: Margin, alpha: float, max_seeds: int, look_every: int, loss: str | None = None,
-                more: Sequence[tuple[Margin, str]] = ()) -> str:
-    """What a sequential sweep writes into its folder as RECORD_FILE (atomically): its margin, the
-    column the verdicts judged (`loss`), level, --judge-seeds-max and --look-every; `more`: the margins
-    and columns of the other comparisons that judged it (a study's `judge: chosen` sweep), as
-    "columns". `compare` on that folder then reads its verdicts anytime-validly without being told
-    (`read_record`)."""
+                more: Sequence[tuple[Margin, str]] = (), members: Sequence[str] = ()) -> str:
+    """What a sequential sweep writes into its folder as RECORD_FILE (atomically) once its judging is
+    done: its margin, the column the verdicts judged (`loss`), level, --judge-seeds-max and
+    --look-every; `more`: the margins and columns of the other comparisons that judged it (a study's
+    `judge: chosen` sweep), as "columns"; `members`: the judging members it trained (a dry run counts
+    them as the judging stage). `compare` on that folder then reads its verdicts anytime-validly
+    without being told (`read_record`)."""
     doc: dict = {"margin": margin.value, "unit": margin.unit}
     if loss is not None:
         doc["loss"] = loss
@@ -163,7 +164,19 @@ def record_text(margin: Margin, alpha: float, max_seeds: int, look_every: int, l
     entries = [(margin, loss), *[(m, c) for m, c in more if (m, c) != (margin, loss)]]
     if len(entries) > 1:
         doc["columns"] = [{"loss": c, "margin": m.value, "unit": m.unit} for m, c in dict.fromkeys(entries)]
+    if members:
+        doc["members"] = sorted(members)
     return json.dumps(doc, indent=2) + "\n"
+
+
+def recorded_members(directory: str | Path) -> list[str] | None:
+    """The judging members a finished sequential judging in this sweep folder trained (its record's
+    "members"), or None where there is no readable record that holds them."""
+    try:
+        doc = json.loads((Path(directory) / RECORD_FILE).read_text(encoding="utf-8"))
+        return [str(m) for m in doc["members"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def read_record(paths: Sequence[str | Path], loss: str | None = None) -> dict | None:

@@ -12,7 +12,7 @@ judging seeds stop only once every comparison reading the group has decided it."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
     from activation_bench.analysis.staged import Choice, Tuning
+    from activation_bench.cli.tuned import Stages
     from activation_bench.runs.orchestrate import SweepPlan
     from activation_bench.study.spec import Study
 
@@ -168,7 +169,8 @@ def judge_all(p: SweepPlan, seq: Sequential, stage1: list[int], rules: Sequence[
             break
     margins = [(_margin(r.margin, c), c) for r, c in zip(rules, columns)]
     store.atomic_write(p.directory / sequential.RECORD_FILE, sequential.record_text(
-        margins[0][0], seq.alpha, seq.max_seeds, seq.look_every, margins[0][1], margins[1:]))
+        margins[0][0], seq.alpha, seq.max_seeds, seq.look_every, margins[0][1], margins[1:],
+        [p.names[i] for i in sorted(trained - set(stage1))]))
     every = {i for c, s in zip(chosen, seeds) for i in c if staged.member_seed(p, i) in set(s)}
     say(f"sequential judging: {len(trained - set(stage1))} judging members trained, of the {len(every)} at the "
         f"chosen values up to --judge-seeds-max {seq.max_seeds}")
@@ -258,3 +260,22 @@ def _study_judge(study: Study, plans: Sequence[SweepPlan], k: int, seq: Sequenti
                   lambda todo, needed, stage: run_stage(k, todo, needed, stage), say, k)
 
     return judge
+
+
+def settled(plans: Sequence[SweepPlan], st: dict[int, Stages], sequential: Collection[int]) -> dict[int, Stages]:
+    """A dry run's stages with each sequentially judged plan's judging stage as its finished judging
+    trained it (its record's members), where they are all at the current choice's values; a judging
+    not finished (or chosen again since) keeps the stage at every judging seed, the most it may train."""
+    from activation_bench.analysis import staged
+    from activation_bench.analysis.sequential import recorded_members
+    from activation_bench.cli.tuned import Stages
+
+    out = dict(st)
+    for k, s in st.items():
+        names = recorded_members(plans[k].directory) if k in sequential and s.judging is not None else None
+        index = {plans[k].names[i]: i for i in s.judging or []}
+        if names is None or not set(names) <= set(index):
+            continue
+        j = sorted(index[n] for n in names)
+        out[k] = Stages(s.tuning, j, (len(j), staged.epochs(plans[k], j), "trained by sequential judging"))
+    return out

@@ -182,9 +182,13 @@ def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tupl
     return low, high
 
 
-def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool) -> None:
-    """--dry-run of sweep --tune (and of its halving: the tuning stage's member-epochs under it)."""
-    for k, s in stages(plans, tunings, range(len(plans))).items():
+def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool,
+               sequential: Collection[int] = ()) -> None:
+    """--dry-run of sweep --tune (and of its halving: the tuning stage's member-epochs under it; of
+    its finished sequential judging: the members it trained, cli/judging.settled)."""
+    from activation_bench.cli.judging import settled
+
+    for k, s in settled(plans, stages(plans, tunings, range(len(plans))), sequential).items():
         typer.echo(plan_line(plans[k], s, force))
     for t in tunings:
         if t.halving:
@@ -291,7 +295,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launch: Laun
 
         judge = {0: sequential}
     if dry_run:
-        print_plan([p], [tuning], force)
+        print_plan([p], [tuning], force, [0] if seq is not None else [])
         return
     memory.check_memory(p.cfgs, memory_mb, local=launch is None or launch.launcher != "submitit_slurm")
     tunings_record([p], [tuning], [0])
