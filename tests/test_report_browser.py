@@ -127,16 +127,14 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_rendered_dom_has_sections_tables_and_figures(report, tmp_path):
+def test_rendered_dom_has_sections_tables_and_figures_nothing_fetched_or_blocked(report, tmp_path):
+    """The rendered DOM read from the probe's rendering (the probe adds no section, table or figure):
+    one browser start for both checks, as the classification report's test does."""
     dom = Dom()
-    dom.feed(chromium(tmp_path, report, "--dump-dom"))
+    found = probe(tmp_path, report.read_text(encoding="utf-8"), dom)
     assert dom.sections == SECTIONS
     assert dom.tables == {"final": 4, "epoch=2": 4}
     assert len(dom.figures) == 4 and all(n > 20 for n in dom.figures), dom.figures  # ranking, curves x2, shapes
-
-
-def test_nothing_fetched_or_blocked_and_figures_rendered(report, tmp_path):
-    found = probe(tmp_path, report.read_text(encoding="utf-8"))
     assert found["blocked"] == [] and found["fetched"] == [] and found["images"] == []
     assert len(found["svgs"]) == 4 and found["clipped"] == [] and found["texts"] > 50
     assert all(w > 400 and h > 100 for w, h in found["svgs"]), found["svgs"]
