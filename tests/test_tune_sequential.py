@@ -125,3 +125,30 @@ def test_a_judged_column_is_checked_before_anything_trains(runner, tmp_path, arg
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_record_of_several_columns_gives_each_its_margin(tmp_path):
+    """judging.json of a sweep judged by several comparisons (a study's judge: chosen): read_record picks
+    the entry of the compared column, else the first of its kind; a record from before the column
+    was recorded reads as before (loss None); a column that is not one is refused in one line."""
+    from activation_bench.analysis import sequential as sq
+    from activation_bench.analysis.verdicts import Margin
+    from activation_bench.errors import UsageError
+
+    text = sq.record_text(Margin(2, "pp"), 0.05, 10, 2, "test_acc", [(Margin(1.1), "test_loss")], ["b", "a"])
+    doc = json.loads(text)
+    assert doc["columns"] == [{"loss": "test_acc", "margin": 2, "unit": "pp"},
+                              {"loss": "test_loss", "margin": 1.1, "unit": "ratio"}]
+    assert doc["members"] == ["a", "b"]
+    (tmp_path / sq.RECORD_FILE).write_text(text)
+    pick = {col: sq.read_record([tmp_path], col) for col in (None, "test_acc", "val_acc", "test_loss", "train_loss")}
+    assert {c: (r["margin"], r["loss"]) for c, r in pick.items()} == {
+        None: (Margin(2, "pp"), "test_acc"), "test_acc": (Margin(2, "pp"), "test_acc"),
+        "val_acc": (Margin(2, "pp"), "test_acc"), "test_loss": (Margin(1.1), "test_loss"),
+        "train_loss": (Margin(1.1), "test_loss")}
+    assert sq.recorded_loss([tmp_path]) == "test_acc" and sq.recorded_members(tmp_path) == ["a", "b"]
+    (tmp_path / sq.RECORD_FILE).write_text(sq.record_text(Margin(1.05), 0.05, 10, 2))
+    assert sq.read_record([tmp_path])["loss"] is None and sq.recorded_members(tmp_path) is None
+    (tmp_path / sq.RECORD_FILE).write_text(text.replace('"loss": "test_loss"', '"loss": "test_lose"'))
+    with pytest.raises(UsageError, match="not a sequential judging record"):
+        sq.read_record([tmp_path])

@@ -136,6 +136,8 @@ def judge_all(p: SweepPlan, seq: Sequential, stage1: list[int], rules: Sequence[
     from activation_bench.analysis.loading import load
     from activation_bench.runs import orchestrate, store
 
+    if not rules:
+        return
     seeds = [r.choice.judge_seeds[:seq.max_seeds] for r in rules]
     chosen = [r.choice.judging.get(k, []) for r in rules]
     trained = set(stage1)
