@@ -94,6 +94,11 @@ def test_a_judge_chosen_sweep_stops_once_every_comparison_has_decided(tmp_path, 
                                        *extra, "--format", "csv"])
         assert compared.exit_code == 0, compared.output
         assert compared.stdout == (tmp_path / "out" / f"{name}.csv").read_text()
+    # `report` on the folder: the loss tables read the ratio margin, the accuracy tables the pp one
+    report = runner.invoke(app, ["report", "runs/iris", "-o", "page.html", "--no-shapes"])
+    assert report.exit_code == 0, report.output
+    heads = set(re.findall(r"verdict \([^)]*\)", (tmp_path / "page.html").read_text()))
+    assert heads == {"verdict (1.3x)", "verdict (20 pp)"}
     # finished: the dry run counts what the judging trained, nothing is left, `study tables` renders it
     dry = runner.invoke(app, ["study", "run", "study.yaml", "--dry-run"])
     assert dry.exit_code == 0 and "trained by sequential judging" in dry.output, dry.output

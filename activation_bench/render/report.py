@@ -344,9 +344,12 @@ def _judging(paths: Sequence[Path], margins: dict[str, Any]) -> tuple[dict[str, 
     record = read_record(paths)
     if record is None:
         return margins, {}
-    kind = ACCURACY if record["margin"].unit == "pp" else LOG10
-    return {kind: record["margin"], **margins}, {"sequential": SequentialSpec(record["max_seeds"]),
-                                                 "alpha": record["alpha"]}
+    found = {}  # a record of several comparisons (a study's judge: chosen sweep) may hold both kinds
+    for kind, column in ((LOG10, "train_loss"), (ACCURACY, "test_acc")):
+        margin = read_record(paths, column)["margin"]  # type: ignore[index]
+        if (margin.unit == "pp") == (kind == ACCURACY):
+            found[kind] = margin
+    return {**found, **margins}, {"sequential": SequentialSpec(record["max_seeds"]), "alpha": record["alpha"]}
 
 
 def _verdict_args(margin: Any, judging: dict[str, Any]) -> dict[str, Any]:
