@@ -274,9 +274,13 @@ def settled(plans: Sequence[SweepPlan], st: dict[int, Stages], sequential: Colle
 
     out = dict(st)
     for k, s in st.items():
-        names = recorded_members(plans[k].directory) if k in sequential and s.judging is not None else None
+        if k not in sequential:
+            continue
+        names = recorded_members(plans[k].directory) if s.judging is not None else None
         index = {plans[k].names[i]: i for i in s.judging or []}
         if names is None or not set(names) <= set(index):
+            n, e, how = s.estimate
+            out[k] = Stages(s.tuning, s.judging, (n, e, f"{how}; sequential judging may stop sooner"))
             continue
         j = sorted(index[n] for n in names)
         out[k] = Stages(s.tuning, j, (len(j), staged.epochs(plans[k], j), "trained by sequential judging"))
