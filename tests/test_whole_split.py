@@ -68,7 +68,10 @@ def test_compare_gives_an_interval_over_the_windows_beside_the_seed_interval(run
     assert md.exit_code == 0 and "95% CI (windows)" in md.stdout, md.output
 
 
-def test_metrics_and_curves_that_need_every_epoch_are_refused(runner, sweep, tmp_path):
+def test_metrics_and_curves_that_need_every_epoch_are_refused(runner, sweep, tmp_path, monkeypatch):
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)  # the report is built, its figures not drawn (test_report.py draws)
     out = runner.invoke(app, ["compare", str(sweep), "--metric", "best", "--loss", "test_loss"])
     assert out.exit_code == 2 and "use early_stop or final" in out.stderr
     out = runner.invoke(app, ["plot", str(sweep), "--loss", "test_loss", "-o", str(tmp_path / "p.png")])
