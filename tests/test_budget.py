@@ -124,17 +124,41 @@ def test_tuned_comparison_judges_the_chosen_values(tmp_path):
     res = cmp.run_compare([path], "early_stop", baseline="activation=relu", tune=TuneSpec(("lr",)))
     t = res.budget.table.set_index("activation")
     assert t.loc["gelu", "lr"] == "0.1" and t.loc["gelu", "runs"] == 4  # seeds 2-5 judge, 0-1 tune
-    assert t.loc["gelu", "late"] == 1.0 and t.loc["gelu", "runs_all"] == 12 and t.loc["gelu", "late_all"] == 0.5
+    # the runs the verdict reads: the tuning seeds at both rates (4), the judging seeds at 0.1 (4)
+    assert t.loc["gelu", "late"] == 1.0 and t.loc["gelu", "runs_all"] == 8 and t.loc["gelu", "late_all"] == 0.75
     assert t.loc["relu", "late"] == 0.0 and t.loc["relu", "lr"] == "0.01"
-    assert res.budget.overall["runs"] == 24 and res.budget.overall["late"] == 0.25
+    assert res.budget.overall["runs"] == 16 and res.budget.overall["late"] == 0.375
     assert res.budget.warning == ("budget: 100% of gelu's runs (lr 0.1) had their best val_loss in the last 10% of "
                                   "their epochs: runs were still improving; a longer budget may change this verdict")
     doc = json.loads(tables.to_json(res))["budget_check"]
     assert doc["tuned_keys"] == ["lr"] and doc["threshold"] == 0.25 and doc["late_fraction"] == 0.1
     assert doc["rows"][0] == {"activation": "gelu", "lr": "0.1", "runs": 4, "diverged": 0, "late": 1.0, "last": 1.0,
-                              "runs_all": 12, "diverged_all": 0, "late_all": 0.5, "last_all": 0.5}
-    assert doc["all_runs"] == {"runs": 24, "diverged": 0, "late": 0.25, "last": 0.25}
-    assert "all runs (every lr, every seed): 25% (25%) of 24" in res.budget.line()
+                              "runs_all": 8, "diverged_all": 0, "late_all": 0.75, "last_all": 0.75}
+    assert doc["all_runs"] == {"runs": 16, "diverged": 0, "late": 0.375, "last": 0.375}
+    assert "all runs read (tuning seeds at every lr, judging seeds at the chosen): 38% (38%) of 16" in res.budget.line()
+
+
+def test_tuned_budget_check_is_the_same_without_the_runs_no_verdict_reads(tmp_path):
+    # a sweep that trained its judging seeds at the chosen rates only (sweep --tune) prints the full
+    # grid's tables byte for byte, budget check included
+    best = {("gelu", 0.01): 3, ("gelu", 0.1): 10, ("relu", 0.01): 4, ("relu", 0.1): 9}
+    full = write(tmp_path / "full.csv", best, seeds=range(6), lrs=(0.01, 0.1))
+    df = pd.read_csv(full)
+    df.loc[(df["activation"] == "gelu") & (df["lr"] == 0.1), ["val_loss"]] -= 0.05
+    df.to_csv(full, index=False)
+    out = []
+    res = cmp.run_compare([full], "early_stop", baseline="activation=relu", tune=TuneSpec(("lr",)))
+    out.append((tables.to_markdown(res), tables.to_json(res)))
+    chosen = {a: float(v) for a, v in res.budget.table.set_index("activation")["lr"].items()}
+    keep = (df["seed"] < 2) | (df["lr"] == df["activation"].map(chosen))
+    plan = tmp_path / "plan.csv"
+    df[keep].to_csv(plan, index=False)
+    assert df[keep].groupby(["activation", "lr", "seed"]).ngroups == 16 < 24
+    res = cmp.run_compare([plan], "early_stop", baseline="activation=relu", tune=TuneSpec(("lr",)))
+    out.append((tables.to_markdown(res), tables.to_json(res)))
+    assert out[0][1].replace(str(full), "X") == out[1][1].replace(str(plan), "X")
+    assert out[0][0].replace(str(full), "X") == out[1][0].replace(str(plan), "X")
+    assert "of 16" in out[0][0]
 
 
 def test_tune_on_val_acc_reads_the_highest_accuracy(tmp_path):

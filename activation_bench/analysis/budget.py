@@ -92,8 +92,10 @@ class BudgetCheck:
     """The budget check of a comparison. `table`: one row per group (group columns, tuned keys at
     their chosen values with --tune), `runs` (scored runs), `diverged`, `late` and `last` (shares of
     the scored runs); with --tune these are the judged runs and `runs_all`, `diverged_all`,
-    `late_all`, `last_all` every run of the group (every grid value, every seed). `overall`: the
-    same four numbers over every run. `warning`: the one line naming the groups above `threshold`."""
+    `late_all`, `last_all` every run of the group the verdict reads (the tuning seeds at every grid
+    value, the judging seeds at the chosen: read_runs). `overall`: the same four numbers over those
+    runs (without --tune, over the runs counted: every run, or a ranking's ranked tasks). `warning`:
+    the one line naming the groups above `threshold`."""
 
     table: pd.DataFrame
     group_cols: list[str]
@@ -148,7 +150,8 @@ class BudgetCheck:
         text = (f"Budget check: share of {what} whose best {self.column} came in the last "
                 f"{1 - LATE_FRACTION:.0%} of their epochs (at the last epoch): {'; '.join(parts) or 'none'}")
         if self.tuned_keys:
-            text += f"; all runs (every {', '.join(self.tuned_keys)}, every seed): " \
+            text += f"; all runs read (tuning seeds at every {', '.join(self.tuned_keys)}, judging seeds at the " \
+                    "chosen): " \
                     f"{_pct(o['late'])} ({_pct(o['last'])}) of {int(o['runs'])}"
         diverged = int(self.table["diverged"].sum()) if len(self.table) else 0
         if diverged:
@@ -217,8 +220,8 @@ def budget_check(loaded: Loaded, group_cols: Sequence[str], judged: Sequence[int
     """The budget check of `loaded`'s runs grouped by `group_cols`. `judged`: the positions (in
     `loaded.runs`) of the runs the verdict rests on, by default every run; `selection` (a
     selection.Selection): the per-group rows carry the chosen values, and `*_all` columns count every
-    run. `on`: the validation column (val_loss, or val_acc where tuning selects on it); runs
-    without it use `fallback`, the compared column. `order`: rows of group values the table
+    run the verdict reads (read_runs). `on`: the validation column (val_loss, or val_acc where tuning
+    selects on it); runs without it use `fallback`, the compared column. `order`: rows of group values the table
     follows (a compare table's order). `verdict`: what the warning says may change."""
     group_cols = list(group_cols)
     per, column, notes = run_budget(loaded, on, fallback)
@@ -226,20 +229,23 @@ def budget_check(loaded: Loaded, group_cols: Sequence[str], judged: Sequence[int
     every = np.arange(len(per)) if judged is None else np.asarray(judged, dtype=np.int64)
     table = _shares(keys.iloc[every], per.iloc[every])
     tuned: list[str] = []
+    read = every  # the runs `overall` counts: those judged, or with a selection every run the verdict reads
     if selection is not None:
         tuned = list(selection.keys)
+        read = read_runs(loaded, every, selection.tune_seeds)
         chosen = selection.chosen[[*group_cols, *tuned]]
         table = chosen.merge(table, on=group_cols, how="left") if group_cols else \
             pd.concat([chosen.reset_index(drop=True), table], axis=1)
-        table = table.merge(_shares(keys, per, "_all"), on=group_cols, how="left") if group_cols else \
-            pd.concat([table, _shares(keys, per, "_all")], axis=1)
+        shares_all = _shares(keys.iloc[read], per.iloc[read], "_all")
+        table = table.merge(shares_all, on=group_cols, how="left") if group_cols else \
+            pd.concat([table, shares_all], axis=1)
         for c in ("runs", "diverged", "runs_all", "diverged_all"):
             table[c] = table[c].fillna(0).astype(int)
     if order is not None and group_cols and len(table):
         pos = order[group_cols].astype(object).reset_index(drop=True).reset_index()
         table = table.merge(pos, on=group_cols, how="left").sort_values("index", kind="stable") \
             .drop(columns="index")
-    total = _shares(keys[[]], per)
+    total = _shares(keys[[]].iloc[read], per.iloc[read])
     overall = {c: total[c].iloc[0] for c in STATS}
     judged_what = ("the judged runs: each group's evaluation seeds at its chosen " + ", ".join(tuned)) if tuned \
         else "every run of the group"
@@ -247,6 +253,17 @@ def budget_check(loaded: Loaded, group_cols: Sequence[str], judged: Sequence[int
                         None, notes)
     check.warning = _warning(check, verdict)
     return check
+
+
+def read_runs(loaded: Loaded, judged: np.ndarray, tune_seeds: Sequence[str]) -> np.ndarray:
+    """The positions of the runs a tuned verdict reads: every run of the tuning seeds (at every grid
+    value) and the judged runs. The `_all` shares count these, not every run trained, so that a
+    sweep that trained its judging seeds at the chosen values only (sweep --tune) prints the same
+    budget check, byte for byte, as the full grid."""
+    tuning = loaded.runs["seed"].astype(str).isin([str(s) for s in tune_seeds]).to_numpy()
+    mask = tuning.copy()
+    mask[np.asarray(judged, dtype=np.int64)] = True
+    return np.flatnonzero(mask)
 
 
 def _warning(check: BudgetCheck, verdict: str) -> str | None:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from activation_bench.analysis.budget import STATS, BudgetCheck, budget_check, validation_column
+from activation_bench.analysis.budget import STATS, BudgetCheck, budget_check, read_runs, validation_column
 from activation_bench.analysis.loading import Loaded, higher_is_better, varying_columns
 from activation_bench.analysis.metrics import ACCURACY, FLOOR, LOG10, Metric, parse_metric, run_values, scale
 from activation_bench.analysis.selection import Selection
@@ -317,12 +317,14 @@ def rank(loaded: Loaded, metric: Metric | str = "final", by: str = "activation",
     if margin is not None:
         table["within_margin"] = within_margin(scores, table[by].iloc[0], margin, higher)[table[by]].to_numpy(int)
     check = budget_check(loaded, [by], used[0], None, validation_column(tune), loss, order=table, verdict="ranking")
-    if sel is not None:  # per ranked value its judged runs, and every run of the ranked tasks
-        every = budget_check(loaded, [by], None, None, validation_column(tune), loss, order=table)
+    if sel is not None:  # per ranked value its judged runs, and every run of the ranked tasks it reads
+        every = budget_check(loaded, [by], read_runs(loaded, used[0], sel.tune_seeds), None, validation_column(tune),
+                             loss, order=table)
         check.table = check.table.merge(every.table.rename(columns={c: f"{c}_all" for c in STATS}), on=[by],
                                         how="left")
         check.judged = "the judged runs: each task's evaluation seeds at the group's chosen " + ", ".join(sel.keys)
         check.tuned_keys, check.values_shown = list(sel.keys), False
+        check.overall = every.overall
     return RankResult(table, by, list(task_cols), scores, st["ranks"], st["friedman_stat"],
                       st["friedman_p"], st["critical_difference"], st["p_nemenyi"], st["p_wilcoxon"],
                       st["groups"], alpha, posthoc, metric, loss, notes, sel, check, margin)
