@@ -422,7 +422,7 @@ def test_tuned_sweeps_write_the_full_grids_tables_from_fewer_members(done, tmp_p
     dry = runner.invoke(app, ["study", "run", str(path), "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "staged/wine: tuned sweep: tuning stage 8 members (24 member-epochs), judging stage 4 members" in dry.output
-    assert "judging stages together: 12 to 16 members, once the tuning stages have chosen" in dry.output
+    assert "judging stages together: 8 to 16 members, once the tuning stages have chosen" in dry.output
     result = runner.invoke(app, ["study", "run", str(path), "-q"])
     assert result.exit_code == 0, result.output
     assert "rankings.tasks: chose" in result.output and "comparisons.acc: chose" in result.output

@@ -123,9 +123,9 @@ def plan_line(p: SweepPlan, s: Stages, force: bool) -> str:
     full, full_e = len(p.members), staged.epochs(p, range(len(p.members)))
     n1, e1 = len(s.tuning), staged.epochs(p, s.tuning)
     n2, e2, how = s.estimate
-    return (f"{p.directory}: tuned sweep: tuning stage {n1} members ({e1:,} member-epochs), judging stage {n2} "
-            f"members ({e2:,} member-epochs, {how}): {n1 + n2} of the full grid's {full} members, {e1 + e2:,} "
-            f"of its {full_e:,} member-epochs ({(e1 + e2) / max(full_e, 1):.0%}); {to_run(p, s, force)} to run")
+    return (f"{p.directory}: tuned sweep: tuning stage {n1:,} members ({e1:,} member-epochs), judging stage {n2:,} "
+            f"members ({e2:,} member-epochs, {how}): {n1 + n2:,} of the full grid's {full:,} members, {e1 + e2:,} "
+            f"of its {full_e:,} member-epochs ({(e1 + e2) / max(full_e, 1):.0%}); {to_run(p, s, force):,} to run")
 
 
 def to_run(p: SweepPlan, s: Stages, force: bool) -> int:
@@ -160,25 +160,29 @@ def _estimate(plans: Sequence[SweepPlan], k: int, tunings: Sequence[Tuning]) -> 
 
 def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tuple[int, int]:
     """Before the choice: the fewest and the most judging members the tunings can need together.
-    Tunings reading the same plans form a family: at least its largest tuning's one value per group,
-    at most the sum of its tunings' (capped by every judging member of its plans)."""
+    Tunings whose sweeps overlap (directly or through others) form a family: at least its largest
+    tuning's one value per group (the union holds each tuning's choice), at most the sum of its
+    tunings' (capped by every judging member of its plans)."""
     from activation_bench.analysis import staged
     from activation_bench.analysis.loading import fixed_values
 
-    families: dict[frozenset[int], list[int]] = {}
-    judge_all: dict[frozenset[int], set[tuple[int, int]]] = {}
     fixed = [fixed_values(p.overrides) for p in plans]
+    counts: list[tuple[set[int], int, set[tuple[int, int]]]] = []
     for t in tunings:
         judge_s = set(staged.seeds(plans, t)[1])
         members = [(j, i) for j in t.sweeps for i in range(len(plans[j].members))
                    if staged.member_seed(plans[j], i) in judge_s]
         per_value = len({tuple(plans[j].labels[i].get(key, fixed[j].get(key)) for key in t.spec.keys)
                          for j, i in members}) or 1
-        fam = frozenset(t.sweeps)
-        families.setdefault(fam, []).append(len(members) // per_value)
-        judge_all.setdefault(fam, set()).update(members)
-    low = sum(max(n) for n in families.values())
-    high = sum(min(sum(n), len(judge_all[f])) for f, n in families.items())
+        counts.append((set(t.sweeps), len(members) // per_value, set(members)))
+    families: list[tuple[set[int], list[int], set[tuple[int, int]]]] = []
+    for sweeps, n, members in counts:  # merge every family this tuning's sweeps meet
+        met = [f for f in families if f[0] & sweeps]
+        families = [f for f in families if not f[0] & sweeps]
+        families.append((sweeps.union(*(f[0] for f in met)), [n, *(m for f in met for m in f[1])],
+                         members.union(*(f[2] for f in met))))
+    low = sum(max(n) for _, n, _ in families)
+    high = sum(min(sum(n), len(members)) for _, n, members in families)
     return low, high
 
 
