@@ -163,29 +163,30 @@ def test_script_exit_flushes_output_and_keeps_exit_codes(tmp_path):
     assert run_dir.parent == tmp_path
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "complete"
     assert len((run_dir / "losses.csv").read_text().splitlines()) == 1 + 4
-    # an error after torch is loaded still exits 2 with its one line
-    code = ("import sys, torch; from activation_bench.cli.main import main;"
-            f"sys.argv = ['actbench', 'run', '--runs-dir', {str(tmp_path)!r}, 'activation=nosuch'];"
-            "main()")
+    # an error after torch is loaded still exits 2 with its one line. The process loads torch as main()
+    # does for the commands that train, with the collector paused then frozen, and prints what that
+    # left (test_training_commands_import_torch_with_the_collector_paused_then_frozen's check: one
+    # process that imports torch for both)
+    code = ("import gc, sys; from activation_bench.cli import main as m; m._import_torch_frozen(); "
+            "print('torch' in sys.modules, gc.isenabled(), gc.get_freeze_count() > 50_000, flush=True); "
+            f"sys.argv = ['actbench', 'run', '--runs-dir', {str(tmp_path)!r}, 'activation=nosuch']; "
+            "m.main()")
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: ") and "gelu" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    assert bad.stdout.split() == ["True", "True", "True"]  # torch loaded, the collector on, its objects frozen
 
 
 def test_training_commands_import_torch_with_the_collector_paused_then_frozen():
-    """main() imports torch for the commands that train, then freezes it out of later collections;
-    --help, compare and `study tables` stay torch-free."""
+    """main() imports torch for the commands that train, then freezes it out of later collections
+    (checked in a fresh process by test_script_exit_flushes_output_and_keeps_exit_codes, whose error
+    process loads torch so); --help, compare and `study tables` stay torch-free."""
     from activation_bench.cli.main import _trains
 
     for args in (["run", "activation=gelu"], ["sweep", "seed=range(2)"], ["search"], ["study", "run", "s.yaml"]):
         assert _trains(args), args
     for args in (["--help"], ["run", "--help"], ["compare", "runs/x"], ["study", "tables", "s.yaml"], []):
         assert not _trains(args), args
-    code = ("import gc, sys; from activation_bench.cli import main as m; m._import_torch_frozen(); "
-            "print('torch' in sys.modules, gc.isenabled(), gc.get_freeze_count() > 50_000)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "True"]
 
 
 def test_help_lists_commands_and_examples(runner):
