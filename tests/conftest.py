@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import os
 import shutil
 from collections.abc import Callable
@@ -128,3 +129,26 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
             build(folder)
             done.touch()
     return folder
+
+
+STAND_IN = '<svg xmlns="http://www.w3.org/2000/svg"><!-- a figure built, not drawn (a test) --></svg>'
+
+
+def _stand_in_savefig(fig, fname, *args, **kwargs) -> None:  # noqa: ANN001
+    """Figure.savefig that writes STAND_IN where the drawn figure would go (a path, a text or a bytes file)."""
+    if isinstance(fname, io.TextIOBase):
+        fname.write(STAND_IN)
+    elif hasattr(fname, "write"):
+        fname.write(STAND_IN.encode())
+    else:
+        Path(fname).write_text(STAND_IN, encoding="utf-8")
+
+
+def leave_files_undrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every figure a command writes (plot, plot-activations, rank --plot, a study's figures) is built
+    but not drawn: STAND_IN is written in its place. For tests whose commands write figures that they
+    do not look at; each kind of figure is drawn by its own tests (test_plots, test_depth,
+    test_tuned_curves, test_accuracy_render, test_rank, test_study). A report's inline figures:
+    tests.test_report.leave_figures_undrawn."""
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", _stand_in_savefig)
+    monkeypatch.setattr("activation_bench.study.outputs.image", lambda fig, fmt: STAND_IN.encode())

@@ -34,7 +34,6 @@ fails test_every_example_is_covered; a table entry that no example uses fails it
 from __future__ import annotations
 
 import glob
-import io
 import os
 import re
 import shlex
@@ -50,7 +49,7 @@ import typer
 from typer.testing import CliRunner
 
 from activation_bench.cli.main import app
-from tests.conftest import built_once
+from tests.conftest import built_once, leave_files_undrawn
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -526,19 +525,6 @@ def _fake_shakespeare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, study: Pa
     study.write_text(plain.replace("data=shakespeare,", "data=shakespeare, data.sha256=null,"), encoding="utf-8")
 
 
-STAND_IN = '<svg xmlns="http://www.w3.org/2000/svg"><!-- a figure not drawn (quick run) --></svg>'
-
-
-def _stand_in_savefig(fig, fname, *args, **kwargs) -> None:  # noqa: ANN001
-    """Figure.savefig that writes STAND_IN instead of drawing the figure (built up to here)."""
-    if isinstance(fname, io.TextIOBase):
-        fname.write(STAND_IN)
-    elif hasattr(fname, "write"):
-        fname.write(STAND_IN.encode())
-    else:
-        Path(fname).write_text(STAND_IN, encoding="utf-8")
-
-
 def write_module_files(ex: Example) -> None:
     """The files a `model.target=MODULE:ATTR` imports, into the working directory: mymodels.py is
     docs/your-own-model.md's own ```python block, examples.NAME the checkout's examples/NAME.py."""
@@ -587,8 +573,7 @@ def check(ex: Example, request: pytest.FixtureRequest, tmp_path: Path, monkeypat
     if ex.argv[0] == "report" and not full:
         monkeypatch.setattr("activation_bench.render.report.svg", lambda fig, prefix, tight=False: "<svg></svg>")
     if slow(ex) == DRAWN and not full:
-        monkeypatch.setattr("matplotlib.figure.Figure.savefig", _stand_in_savefig)
-        monkeypatch.setattr("activation_bench.study.outputs.image", lambda fig, fmt: STAND_IN.encode())
+        leave_files_undrawn(monkeypatch)
     for out in outputs(ex):
         Path(out).parent.mkdir(parents=True, exist_ok=True)  # docs/studies/...: folders of the checkout
     bug = next((b for part, b in KNOWN_BUGS.items() if part in ex.key), None)
