@@ -206,9 +206,11 @@ def module_sweep(tmp_path_factory: pytest.TempPathFactory):
 
 def test_compare_tune_rank_report_plot_and_export_read_module_runs(runner, module_sweep, tmp_path, monkeypatch):
     from activation_bench.export.mlflow import collect
+    from tests.conftest import leave_files_undrawn
     from tests.test_report import leave_figures_undrawn
 
     leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report.py draws)
+    leave_files_undrawn(monkeypatch)  # plot's figure built, not drawn (test_plots draws)
 
     tuned = ["--metric", "early_stop", "--loss", "test_acc", "--tune", "lr", "--tune-seeds", "2",
              "--tune-on", "val_acc"]
