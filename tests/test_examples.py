@@ -4,8 +4,9 @@ expanded, comments dropped, in console blocks the `$ ` lines), each run once in 
 directory as a user would type it, with these mechanical changes and nothing else:
 
 - commands that train are shortened: `epochs=N` becomes `epochs=2` (added where the example leaves
-  the default), `seed=range(N)` becomes `seed=range(2)`, `data.n_train=N` becomes 160, `--candidates N`
-  becomes 20, a transformer's `data.steps` becomes 5 and its `data.eval_windows` 4; image data
+  the default), `seed=range(N)` becomes `seed=range(2)`, `data.n_train=N` becomes 160 (added where a
+  run or sweep trains on data=digits or data=mnist1d), `--candidates N` becomes 20, a transformer's
+  `data.steps` becomes 5 and its `data.eval_windows` 4; image data
   (`data=mnist`, `fashion_mnist`, `cifar10`) is read from tiny files in the exact formats, written
   to the cache directory the default `data.root` points at; a `search` adds `--dry-run` (every
   candidate composed and probed, the rungs planned, nothing trained) and its overrides go through
@@ -391,13 +392,20 @@ def fixture_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built_once(tmp_path_factory, "examples", _build_fixtures) / "runs"
 
 
+# the bundled classification sources of thousands of training rows: shortened with data.n_train=160
+LARGE = {"data=digits", "data=mnist1d"}
+
+
 def shortened(argv: list[str]) -> list[str]:
-    """A training command at tiny size: epochs=2 (added if absent), seed=range(2), --candidates 20."""
+    """A training command at tiny size: epochs=2 (added if absent), seed=range(2), --candidates 20,
+    data.n_train=160 on LARGE data."""
     argv = [re.sub(r"^epochs=\d+$", "epochs=2", re.sub(r"^seed=range\(\d+\)$", "seed=range(2)", w)) for w in argv]
     argv = [re.sub(r"^data.n_train=\d+$", "data.n_train=160", w) for w in argv]
     argv = ["20" if a == "--candidates" else w for a, w in zip(["", *argv], argv)]
     if argv[0] in ("run", "sweep") and not any(w.startswith("epochs=") for w in argv):
         argv.append("epochs=2")
+    if argv[0] in ("run", "sweep") and LARGE & set(argv) and not any(w.startswith("data.n_train=") for w in argv):
+        argv.append("data.n_train=160")  # a stratified subsample of the training rows (its full splits evaluated)
     if argv[0] in ("run", "sweep") and "model=transformer" in argv:  # steps per epoch and evaluation windows
         argv = [w for w in argv if not w.startswith(("data.steps=", "data.eval_windows="))]
         argv += ["data.steps=5", "data.eval_windows=4"]
