@@ -25,12 +25,18 @@ SIZED = ["model=module", f"model.target={M}:Sized", "model.act_arg=act_layer", "
          "+model.kwargs.height=${data:height}", "+model.kwargs.width=${data:width}", "epochs=1", "batch_size=64"]
 
 
+@pytest.fixture(scope="module")
+def plain() -> dict:
+    """The tensor-returning Fixed's members trained alone, by (activation, seed): the same for every
+    kind of output below, trained once for the module (tests only read the results)."""
+    return {(lab["activation"], lab["seed"]): alone for lab, alone, _ in
+            stacked_and_alone([*TABLE, "model.target=tests.module_models:Fixed", "activation=relu,tanh", "seed=0,1"])}
+
+
 @pytest.mark.parametrize(("returns", "read_as"), [("logits", "logits"), ("mapping", "logits"),
                                                   ("tuple", "first element"), ("list", "first element")])
-def test_outputs_inside_objects_train_as_the_tensor_would_and_members_equal_alone(returns, read_as):
+def test_outputs_inside_objects_train_as_the_tensor_would_and_members_equal_alone(returns, read_as, plain):
     results = stacked_and_alone([*TABLE, f"+model.kwargs.returns={returns}", "activation=relu,tanh", "seed=0,1"])
-    plain = {(lab["activation"], lab["seed"]): alone for lab, alone, _ in
-             stacked_and_alone([*TABLE, "model.target=tests.module_models:Fixed", "activation=relu,tanh", "seed=0,1"])}
     for labels, alone, stacked in results:
         assert repr(alone.train_loss) == repr(stacked.train_loss), labels
         assert alone.model_info["output"] == read_as
