@@ -12,7 +12,7 @@ judging seeds stop only once every comparison reading the group has decided it."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,6 @@ from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
     from activation_bench.analysis.staged import Choice, Tuning
-    from activation_bench.cli.tuned import Stages
     from activation_bench.runs.orchestrate import SweepPlan
     from activation_bench.study.spec import Study
 
@@ -262,26 +261,3 @@ def _study_judge(study: Study, plans: Sequence[SweepPlan], k: int, seq: Sequenti
                   lambda todo, needed, stage: run_stage(k, todo, needed, stage), say, k)
 
     return judge
-
-
-def settled(plans: Sequence[SweepPlan], st: dict[int, Stages], sequential: Collection[int]) -> dict[int, Stages]:
-    """A dry run's stages with each sequentially judged plan's judging stage as its finished judging
-    trained it (its record's members), where they are all at the current choice's values; a judging
-    not finished (or chosen again since) keeps the stage at every judging seed, the most it may train."""
-    from activation_bench.analysis import staged
-    from activation_bench.analysis.sequential import recorded_members
-    from activation_bench.cli.tuned import Stages
-
-    out = dict(st)
-    for k, s in st.items():
-        if k not in sequential:
-            continue
-        names = recorded_members(plans[k].directory) if s.judging is not None else None
-        index = {plans[k].names[i]: i for i in s.judging or []}
-        if names is None or not set(names) <= set(index):
-            n, e, how = s.estimate
-            out[k] = Stages(s.tuning, s.judging, (n, e, f"{how}; sequential judging may stop sooner"))
-            continue
-        j = sorted(index[n] for n in names)
-        out[k] = Stages(s.tuning, j, (len(j), staged.epochs(plans[k], j), "trained by sequential judging"))
-    return out

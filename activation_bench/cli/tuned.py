@@ -186,12 +186,32 @@ def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tupl
     return low, high
 
 
+def settled(plans: Sequence[SweepPlan], st: dict[int, Stages], sequential: Collection[int]) -> dict[int, Stages]:
+    """A dry run's stages with each sequentially judged plan's judging stage as its finished judging
+    trained it (its record's members), where they are all at the current choice's values; a judging
+    not finished (or chosen again since) keeps the stage at every judging seed, the most it may train."""
+    from activation_bench.analysis import staged
+    from activation_bench.analysis.sequential import recorded_members
+
+    out = dict(st)
+    for k, s in st.items():
+        if k not in sequential:
+            continue
+        names = recorded_members(plans[k].directory) if s.judging is not None else None
+        index = {plans[k].names[i]: i for i in s.judging or []}
+        if names is None or not set(names) <= set(index):
+            n, e, how = s.estimate
+            out[k] = Stages(s.tuning, s.judging, (n, e, f"{how}; sequential judging may stop sooner"))
+            continue
+        j = sorted(index[n] for n in names)
+        out[k] = Stages(s.tuning, j, (len(j), staged.epochs(plans[k], j), "trained by sequential judging"))
+    return out
+
+
 def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool,
                sequential: Collection[int] = ()) -> None:
     """--dry-run of sweep --tune (and of its halving: the tuning stage's member-epochs under it; of
-    its finished sequential judging: the members it trained, cli/judging.settled)."""
-    from activation_bench.cli.judging import settled
-
+    its finished sequential judging: the members it trained, settled)."""
     for k, s in settled(plans, stages(plans, tunings, range(len(plans))), sequential).items():
         typer.echo(plan_line(plans[k], s, force))
     for t in tunings:
