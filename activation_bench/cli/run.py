@@ -210,7 +210,7 @@ def sweep(
         "margin) or val_acc/test_acc (margin in percentage points). Default: compare's (train_loss; test_loss "
         "for --metric early_stop).", show_default=False)] = None,
 ) -> None:
-    from activation_bench.cli import tuned
+    from activation_bench.cli import judging, tuned
     from activation_bench.config.grid import hydra_settings, refuse_hydra_settings
     from activation_bench.runs import launching, memory, orchestrate
 
@@ -225,8 +225,6 @@ def sweep(
         if not grid_overrides:
             raise UsageError("nothing to sweep: give overrides such as 'seed=range(10)'")
         tuning = tuned.parse(tune, tune_seeds, tune_on, metric, halving, force)
-        from activation_bench.cli import judging
-
         seq = judging.parse(judge_seeds_max, look_every, margin, baseline, tuning is not None, loss)
         p = orchestrate.plan(grid_overrides, runs_dir, name, tuned=tuning is not None)
         if tuning is not None:
