@@ -1,6 +1,9 @@
 """Combined tables: several comparisons of the same groups side by side, one row per group (say test
 accuracy and test loss, each with its interval, effect against the baseline and significance), as
-markdown, CSV and JSON. Numbers are the comparisons' own (`compare --format json`), not recomputed."""
+markdown, CSV and JSON. Numbers are the comparisons' own (`compare --format json`), not recomputed.
+A comparison with a margin (`compare --margin`) also shows its verdict, and where its sweep was judged
+sequentially the seeds it used and why it stopped, in its own table's words; without one its columns
+are as they always were."""
 
 from __future__ import annotations
 
@@ -14,19 +17,25 @@ from activation_bench.analysis.metrics import ACCURACY, LOG10
 from activation_bench.analysis.notes import CompareResult
 from activation_bench.errors import UsageError
 from activation_bench.render.tables import (
+    _cmp,
     _md_escape,
     _plain,
     _significant,
     _tuned_cell,
     fmt_acc,
+    fmt_int,
     fmt_num,
     fmt_p,
     fmt_pp,
+    margin_json,
 )
 
 # the raw columns each part contributes to CSV and JSON, where its table has them
 RAW = ("n", "mean", "geo_mean", "ci_low", "ci_high", "mean_diff", "ratio", "ratio_lo", "ratio_hi", "diff_pp",
        "diff_lo_pp", "diff_hi_pp", "win_rate", "p_t_holm", "p_wilcoxon_holm", "significant", "is_baseline")
+# with a margin, after those: the verdict, and over a sequentially judged sweep the seeds used and why it stopped
+VERDICT = ("verdict",)
+SEQUENTIAL = ("seeds_used", "stopped")
 
 
 def title(given: str | None, parts: Sequence[tuple[str, CompareResult]]) -> str:
@@ -52,9 +61,24 @@ def _rows(res: CompareResult, cols: Sequence[str]) -> dict[tuple[str, ...], pd.S
     return {_key(r, cols): r for _, r in res.table.iterrows()}
 
 
+def _judged(res: CompareResult) -> tuple[str, ...]:
+    """The verdict columns a part shows: none without a margin (the table as before), else the
+    verdict, and the seeds used and why it stopped where the verdicts were read sequentially."""
+    if res.margin is None or "verdict" not in res.table.columns:
+        return ()
+    seq = res.sequential is not None and all(c in res.table.columns for c in SEQUENTIAL)
+    return VERDICT + (SEQUENTIAL if seq else ())
+
+
+def _verdict_cells(res: CompareResult, row: pd.Series) -> list[str]:
+    """The verdict cells as the comparison's own table writes them (blank on the baseline's row)."""
+    return [_cmp(row, fmt_int(row[c]) if c == "seeds_used" else str(row[c])) for c in _judged(res)]
+
+
 def _cells(res: CompareResult, row: pd.Series | None) -> list[str]:
     """One part's cells of a row: tuned values, the centre with its interval, the effect against the
-    baseline with its interval, the Holm p-values and the significance mark."""
+    baseline with its interval, the Holm p-values and the significance mark; with a margin the
+    verdict (and, judged sequentially, the seeds used and why it stopped)."""
     n_cells = len(_headers(res, ""))
     if row is None:
         return ["-"] * n_cells
@@ -77,7 +101,7 @@ def _cells(res: CompareResult, row: pd.Series | None) -> list[str]:
     if res.baseline is not None:
         cells.append("" if base else f"{fmt_p(row['p_t_holm'])}/{fmt_p(row['p_wilcoxon_holm'])}")
         cells.append("*" if _significant(row) else "")
-    return cells
+    return cells + _verdict_cells(res, row)
 
 
 def _headers(res: CompareResult, label: str) -> list[str]:
@@ -90,7 +114,9 @@ def _headers(res: CompareResult, label: str) -> list[str]:
         heads.append(f"{pre}{'geo mean' if res.scale == LOG10 else 'mean epochs'} [95% CI]")
         heads += [f"{pre}ratio [95% CI]"] if res.baseline is not None else []
     heads += [f"{pre}p Holm t/W", f"{pre}sig"] if res.baseline is not None else []
-    return heads
+    names = {"verdict": f"verdict ({res.margin.label})" if res.margin is not None else "",
+             "seeds_used": "seeds", "stopped": "stopped"}  # the comparison's own table's headers
+    return heads + [f"{pre}{names[c]}" for c in _judged(res)]
 
 
 def _order(parts: Sequence[tuple[str, CompareResult]], cols: Sequence[str]) -> list[tuple[str, ...]]:
@@ -141,7 +167,7 @@ def _raw(parts: Sequence[tuple[str, CompareResult]], where: str) -> tuple[list[s
         rec: dict[str, Any] = dict(zip(cols, key))
         for (name, res), by_key in zip(parts, rows):
             row = by_key.get(key)
-            keep = [*res.tuned_keys, *(c for c in RAW if c in res.table.columns)]
+            keep = [*res.tuned_keys, *(c for c in RAW if c in res.table.columns), *_judged(res)]
             rec[name] = {c: (_plain(row[c]) if row is not None else None) for c in keep}
         out.append(rec)
     return cols, out
@@ -151,18 +177,29 @@ def to_csv(parts: Sequence[tuple[str, CompareResult]], where: str = "table") -> 
     """One row per group: the group columns, then NAME.COLUMN for each part's raw numbers."""
     cols, recs = _raw(parts, where)
     flat = [{**{c: r[c] for c in cols}, **{f"{n}.{k}": v for n, _ in parts for k, v in r[n].items()}} for r in recs]
-    return pd.DataFrame(flat).to_csv(index=False, lineterminator="\n")
+    table = pd.DataFrame(flat)
+    seeds = [f"{n}.seeds_used" for n, res in parts if "seeds_used" in _judged(res)]
+    table[seeds] = table[seeds].astype("Int64")  # counts, blank on the baseline's row, as in the part's own CSV
+    return table.to_csv(index=False, lineterminator="\n")
 
 
 def to_json(parts: Sequence[tuple[str, CompareResult]], title: str, where: str = "table") -> str:
-    """{title, group_columns, parts: [{name, metric, loss, scale, baseline}], rows: [{group..., NAME: {...}}]}."""
+    """{title, group_columns, parts: [{name, metric, loss, scale, baseline, tuned}], rows: [{group...,
+    NAME: {...}}]}; a part with a margin also has `margin` as its comparison's JSON gives it."""
     cols, recs = _raw(parts, where)
     doc = {
         "title": title,
         "group_columns": cols,
-        "parts": [{"name": n, "metric": r.metric.label, "loss": r.loss, "scale": r.scale,
-                   "baseline": None if r.baseline is None else {"key": r.baseline[0], "value": r.baseline[1]},
-                   "tuned": r.tuned_keys} for n, r in parts],
+        "parts": [_part(n, r) for n, r in parts],
         "rows": recs,
     }
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def _part(name: str, res: CompareResult) -> dict[str, Any]:
+    part = {"name": name, "metric": res.metric.label, "loss": res.loss, "scale": res.scale,
+            "baseline": None if res.baseline is None else {"key": res.baseline[0], "value": res.baseline[1]},
+            "tuned": res.tuned_keys}
+    if _judged(res):
+        part["margin"] = margin_json(res)
+    return part

@@ -335,11 +335,19 @@ def to_json(res: CompareResult) -> str:
     if res.tuning is not None:
         doc["tuning"] = tuning_json(res.tuning)
     if res.margin is not None:
-        doc["margin"] = {**res.margin.to_dict(), "alpha": res.alpha,
-                         "interval": "confidence sequence" if res.sequential is not None else "t, Bonferroni"}
-        if res.sequential is not None:
-            doc["margin"]["max_seeds"] = res.sequential.max_seeds
+        doc["margin"] = margin_json(res)
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def margin_json(res: CompareResult) -> dict[str, Any] | None:
+    """The margin the verdicts were read against, as the JSON gives it; None without one."""
+    if res.margin is None:
+        return None
+    interval = "confidence sequence" if res.sequential is not None else "t, Bonferroni"
+    out: dict[str, Any] = {**res.margin.to_dict(), "alpha": res.alpha, "interval": interval}
+    if res.sequential is not None:
+        out["max_seeds"] = res.sequential.max_seeds
+    return out
 
 
 def tuning_json(sel: Any) -> dict[str, Any]:
