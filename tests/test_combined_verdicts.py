@@ -22,6 +22,7 @@ from tests.conftest import built_once
 MARGINS = test_study.STUDY.replace("tune_on: val_acc}", "tune_on: val_acc, baseline: activation=relu, margin: 20}") \
     .replace("title: test log loss}", "title: test log loss, baseline: activation=relu, margin: 1.3}")
 BASELINE_ONLY = MARGINS.replace(", margin: 20}", "}").replace(", margin: 1.3}", "}")
+LOSS_ONLY = MARGINS.replace(", margin: 20}", "}")
 # sequential judging with both comparisons side by side
 SEQUENTIAL = test_study_sequential.STUDY + "tables:\n  both: {comparisons: [acc, loss]}\n"
 
@@ -56,10 +57,11 @@ def _run_sequential(root: Path) -> None:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     """test_study's tiny study (trained once per test run, shared with it), its outputs rendered again
-    with margins on its comparisons, and with a baseline but no margin, each in its own folder."""
+    with margins on its comparisons, on one of them, and with a baseline but no margin, each in its
+    own folder."""
     finished = built_once(tmp_path_factory, "tiny-study", test_study._run_tiny_study)
     root = tmp_path_factory.mktemp("combined-verdicts")
-    for name, text in (("margins", MARGINS), ("baseline", BASELINE_ONLY)):
+    for name, text in (("margins", MARGINS), ("loss-only", LOSS_ONLY), ("baseline", BASELINE_ONLY)):
         shutil.copytree(finished, root / name, copy_function=shutil.copy2)
         _study_tables(root / name, text)
     return root
@@ -144,6 +146,15 @@ def test_verdicts_only_add_columns_and_no_margin_adds_none(tiny):
         for name in ("acc", "loss"):
             del row[name]["verdict"]
     assert doc == json.loads((plain / "both.json").read_text())
+
+
+def test_a_comparison_without_a_margin_has_no_verdict_beside_one_with(tiny):
+    out = tiny / "loss-only" / "out"
+    _assert_verdicts_equal(out, {"loss": ("verdict",)})
+    head = (out / "both.csv").read_text().splitlines()[0].split(",")
+    assert "loss.verdict" in head and not any(h.startswith("acc.") and "verdict" in h for h in head)
+    assert "acc: verdict" not in (out / "both.md").read_text()
+    assert "margin" not in json.loads((out / "both.json").read_text())["parts"][0]
 
 
 def test_sequential_verdicts_with_seeds_used_and_why_they_stopped(sequential):
