@@ -150,20 +150,24 @@ def stop_reason(verdict: str, n: int, max_seeds: int | None) -> str:
 
 
 def record_text(margin: Margin, alpha: float, max_seeds: int, look_every: int, loss: str | None = None,
-                more: Sequence[tuple[Margin, str]] = (), members: Sequence[str] = ()) -> str:
+                more: Sequence[tuple] = (), members: Sequence[str] = (), baseline: str | None = None) -> str:
     """What a sequential sweep writes into its folder as RECORD_FILE (atomically) once its judging is
-    done: its margin, the column the verdicts judged (`loss`), level, --judge-seeds-max and
-    --look-every; `more`: the margins and columns of the other comparisons that judged it (a study's
-    `judge: chosen` sweep), as "columns"; `members`: the judging members it trained (a dry run counts
-    them as the judging stage). `compare` on that folder then reads its verdicts anytime-validly
-    without being told (`read_record`)."""
+    done: its margin, the column the verdicts judged (`loss`), the baseline where one was given, level,
+    --judge-seeds-max and --look-every; `more`: the (margin, column[, baseline]) of the other
+    comparisons that judged it (a study's `judge: chosen` sweep), as "columns"; `members`: the judging
+    members it trained (a dry run counts them as the judging stage). `compare` on that folder then
+    reads its verdicts anytime-validly without being told (`read_record`)."""
     doc: dict = {"margin": margin.value, "unit": margin.unit}
     if loss is not None:
         doc["loss"] = loss
+    if baseline is not None:
+        doc["baseline"] = baseline
     doc.update(alpha=alpha, max_seeds=max_seeds, look_every=look_every)
-    entries = [(margin, loss), *[(m, c) for m, c in more if (m, c) != (margin, loss)]]
+    entries = list(dict.fromkeys([(margin, loss, baseline), *[(m[0], m[1], m[2] if len(m) > 2 else None)
+                                                             for m in more]]))
     if len(entries) > 1:
-        doc["columns"] = [{"loss": c, "margin": m.value, "unit": m.unit} for m, c in dict.fromkeys(entries)]
+        doc["columns"] = [{"loss": c, "margin": m.value, "unit": m.unit, **({"baseline": b} if b else {})}
+                          for m, c, b in entries]
     if members:
         doc["members"] = sorted(members)
     return json.dumps(doc, indent=2) + "\n"
@@ -177,6 +181,59 @@ def recorded_members(directory: str | Path) -> list[str] | None:
         return [str(m) for m in doc["members"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+# how a record's settings are named in a line: sweep's options, and a study file's keys
+FLAGS = {"margin": "--margin", "loss": "--loss", "baseline": "--baseline", "max_seeds": "--judge-seeds-max",
+         "look_every": "--look-every", "alpha": "alpha", "columns": "the comparisons' margins"}
+KEYS = {**FLAGS, "margin": "margin", "loss": "loss", "baseline": "baseline", "max_seeds": "judge_seeds_max",
+        "look_every": "look_every"}
+
+
+def record_change(directory: str | Path, expected: str, names: dict[str, str] = FLAGS) -> str | None:
+    """Whether the judging recorded in this sweep folder was made with the settings of `expected` (a
+    record_text without members: what judging now would write): None where it was, or where there is
+    no readable record; else one line saying what differs, e.g. "runs/s/judging.json was written with
+    --margin 1.05; judging again with --margin 1.02". A record so written is not this command's."""
+    file = Path(directory) / RECORD_FILE
+    try:
+        old = json.loads(file.read_text(encoding="utf-8"))
+        old.pop("members")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    new = json.loads(expected)
+    new.pop("members", None)
+    if old == new:
+        return None
+    single = "columns" not in old and "columns" not in new
+    keys = ["margin", "loss", "baseline"] if single else ["columns"]
+    differ = [k for k in [*keys, "max_seeds", "look_every", "alpha"] if _setting(old, k) != _setting(new, k)]
+    if not differ:  # another field (a record from another version): name it all
+        differ = [*keys, "max_seeds", "look_every", "alpha"]
+
+    def said(doc: dict) -> str:
+        return ", ".join(f"{names[k]} {_setting(doc, k)}" for k in differ)
+
+    return f"{file} was written with {said(old)}; judging again with {said(new)}"
+
+
+def _setting(doc: dict, key: str) -> str:
+    """One setting of a record as a line shows it ("none" where the record lacks it)."""
+    if key == "margin":
+        return _margin_text(doc)
+    if key == "columns":
+        entries = doc.get("columns") or [doc]
+        return "(" + ", ".join(f"{e.get('loss', 'none')} {_margin_text(e)}"
+                               + (f" against {e['baseline']}" if e.get("baseline") else "") for e in entries) + ")"
+    value = doc.get(key)
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _margin_text(doc: dict) -> str:
+    try:
+        return f"{float(doc['margin']):g}" + (" pp" if doc.get("unit") == "pp" else "")
+    except (KeyError, TypeError, ValueError):
+        return "none"
 
 
 def read_record(paths: Sequence[str | Path], loss: str | None = None) -> dict | None:

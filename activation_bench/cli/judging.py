@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from activation_bench.runs.orchestrate import SweepPlan
     from activation_bench.study.spec import Study
 
+    Rule = tuple[Tuning, str, str | None, str | None]  # a comparison's tuning, margin, column, baseline
+
 
 @dataclass(frozen=True)
 class Sequential:
@@ -118,6 +120,34 @@ class Judged:
     baseline: str | None = None
 
 
+@dataclass(frozen=True)
+class Settings:
+    """A plan's sequential judging as the command (or study file) now sets it: per comparison its
+    metric, margin, column (None: compare's default for the metric) and baseline; `study`: named by
+    the study file's keys, not sweep's options. The dry run (cli/tuned.settled) counts a finished
+    judging as this command's only where its record was written with these settings (`change`)."""
+
+    seq: Sequential
+    rules: tuple[tuple[str, str, str | None, str | None], ...]
+    study: bool = False
+
+    def change(self, p: SweepPlan) -> str | None:
+        """None where p's judging record (if any) was written with these settings; else one line
+        saying what differs (sequential.record_change)."""
+        from activation_bench.analysis import sequential
+
+        if not self.rules:
+            return None
+        columns = _columns(p, [(metric, loss) for metric, _, loss, _ in self.rules])
+        text = _record(self.seq, [(m, c, b) for (_, m, _, b), c in zip(self.rules, columns)])
+        return sequential.record_change(p.directory, text, sequential.KEYS if self.study else sequential.FLAGS)
+
+
+def sweep_settings(seq: Sequential, t: Tuning) -> Settings:
+    """sweep --tune's sequential judging, for its dry run."""
+    return Settings(seq, ((t.metric, seq.margin, seq.loss, seq.baseline),))
+
+
 def judge(p: SweepPlan, t: Tuning, seq: Sequential, stage1: list[int], choice: Choice,
           run_stage: Callable[[list[int], list[int], str], None], say: Callable[[str], None], k: int = 0) -> None:
     """sweep --tune's judging stage a batch of seeds at a time (module docstring): plan k's own rule."""
@@ -125,23 +155,35 @@ def judge(p: SweepPlan, t: Tuning, seq: Sequential, stage1: list[int], choice: C
 
 
 def judge_all(p: SweepPlan, seq: Sequential, stage1: list[int], rules: Sequence[Judged],
-              run_stage: Callable[[list[int], list[int], str], None], say: Callable[[str], None], k: int = 0) -> None:
+              run_stage: Callable[[list[int], list[int], str], None], say: Callable[[str], None], k: int = 0,
+              study: bool = False) -> None:
     """The judging stage of plan k (index k of the rules' plans) a look at a time, judged by every
     rule: a member at a rule's chosen values trains while that rule's comparison of its group is
     open (its baseline's while any is open), so a group stops once every comparison reading it is
-    decided. Each look reads only the seeds up to its batch, so a resumed sweep makes the same
-    decisions. Writes the judging record (sequential.RECORD_FILE) with each rule's margin and column."""
+    decided. Each look reads only the seeds up to its batch, and at the judging seeds only the
+    members this judging trains, so a resumed sweep, or one judged before with other settings, makes
+    a fresh judging's decisions (a member on disk is never trained again). Writes the judging record
+    (sequential.RECORD_FILE) with each rule's margin, column and baseline; where the record there was
+    written with other settings, says so first (`study`: in the study file's keys)."""
+    import dataclasses
+
     from activation_bench.analysis import sequential, staged
     from activation_bench.analysis.loading import load
     from activation_bench.runs import orchestrate, store
 
     if not rules:
         return
+    columns = _columns(p, [(r.tuning.metric, r.loss) for r in rules])
+    rules = [dataclasses.replace(r, loss=c) for r, c in zip(rules, columns)]
+    entries = [(r.margin, c, r.baseline) for r, c in zip(rules, columns)]
+    change = sequential.record_change(p.directory, _record(seq, entries),
+                                      sequential.KEYS if study else sequential.FLAGS)
+    if change:
+        say(change)
     seeds = [r.choice.judge_seeds[:seq.max_seeds] for r in rules]
     chosen = [r.choice.judging.get(k, []) for r in rules]
     trained = set(stage1)
     state: list[tuple[list[dict[str, str]] | None, str | None] | None] = [(None, None)] * len(rules)
-    columns: list[str] = [r.loss or "" for r in rules]
     for start in range(0, max(len(s) for s in seeds), seq.look_every):
         batches = [set(s[start:start + seq.look_every]) for s in seeds]
         todo = sorted({i for r, st in enumerate(state) if st is not None for i in chosen[r]
@@ -152,10 +194,11 @@ def judge_all(p: SweepPlan, seq: Sequential, stage1: list[int], rules: Sequence[
                   f"judging seeds {', '.join(sorted(set().union(*batches), key=float))}")
         orchestrate.build_results(p, sorted(trained))
         loaded = load([str(p.directory)])
+        names = {p.names[i] for i in trained}
         for r, rule in enumerate(rules):
             if state[r] is None:
                 continue
-            ds, columns[r] = _look(p, loaded, rule, seq, seeds[r][:start + seq.look_every])
+            ds = _look(loaded, rule, seq, seeds[r][:start + seq.look_every], names)
             said = min(len(seeds[r]), start + seq.look_every)
             say(("" if len(rules) == 1 else f"{rule.tuning.name}: ") + f"look after {said} judging seeds: "
                 + "; ".join(f"{_name(d.group)} {d.verdict} ({d.n} pairs, {d.stopped})" for d in ds))
@@ -168,32 +211,55 @@ def judge_all(p: SweepPlan, seq: Sequential, stage1: list[int], rules: Sequence[
                 state[r] = (still, ds[0].baseline if ds else None)
         if all(st is None for st in state):
             break
-    margins = [(_margin(r.margin, c), c) for r, c in zip(rules, columns)]
-    store.atomic_write(p.directory / sequential.RECORD_FILE, sequential.record_text(
-        margins[0][0], seq.alpha, seq.max_seeds, seq.look_every, margins[0][1], margins[1:],
-        [p.names[i] for i in sorted(trained - set(stage1))]))
+    store.atomic_write(p.directory / sequential.RECORD_FILE,
+                       _record(seq, entries, [p.names[i] for i in sorted(trained - set(stage1))]))
     every = {i for c, s in zip(chosen, seeds) for i in c if staged.member_seed(p, i) in set(s)}
     say(f"sequential judging: {len(trained - set(stage1))} judging members trained, of the {len(every)} at the "
         f"chosen values up to --judge-seeds-max {seq.max_seeds}")
 
 
-def _look(p: SweepPlan, loaded: object, rule: Judged, seq: Sequential, upto: Sequence[str]) -> tuple[list, str]:
-    """One rule's Decisions on the runs of its tuning seeds and judging seeds `upto`, and the column."""
+def _columns(p: SweepPlan, rules: Sequence[tuple[str, str | None]]) -> list[str]:
+    """Each (metric, column) judged's column: the given one, else compare's default for the metric on
+    the plan's finished runs (the folder is read only then)."""
+    from activation_bench.analysis.loading import load
+    from activation_bench.analysis.metrics import default_loss, parse_metric
+
+    loaded = None
+    out = []
+    for metric, loss in rules:
+        if loss is None and loaded is None:
+            loaded = load([str(p.directory)])
+        out.append(loss if loss is not None else default_loss(loaded, parse_metric(metric), None))
+    return out
+
+
+def _record(seq: Sequential, entries: Sequence[tuple[str, str, str | None]], members: Sequence[str] = ()) -> str:
+    """The judging record's text: per comparison (margin as given, judged column, baseline)."""
+    from activation_bench.analysis import sequential
+
+    margins = [(_margin(m, c), c, b) for m, c, b in entries]
+    return sequential.record_text(margins[0][0], seq.alpha, seq.max_seeds, seq.look_every, margins[0][1],
+                                  margins[1:], members, baseline=margins[0][2])
+
+
+def _look(loaded: object, rule: Judged, seq: Sequential, upto: Sequence[str], names: set[str]) -> list:
+    """One rule's Decisions (its column given) on the runs of its tuning seeds and, at the judging
+    seeds `upto`, on the members the judging trained (`names`)."""
     import dataclasses
 
     import numpy as np
 
     from activation_bench.analysis import decisions, staged
-    from activation_bench.analysis.metrics import default_loss, parse_metric
+    from activation_bench.analysis.metrics import parse_metric
 
     t, choice = rule.tuning, rule.choice
     spec = t.spec if t.spec.tune_seeds is not None else dataclasses.replace(t.spec, tune_seeds=len(choice.tune_seeds))
-    used = {*choice.tune_seeds, *upto}
-    sub = staged.subset(loaded, np.array([str(s) in used for s in loaded.runs["seed"]]))  # type: ignore[attr-defined]
-    metric = parse_metric(t.metric)
-    loss = default_loss(sub, metric, rule.loss)
-    return decisions.decisions(sub, metric, t.by, rule.baseline, loss, spec, rule.margin, seq.alpha,
-                               seq.max_seeds), loss
+    runs = loaded.runs  # type: ignore[attr-defined]
+    seed, tuning = runs["seed"].astype(str), {str(s) for s in choice.tune_seeds}
+    keep = seed.isin(tuning) | (seed.isin({str(s) for s in upto}) & runs["run"].astype(str).isin(names))
+    sub = staged.subset(loaded, np.asarray(keep))
+    return decisions.decisions(sub, parse_metric(t.metric), t.by, rule.baseline, rule.loss, spec, rule.margin,
+                               seq.alpha, seq.max_seeds)
 
 
 def _margin(margin: str, loss: str):  # noqa: ANN202 - a verdicts.Margin
@@ -224,40 +290,54 @@ def study_judges(study: Study, names: Sequence[str], plans: Sequence[SweepPlan],
                  run_stage: Callable[[int, list[int], list[int], str], None],
                  say: Callable[[str], None]) -> dict[int, Callable[[list[int], Choice], None]]:
     """A study's sequentially judged sweeps (judge_seeds_max and look_every; study/checks.py checked
-    them): per plan index, its judging stage for cli/tuned.run_staged. A sweep with its own tune is
-    judged by its own rule, margin, loss and baseline, as sweep --judge-seeds-max ... judges it; a
-    `judge: chosen` sweep by every comparison that tunes it (each reads it alone), each with its own."""
+    them): per plan index, its judging stage for cli/tuned.run_staged (`_study_rules` says by what)."""
     out = {}
     for k, name in enumerate(names):
-        sw = study.spec.sweeps[name]
-        if sw.look_every is None or sw.judge_seeds_max is None:
-            continue
-        if sw.tune:
-            seq = Sequential(sw.judge_seeds_max, sw.look_every, f"{sw.margin:g}", sw.baseline, loss=sw.loss)
-            own = [t for t in rules if t.name == f"sweeps.{name}"]
-        else:
-            seq = Sequential(sw.judge_seeds_max, sw.look_every, "")
-            own = [t for t in rules if t.sweeps == (k,) and t.name.startswith("comparisons.")]
-        out[k] = _study_judge(study, plans, k, seq, own, run_stage, say)
+        found = _study_rules(study, k, name, rules)
+        if found is not None:
+            out[k] = _study_judge(plans, k, *found, run_stage, say)
     return out
 
 
-def _study_judge(study: Study, plans: Sequence[SweepPlan], k: int, seq: Sequential, own: Sequence[Tuning],
+def study_settings(study: Study, names: Sequence[str], rules: Sequence[Tuning]) -> dict[int, Settings]:
+    """Per plan index of a study's sequentially judged sweeps, its judging's Settings (the dry run's)."""
+    out = {}
+    for k, name in enumerate(names):
+        found = _study_rules(study, k, name, rules)
+        if found is not None:
+            seq, own = found
+            out[k] = Settings(seq, tuple((t.metric, m, loss, b) for t, m, loss, b in own), study=True)
+    return out
+
+
+def _study_rules(study: Study, k: int, name: str, rules: Sequence[Tuning]) -> tuple[Sequential, list[Rule]] | None:
+    """Sweep `name`'s (plan k's) sequential judging, None where it has none: a sweep with its own tune
+    is judged by its own rule, margin, loss and baseline, as sweep --judge-seeds-max ... judges it; a
+    `judge: chosen` sweep by every comparison that tunes it (each reads it alone), each with its own."""
+    sw = study.spec.sweeps[name]
+    if sw.look_every is None or sw.judge_seeds_max is None:
+        return None
+    if sw.tune:
+        seq = Sequential(sw.judge_seeds_max, sw.look_every, f"{sw.margin:g}", sw.baseline, loss=sw.loss)
+        return seq, [(t, seq.margin, seq.loss, seq.baseline) for t in rules if t.name == f"sweeps.{name}"]
+    own = []
+    for t in rules:
+        if t.sweeps == (k,) and t.name.startswith("comparisons."):
+            c = study.spec.comparisons[t.name.removeprefix("comparisons.")]
+            own.append((t, str(c.margin), c.loss, c.baseline))
+    return Sequential(sw.judge_seeds_max, sw.look_every, ""), own
+
+
+def _study_judge(plans: Sequence[SweepPlan], k: int, seq: Sequential, own: Sequence[Rule],
                  run_stage: Callable[[int, list[int], list[int], str], None],
                  say: Callable[[str], None]) -> Callable[[list[int], Choice], None]:
     """Plan k's judging stage: each rule's choice made again (staged.choose: deterministic, from the
     finished tuning seeds, as run_staged made it) and judged with its comparison's margin."""
-    def judged(t: Tuning) -> Judged:
+    def judge(stage1: list[int], _choice: Choice) -> None:
         from activation_bench.analysis import staged
 
-        choice = staged.choose(plans, t)
-        if t.name.startswith("sweeps."):
-            return Judged(t, choice, seq.margin, seq.loss, seq.baseline)
-        c = study.spec.comparisons[t.name.removeprefix("comparisons.")]
-        return Judged(t, choice, str(c.margin), c.loss, c.baseline)
-
-    def judge(stage1: list[int], _choice: Choice) -> None:
-        judge_all(plans[k], seq, stage1, [judged(t) for t in own],
-                  lambda todo, needed, stage: run_stage(k, todo, needed, stage), say, k)
+        judged = [Judged(t, staged.choose(plans, t), margin, loss, baseline) for t, margin, loss, baseline in own]
+        judge_all(plans[k], seq, stage1, judged, lambda todo, needed, stage: run_stage(k, todo, needed, stage), say,
+                  k, study=True)
 
     return judge

@@ -202,6 +202,7 @@ def _render(study: Study) -> None:
 def _tuned_left(study: Study, sweeps: list[PlannedSweep]) -> tuple[list[str], dict[int, int]]:
     """The dry run's line of each tuned sweep, and its members left to train: the tuning stage's and,
     once it has chosen, the judging stage's (before, the judging stage's estimate)."""
+    from activation_bench.cli import judging
     from activation_bench.cli import tuned as staged_cli
     from activation_bench.study import plan
 
@@ -210,7 +211,7 @@ def _tuned_left(study: Study, sweeps: list[PlannedSweep]) -> tuple[list[str], di
         return [], {}
     plans = [s.plan for s in sweeps]
     rules = plan.tunings(study, sweeps)
-    sequential = [k for k, s in enumerate(sweeps) if study.spec.sweeps[s.name].look_every is not None]
+    sequential = judging.study_settings(study, [s.name for s in sweeps], rules)
     st = staged_cli.settled(plans, staged_cli.stages(plans, rules, tuned), sequential)
     lines = [staged_cli.plan_line(plans[k], s, False) for k, s in st.items()]
     lines += [staged_cli.halving_line(plans[t.sweeps[0]], t) for t in rules if t.halving]

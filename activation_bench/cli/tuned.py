@@ -4,7 +4,7 @@ seeds at the chosen values only). Each stage trains through the sweep command's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from activation_bench.errors import UsageError
 
 if TYPE_CHECKING:
     from activation_bench.analysis.staged import Choice, Tuning
-    from activation_bench.cli.judging import Sequential
+    from activation_bench.cli.judging import Sequential, Settings
     from activation_bench.runs.launching import Launch
     from activation_bench.runs.orchestrate import SweepPlan
 
@@ -186,10 +186,13 @@ def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tupl
     return low, high
 
 
-def settled(plans: Sequence[SweepPlan], st: dict[int, Stages], sequential: Collection[int]) -> dict[int, Stages]:
+def settled(plans: Sequence[SweepPlan], st: dict[int, Stages],
+            sequential: Mapping[int, Settings] | Collection[int]) -> dict[int, Stages]:
     """A dry run's stages with each sequentially judged plan's judging stage as its finished judging
-    trained it (its record's members), where they are all at the current choice's values; a judging
-    not finished (or chosen again since) keeps the stage at every judging seed, the most it may train."""
+    trained it (its record's members), where they are all at the current choice's values and, given
+    the plan's Settings (cli/judging.py), the record was written with them; a judging not finished,
+    chosen again since, or finished with other settings (said in one line on stderr: the real run
+    judges again) keeps the stage at every judging seed, the most it may train."""
     from activation_bench.analysis import staged
     from activation_bench.analysis.sequential import recorded_members
 
@@ -199,6 +202,11 @@ def settled(plans: Sequence[SweepPlan], st: dict[int, Stages], sequential: Colle
             continue
         names = recorded_members(plans[k].directory) if s.judging is not None else None
         index = {plans[k].names[i]: i for i in s.judging or []}
+        if names is not None and set(names) <= set(index) and isinstance(sequential, Mapping):
+            change = sequential[k].change(plans[k])
+            if change:
+                typer.echo(change, err=True)
+                names = None
         if names is None or not set(names) <= set(index):
             n, e, how = s.estimate
             out[k] = Stages(s.tuning, s.judging, (n, e, f"{how}; sequential judging may stop sooner"))
@@ -319,7 +327,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launch: Laun
 
         judge = {0: sequential}
     if dry_run:
-        print_plan([p], [tuning], force, [0] if seq is not None else [])
+        print_plan([p], [tuning], force, {0: judging.sweep_settings(seq, tuning)} if seq is not None else [])
         return
     memory.check_memory(p.cfgs, memory_mb, local=launch is None or launch.launcher != "submitit_slurm")
     tunings_record([p], [tuning], [0])
