@@ -181,11 +181,11 @@ def draw_cd(res: RankResult, fig: Any = None) -> Any:
 
 def _sorted_crossbars(ax: Any) -> None:
     """scikit-posthocs draws each crossbar through a set of ranks, in an order that changes from
-    process to process (string hashing): sort each horizontal line's points, the same picture,
-    so a figure is the same bytes every time."""
+    process to process (string hashing), a bar over two ranks too: sort each horizontal line's
+    points, the same picture, so a figure is the same bytes every time."""
     for line in ax.get_lines():
         x, y = line.get_data()
-        if len(x) > 2 and len(set(map(float, y))) == 1:
+        if len(x) >= 2 and len(set(map(float, y))) == 1:
             line.set_data(sorted(x), y)
 
 
