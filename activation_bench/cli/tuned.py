@@ -187,7 +187,7 @@ def judging_range(plans: Sequence[SweepPlan], tunings: Sequence[Tuning]) -> tupl
 
 
 def settled(plans: Sequence[SweepPlan], st: dict[int, Stages],
-            sequential: Mapping[int, Settings] | Collection[int]) -> dict[int, Stages]:
+            sequential: Mapping[int, Settings]) -> dict[int, Stages]:
     """A dry run's stages with each sequentially judged plan's judging stage as its finished judging
     trained it (its record's members), where they are all at the current choice's values and, given
     the plan's Settings (cli/judging.py), the record was written with them; a judging not finished,
@@ -202,12 +202,11 @@ def settled(plans: Sequence[SweepPlan], st: dict[int, Stages],
             continue
         names = recorded_members(plans[k].directory) if s.judging is not None else None
         index = {plans[k].names[i]: i for i in s.judging or []}
-        if names is not None and set(names) <= set(index) and isinstance(sequential, Mapping):
-            change = sequential[k].change(plans[k])
-            if change:
-                typer.echo(change, err=True)
-                names = None
-        if names is None or not set(names) <= set(index):
+        finished = names is not None and set(names) <= set(index)
+        if finished and (change := sequential[k].change(plans[k])):
+            typer.echo(change, err=True)
+            finished = False
+        if not finished:
             n, e, how = s.estimate
             out[k] = Stages(s.tuning, s.judging, (n, e, f"{how}; sequential judging may stop sooner"))
             continue
@@ -217,10 +216,10 @@ def settled(plans: Sequence[SweepPlan], st: dict[int, Stages],
 
 
 def print_plan(plans: Sequence[SweepPlan], tunings: Sequence[Tuning], force: bool,
-               sequential: Collection[int] = ()) -> None:
+               sequential: Mapping[int, Settings] | None = None) -> None:
     """--dry-run of sweep --tune (and of its halving: the tuning stage's member-epochs under it; of
     its finished sequential judging: the members it trained, settled)."""
-    for k, s in settled(plans, stages(plans, tunings, range(len(plans))), sequential).items():
+    for k, s in settled(plans, stages(plans, tunings, range(len(plans))), sequential or {}).items():
         typer.echo(plan_line(plans[k], s, force))
     for t in tunings:
         if t.halving:
@@ -327,7 +326,7 @@ def sweep(p: SweepPlan, tuning: Tuning, dry_run: bool, force: bool, launch: Laun
 
         judge = {0: sequential}
     if dry_run:
-        print_plan([p], [tuning], force, {0: judging.sweep_settings(seq, tuning)} if seq is not None else [])
+        print_plan([p], [tuning], force, {0: judging.sweep_settings(seq, tuning)} if seq is not None else None)
         return
     memory.check_memory(p.cfgs, memory_mb, local=launch is None or launch.launcher != "submitit_slurm")
     tunings_record([p], [tuning], [0])
