@@ -162,3 +162,33 @@ def test_a_study_comparisons_changed_margin_judges_its_sweep_again(tmp_path, run
     assert record["columns"][1] == {"loss": "test_loss", "margin": 1.2, "unit": "ratio"}
     dry = runner.invoke(app, ["study", "run", str(changed), "--dry-run"])
     assert "0 members to train" in dry.stdout and "written with" not in dry.output, dry.output
+
+
+def test_compare_and_report_judge_against_the_recorded_baseline(judged, runner, tmp_path):
+    """A sweep judged against --baseline activation=gelu records it (judging.json): compare and report on
+    the folder then judge against gelu without being told, as with --baseline activation=gelu; a
+    --baseline given to them still wins."""
+    from activation_bench.render import report
+
+    runs = _copy(judged, tmp_path)
+    again = sweep(runner, runs, "seq", *FIRST, "--baseline", "activation=gelu", grid=GRID)
+    assert again.exit_code == 0, again.output
+    assert json.loads((runs / "seq" / "judging.json").read_text())["baseline"] == "activation=gelu"
+    base = ["compare", str(runs / "seq"), "--tune", "lr", "--tune-seeds", "2", "--format", "json"]
+    told, untold, relu = (runner.invoke(app, base + extra) for extra in
+                          (["--baseline", "activation=gelu"], [], ["--baseline", "activation=relu"]))
+    assert told.exit_code == untold.exit_code == relu.exit_code == 0, untold.output
+    assert untold.stdout == told.stdout
+    assert json.loads(untold.stdout)["baseline"] == {"key": "activation", "value": "gelu"}
+    assert json.loads(relu.stdout)["baseline"] == {"key": "activation", "value": "relu"}
+    page = report.build([runs / "seq"], ["final"], draw_shapes=False, tune=_tuning())
+    assert page["tables"][0]["json"]["baseline"] == {"key": "activation", "value": "gelu"}
+    assert page["tables"][0]["json"] == json.loads(untold.stdout)
+    given = report.build([runs / "seq"], ["final"], "activation=relu", draw_shapes=False, tune=_tuning())
+    assert given["tables"][0]["json"]["baseline"] == {"key": "activation", "value": "relu"}
+
+
+def _tuning():
+    from activation_bench.analysis import compare as cmp
+
+    return cmp.parse_tune(["lr"], "2", None, None, None)

@@ -238,7 +238,9 @@ def _margin_text(doc: dict) -> str:
 
 def read_record(paths: Sequence[str | Path], loss: str | None = None) -> dict | None:
     """The sequential judging recorded in the input folders (RECORD_FILE), or None where none has one:
-    margin, loss (the judged column; None in a record that predates it), alpha, max_seeds, look_every.
+    margin, loss (the judged column; None in a record that predates it), baseline (the KEY=VALUE its
+    verdicts were judged against; None where the sweep took compare's default), alpha, max_seeds,
+    look_every.
     Where several comparisons judged the folder ("columns"), the one of column `loss`, else the first of
     its kind (accuracy or loss), else the first. Inputs that record different judging: UsageError
     (compare them apart)."""
@@ -250,9 +252,10 @@ def read_record(paths: Sequence[str | Path], loss: str | None = None) -> dict | 
         if file.is_file():
             try:
                 doc = json.loads(file.read_text(encoding="utf-8"))
-                first = (Margin(float(doc["margin"]), str(doc["unit"])), _column(doc.get("loss")))
-                more = tuple((Margin(float(c["margin"]), str(c["unit"])), _column(c.get("loss")))
-                             for c in doc.get("columns", []))
+                first = (Margin(float(doc["margin"]), str(doc["unit"])), _column(doc.get("loss")),
+                         _baseline(doc.get("baseline")))
+                more = tuple((Margin(float(c["margin"]), str(c["unit"])), _column(c.get("loss")),
+                              _baseline(c.get("baseline"))) for c in doc.get("columns", []))
                 found[str(p)] = (first, more, float(doc["alpha"]), int(doc["max_seeds"]), int(doc["look_every"]))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise UsageError(f"{file}: not a sequential judging record ({exc})") from None
@@ -265,7 +268,8 @@ def read_record(paths: Sequence[str | Path], loss: str | None = None) -> dict | 
     acc = loss is not None and loss in ACCURACIES
     pick = next((e for e in entries if loss is not None and e[1] == loss), None) or next(
         (e for e in entries if loss is not None and (e[0].unit == "pp") == acc), first)
-    return {"margin": pick[0], "loss": pick[1], "alpha": alpha, "max_seeds": max_seeds, "look_every": look_every}
+    return {"margin": pick[0], "loss": pick[1], "baseline": pick[2], "alpha": alpha, "max_seeds": max_seeds,
+            "look_every": look_every}
 
 
 def recorded_loss(paths: Sequence[str | Path]) -> str | None:
@@ -273,6 +277,14 @@ def recorded_loss(paths: Sequence[str | Path]) -> str | None:
     did), which compare reads by default on it; None without a record, or one that predates it."""
     record = read_record(paths)
     return None if record is None else record["loss"]
+
+
+def _baseline(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or "=" not in value:
+        raise ValueError(f"baseline {value!r} is not KEY=VALUE")
+    return value
 
 
 def _column(value: object) -> str | None:

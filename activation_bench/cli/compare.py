@@ -102,8 +102,9 @@ def compare(
         verdicts = _verdict_options(margin, sequential, judge_seeds_max, alpha, loss, paths if m.is_loss else ())
         spec = _power_spec(power, power_level, alpha, bool(verdicts), loss, m)
         loaded = cmp.load(paths, loss or "train_loss")
-        result = cmp.compare(loaded, m, by, baseline, cmp.default_loss(loaded, m, loss), power=spec, tune=tuning,
-                             pair_by=pair_by, **verdicts)
+        recorded = verdicts.pop("baseline", None)  # a sequential sweep's --baseline, unless given here
+        result = cmp.compare(loaded, m, by, baseline or recorded, cmp.default_loss(loaded, m, loss), power=spec,
+                             tune=tuning, pair_by=pair_by, **verdicts)
         warn(result.all_warnings)
         emit(output, fmt, lambda: tables.render(result, fmt), lambda: tables.print_table(result))
 
@@ -132,7 +133,8 @@ def _verdict_options(margin: str | None, sequential: bool, judge_seeds_max: int 
                      loss: str | None, paths: Any = ()) -> dict[str, Any]:
     """compare's keyword arguments for --margin, --sequential, --judge-seeds-max and --alpha, checked.
     Inputs whose judging was sequential (sequential.RECORD_FILE) are read so without being told: their
-    recorded margin (unless --margin), level (unless --alpha) and --judge-seeds-max."""
+    recorded margin (unless --margin), level (unless --alpha), --judge-seeds-max and baseline (as
+    "baseline", where the sweep was given one: compare's unless --baseline)."""
     from activation_bench.analysis.loading import is_accuracy
     from activation_bench.analysis.rank import parse_alpha
     from activation_bench.analysis.sequential import read_record
@@ -145,7 +147,8 @@ def _verdict_options(margin: str | None, sequential: bool, judge_seeds_max: int 
 
         given = parse_margin(margin, accuracy=is_accuracy(loss or "")) if margin is not None else None
         return {"margin": given or record["margin"], "alpha": parse_alpha(alpha) if alpha != "0.05" else
-                record["alpha"], "sequential": SequentialSpec(judge_seeds_max or record["max_seeds"])}
+                record["alpha"], "sequential": SequentialSpec(judge_seeds_max or record["max_seeds"]),
+                **({"baseline": record["baseline"]} if record["baseline"] else {})}
     if margin is None:
         if sequential or judge_seeds_max is not None:
             raise UsageError(f"{'--sequential' if sequential else '--judge-seeds-max'} judges against a margin: "

@@ -107,8 +107,9 @@ CompareLossOpt = Annotated[str | None, typer.Option(
     "differences in percentage points). Default: train_loss; for --metric early_stop test_loss where the "
     "inputs have it.", show_default=False)]
 BaselineOpt = Annotated[str | None, typer.Option(
-    "--baseline", help="KEY=VALUE of the group the others are compared to, paired by seed. Default: "
-    "activation=relu where the runs have it, else the first value of the first group column.", show_default=False)]
+    "--baseline", help="KEY=VALUE of the group the others are compared to, paired by seed. Default: the one a "
+    "sequentially judged sweep was judged against (its judging.json), else activation=relu where the runs have it, "
+    "else the first value of the first group column.", show_default=False)]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or json.")]
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.",
                                                 show_default=False)]

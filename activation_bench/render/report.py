@@ -303,8 +303,8 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
         loaded.warnings.append(f"no accuracy tables: {int(kinds.sum())} of {len(kinds)} runs are classification "
                                "runs, and accuracy is tabled only when every run is one (report them apart)")
     parsed = [cmp.parse_metric(m) for m in dict.fromkeys(metrics or default_metrics(loaded))]
-    margins, judging = _judging(paths, margins or {})
-    results = [cmp.compare(loaded, m, None, baseline, col, tune=tune,
+    margins, judging, recorded = _judging(paths, margins or {})
+    results = [cmp.compare(loaded, m, None, baseline or recorded.get(scale(m, col)), col, tune=tune,
                            **_verdict_args(margins.get(scale(m, col)), judging))
                for m, col in table_specs(loaded, parsed, loss)]
     tables = [compare_table(r) for r in results]
@@ -336,20 +336,25 @@ def build(paths: Sequence[Path], metrics: Sequence[str] | None = None, baseline:
     }
 
 
-def _judging(paths: Sequence[Path], margins: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _judging(paths: Sequence[Path], margins: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any],
+                                                                      dict[str, str]]:
     """Inputs whose judging was sequential (sequential.RECORD_FILE): their margin for its kind of table
-    (unless --margin gave one) and compare's anytime-valid arguments; else the margins as given."""
+    (unless --margin gave one), compare's anytime-valid arguments and the baseline the sweep judged
+    that kind against where it was given one (used unless --baseline); else the margins as given."""
     from activation_bench.analysis.sequential import SequentialSpec, read_record
 
     record = read_record(paths)
     if record is None:
-        return margins, {}
-    found = {}  # a record of several comparisons (a study's judge: chosen sweep) may hold both kinds
+        return margins, {}, {}
+    found, baselines = {}, {}  # a record of several comparisons (a study's judge: chosen sweep) may hold both kinds
     for kind, column in ((LOG10, "train_loss"), (ACCURACY, "test_acc")):
-        margin = read_record(paths, column)["margin"]  # type: ignore[index]
-        if (margin.unit == "pp") == (kind == ACCURACY):
-            found[kind] = margin
-    return {**found, **margins}, {"sequential": SequentialSpec(record["max_seeds"]), "alpha": record["alpha"]}
+        entry = read_record(paths, column) or {}  # found above
+        if (entry["margin"].unit == "pp") == (kind == ACCURACY):
+            found[kind] = entry["margin"]
+            if entry["baseline"]:
+                baselines[kind] = entry["baseline"]
+    return {**found, **margins}, {"sequential": SequentialSpec(record["max_seeds"]), "alpha": record["alpha"]}, \
+        baselines
 
 
 def _verdict_args(margin: Any, judging: dict[str, Any]) -> dict[str, Any]:
