@@ -4,6 +4,7 @@ import functools
 import io
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,14 @@ import pytest
 import typer.main
 import typer.testing
 from typer.testing import CliRunner
+
+# pytest rewrites the asserts of every test module (and of every module of a package that ships a
+# pytest plugin: all of hydra's) when it imports them, and keeps the rewritten bytecode in
+# __pycache__ unless bytecode writing is off. With PYTHONDONTWRITEBYTECODE set (some sandboxes and CI
+# images set it) every process rewrites them again: about 9 s of CPU for each xdist worker, more than
+# the whole collection takes otherwise. The rewritten files are kept (in __pycache__, ignored by git);
+# the tests' own subprocesses keep the variable.
+sys.dont_write_bytecode = False
 
 # pytest -n auto runs one worker per core, each with torch's default of one thread per core: idle
 # OpenMP threads that spin while waiting take the core the other worker needs. Passive waiting
