@@ -251,14 +251,21 @@ def promote(plans: Sequence[SweepPlan], t: Tuning, table, eta: int, floor: float
     """The run names of a rung's table (runs/rungs.partial_table: its settings' first epochs) whose
     settings go on: per group the best ceil(n/eta) of its n settings, ranked by the choice's own
     code (fewest failed, best score, grid order), each group over the settings it has left."""
+    from activation_bench.analysis.loading import load
+
+    return promoted(load([str(table)]), t, *seeds(plans, t), eta, floor)
+
+
+def promoted(loaded: Any, t: Tuning, tune_s: Sequence[str], judge_s: Sequence[str], eta: int,
+             floor: float | None = None) -> set[str]:
+    """promote on a rung's table already loaded (a loading.Loaded of the live settings' tuning runs,
+    their first epochs), given the tuning and judging seeds: what benchmarks/halving_agreement.py
+    calls on a full tuning's runs cut to a rung."""
     from activation_bench.analysis import tune
     from activation_bench.analysis.compare import resolve_groups
-    from activation_bench.analysis.loading import load
     from activation_bench.analysis.metrics import FLOOR, parse_metric
     from activation_bench.runs import rungs
 
-    tune_s, judge_s = seeds(plans, t)
-    loaded = load([str(table)])
     group_cols = [c for c in resolve_groups(loaded, list(t.by) if t.by else None) if c not in t.spec.keys]
     spec = dataclasses.replace(t.spec, grid="own")
     sel = tune.choose(loaded, parse_metric(t.metric), group_cols, spec, tune_s, judge_s,
