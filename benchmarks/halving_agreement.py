@@ -13,11 +13,12 @@ The full tuning's choice is tune.choose over every tuning run (`compare --tune`'
 Printed per ETA: the rungs, the tuning member-epochs halving trains against the full tuning's, and
 per group the value halving would choose against the full tuning's (same, or k grid steps up/down:
 towards larger/smaller values of the tuned key's sorted grid), then how many choices moved. Reads
-the sweep only; writes nothing, times nothing (no record).
+the sweep only and times nothing; its figures (choices moved, the member-epochs saved) go to the
+benchmarks' record as any benchmark's (harness.Bench; --no-record: print only).
 
 Usage:
     python -m benchmarks.halving_agreement SWEEP_DIR --tune lr --tune-seeds 5 --metric early_stop \\
-        [--tune-on val_acc] --eta 2 3 5
+        [--tune-on val_acc] --eta 2 3 5 [--no-record]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from activation_bench.analysis.metrics import FLOOR, parse_metric
 from activation_bench.analysis.selection import Selection, spelled
 from activation_bench.errors import UsageError, one_line
 from activation_bench.runs import rungs
+from benchmarks import harness
 
 
 @dataclass
@@ -64,11 +66,11 @@ class Outcome:
     full_member_epochs: int
     to_the_end: int  # tuning runs trained to the last rung
     choice: Selection
-    live: list[int] = field(default_factory=list)  # settings live at each rung
+    live: list[list[tuple]] = field(default_factory=list)  # the settings trained to each rung
 
 
 def options() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = harness.parser(__doc__)
     ap.add_argument("sweep", metavar="SWEEP_DIR", help="a sweep folder whose tuning seeds trained the full grid")
     ap.add_argument("--tune", action="append", required=True, help="the tuned key(s), as compare --tune")
     ap.add_argument("--tune-seeds", required=True, help="the K smallest seeds tune (as compare --tune-seeds)")
@@ -78,41 +80,50 @@ def options() -> argparse.ArgumentParser:
     return ap
 
 
+def members(path: Path) -> list[dict]:
+    """The sweep's members (name, labels) as its sweep.yaml lists them; UsageError where it is no sweep."""
+    import yaml
+
+    from activation_bench.cfg import load_yaml
+
+    file = path / "sweep.yaml"
+    try:
+        doc = load_yaml(file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        doc = None
+    found = doc.get("members") if isinstance(doc, dict) else None
+    if not isinstance(found, list) or not all(isinstance(m, dict) and "name" in m for m in found):
+        raise UsageError(f"{path}: not a sweep folder (no readable {file.name}): give a folder `actbench sweep` wrote")
+    return found
+
+
 def read_sweep(path: Path, keys: Sequence[str], tune_seeds: str, metric: str, on: str | None) -> Sweep:
-    """The sweep and its tuning runs; UsageError where it is no sweep or its tuning seeds lack a setting."""
-    if not (path / "sweep.yaml").is_file():
-        raise UsageError(f"{path}: not a sweep folder (no sweep.yaml): give a folder `actbench sweep` wrote")
+    """The sweep and its tuning runs (its members on the tuning seeds: compare's and the sweep's split,
+    the K smallest); UsageError where it is no sweep or a tuning member has no finished run."""
     spec = tune.parse_tune(keys, tune_seeds, None, on)
     assert spec is not None  # --tune is required
     parse_metric(metric)
+    listed = members(path)
     loaded = load([str(path)])
     tune.check_keys(spec, loaded.config_cols, loaded.runs)
-    tune_s, judge_s = tune.split_seeds(loaded.runs["seed"].dropna().unique(), spec.tune_seeds)
+    tune_s, judge_s = tune.split_seeds([(m.get("labels") or {}).get("seed") for m in listed], spec.tune_seeds)
+    wanted = [m["name"] for m in listed if str((m.get("labels") or {}).get("seed")) in tune_s]
+    missing = sorted(set(wanted) - set(loaded.runs["run"]))
+    if missing:
+        raise UsageError(f"{path}: {len(missing)} of its {len(wanted)} members on the tuning seeds "
+                         f"({', '.join(tune_s)}) have no finished run ({missing[0]}, ...): halving is replayed from "
+                         "a full tuning (a full-grid sweep, or a tune-then-judge sweep's tuning stage)")
     group_cols = [c for c in resolve_groups(loaded, None) if c not in spec.keys]
-    runs = loaded.runs
-    on_tuning = runs["seed"].astype(object).isin(tune_s).to_numpy()
     cols = [*group_cols, *spec.keys]
-    named = spelled(runs, cols)
-    rows = np.flatnonzero(on_tuning)
+    rows = np.flatnonzero(loaded.runs["run"].isin(wanted).to_numpy())
     settings = {(k if isinstance(k, tuple) else (k,)): rows[np.sort(v)]
-                for k, v in named.iloc[rows].groupby(cols, sort=False).indices.items()}
-    grid = {k: named.loc[on_tuning, k].nunique() for k in spec.keys}
-    width = int(np.prod(list(grid.values())))
-    for group in {s[:len(group_cols)] for s in settings}:
-        have = [s for s in settings if s[:len(group_cols)] == group]
-        short = [s for s in have if len(settings[s]) != len(tune_s)]
-        if len(have) != width or short:
-            raise UsageError(f"{path}: the tuning seeds ({', '.join(tune_s)}) did not train the full grid for "
-                             f"{', '.join(f'{c}={v}' for c, v in zip(group_cols, group)) or 'all runs'} "
-                             f"({len(have)} of {width} settings, {len(short)} short of a seed): halving is replayed "
-                             "from a full tuning (a full-grid sweep, or a tune-then-judge sweep's tuning stage)")
-    ends = {int(loaded.epoch[loaded.bounds[i + 1] - 1]) for m in settings.values() for i in m
-            if runs["status"].iloc[i] != "diverged" and loaded.bounds[i + 1] > loaded.bounds[i]}
+                for k, v in spelled(loaded.runs, cols).iloc[rows].groupby(cols, sort=False).indices.items()}
+    ends = {int(loaded.epoch[loaded.bounds[i + 1] - 1]) for i in rows
+            if loaded.runs["status"].iloc[i] != "diverged" and loaded.bounds[i + 1] > loaded.bounds[i]}
     if len(ends) != 1:
         raise UsageError(f"{path}: the tuning runs train {', '.join(map(str, sorted(ends))) or 'no'} epochs; "
                          "halving's rungs are fractions of one number of epochs")
-    tuning = staged.Tuning(spec, metric)
-    return Sweep(path, loaded, tuning, tune_s, judge_s, group_cols, settings, ends.pop())
+    return Sweep(path, loaded, staged.Tuning(spec, metric), tune_s, judge_s, group_cols, settings, ends.pop())
 
 
 def cut(loaded: Loaded, rows: np.ndarray, upto: int) -> Loaded:
@@ -134,10 +145,10 @@ def halve(s: Sweep, eta: int) -> Outcome:
     groups = {k[:len(s.group_cols)] for k in s.settings}
     values = max(sum(k[:len(s.group_cols)] == g for k in s.settings) for g in groups)
     epochs = rungs.schedule(s.epochs, values, eta)
-    live, before, trained, sizes = dict(s.settings), 0, 0, []
+    live, before, trained, at = dict(s.settings), 0, 0, []
     names = s.loaded.runs["run"].to_numpy(object)
     for upto in epochs:
-        sizes.append(len(live))
+        at.append(list(live))
         trained += sum(len(m) for m in live.values()) * (upto - before)
         before = upto
         if upto == epochs[-1]:
@@ -150,7 +161,7 @@ def halve(s: Sweep, eta: int) -> Outcome:
     own = staged.Tuning(dataclasses.replace(s.tuning.spec, grid="own"), s.tuning.metric)
     choice = choose(s, own, keep)
     full = sum(len(m) for m in s.settings.values()) * s.epochs
-    return Outcome(eta, epochs, trained, full, int(keep.sum()), choice, sizes)
+    return Outcome(eta, epochs, trained, full, int(keep.sum()), choice, at)
 
 
 def choose(s: Sweep, t: staged.Tuning, keep: np.ndarray | None = None) -> Selection:
@@ -175,13 +186,15 @@ def moved(grid: dict[str, list[str]], keys: Sequence[str], full: tuple, halved: 
     return ", ".join(out) or "same"
 
 
-def report(s: Sweep, full: Selection, o: Outcome) -> list[str]:
-    """An ETA's lines: rungs and member-epochs, each group's two choices, the count that moved."""
+def report(s: Sweep, full: Selection, o: Outcome) -> tuple[list[str], int]:
+    """An ETA's lines (rungs and member-epochs, each group's two choices, the count that moved) and
+    how many of the full tuning's choices halving moves (a group it leaves out counts as moved)."""
     keys = list(s.tuning.spec.keys)
-    lines = [f"ETA {o.eta}: rungs at {', '.join(map(str, o.rungs))} epochs ({' -> '.join(map(str, o.live))} "
-             f"settings); the tuning stage takes {o.member_epochs:,} member-epochs instead of "
-             f"{o.full_member_epochs:,} ({o.member_epochs / max(o.full_member_epochs, 1):.0%}), {o.to_the_end} of "
-             "its members train to the end"]
+    share = o.member_epochs / max(o.full_member_epochs, 1)
+    lines = [f"ETA {o.eta}: rungs at {', '.join(map(str, o.rungs))} epochs "
+             f"({' -> '.join(str(len(x)) for x in o.live)} settings); the tuning stage takes {o.member_epochs:,} "
+             f"member-epochs instead of {o.full_member_epochs:,} ({share:.0%}), {o.to_the_end} of its members train "
+             "to the end"]
     mine, theirs = chosen(o.choice), chosen(full)
     changed = 0
     for group, value in theirs.items():
@@ -196,7 +209,7 @@ def report(s: Sweep, full: Selection, o: Outcome) -> list[str]:
         pair = " ".join(f"{k} {a}" for k, a in zip(keys, got))
         lines.append(f"  {label}: halving {pair}, full tuning {' '.join(value)}: {how}")
     lines.append(f"  ETA {o.eta}: {changed} of {len(theirs)} choices moved")
-    return lines
+    return lines, changed
 
 
 def recorded(s: Sweep, full: Selection) -> str | None:
@@ -212,9 +225,8 @@ def recorded(s: Sweep, full: Selection) -> str | None:
     return None
 
 
-def agreement(argv: Sequence[str] | None = None) -> tuple[Sweep, Selection, list[Outcome]]:
+def agreement(args: argparse.Namespace) -> tuple[Sweep, Selection, list[Outcome]]:
     """The sweep, the full tuning's choice and halving at each ETA; UsageError on bad input."""
-    args = options().parse_args(argv)
     bad = [e for e in args.eta if e < 2]
     if bad:
         raise UsageError(f"--eta {bad[0]}: halving keeps the best 1/ETA of each group's settings at each rung; "
@@ -225,21 +237,31 @@ def agreement(argv: Sequence[str] | None = None) -> tuple[Sweep, Selection, list
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = options().parse_args(argv)
     try:
-        s, full, outcomes = agreement(argv)
+        s, full, outcomes = agreement(args)
     except UsageError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
-    spec = s.tuning.spec
+    bench = harness.Bench(args)
+    spec, theirs = s.tuning.spec, chosen(full)
     print(f"{s.path}: {len(s.settings)} settings x {len(s.tune_s)} tuning seeds ({', '.join(s.tune_s)}), "
           f"{s.epochs} epochs; choice: --tune {' '.join(spec.keys)} by {s.tuning.metric} of {full.selected_on}")
-    print("full tuning chose: " + "; ".join(
-        f"{' '.join(g)}: {' '.join(v)}" for g, v in chosen(full).items()))
+    print("full tuning chose: " + "; ".join(f"{' '.join(g)}: {' '.join(v)}" for g, v in theirs.items()))
     line = recorded(s, full)
     if line:
         print(line)
     for o in outcomes:
-        print("\n".join(report(s, full, o)))
+        lines, changed = report(s, full, o)
+        print("\n".join(lines), flush=True)
+        bench.figure(f"choices moved of {len(theirs)}, ETA {o.eta}", [changed], unit="", digits=0)
+        bench.figure(f"full / halving tuning member-epochs, ETA {o.eta}", [o.full_member_epochs / o.member_epochs])
+    def spelt(sel: Selection) -> dict[str, str]:
+        return {" ".join(g): " ".join(v) for g, v in chosen(sel).items()}
+
+    bench.note(full_choice=spelt(full), halving_choice={o.eta: spelt(o.choice) for o in outcomes},
+               rungs={o.eta: o.rungs for o in outcomes}, member_epochs={o.eta: o.member_epochs for o in outcomes})
+    bench.finish()
     return 0
 
 
