@@ -54,6 +54,7 @@ class Sweep:
     group_cols: list[str]
     settings: dict[tuple, np.ndarray]  # (group values, tuned values) -> its tuning runs (rows of loaded.runs)
     epochs: int  # the tuning runs' full number of epochs
+    listed: np.ndarray  # per run of loaded: a member of the sweep (not a run of an earlier grid)
 
 
 @dataclass
@@ -123,7 +124,9 @@ def read_sweep(path: Path, keys: Sequence[str], tune_seeds: str, metric: str, on
     if len(ends) != 1:
         raise UsageError(f"{path}: the tuning runs train {', '.join(map(str, sorted(ends))) or 'no'} epochs; "
                          "halving's rungs are fractions of one number of epochs")
-    return Sweep(path, loaded, staged.Tuning(spec, metric), tune_s, judge_s, group_cols, settings, ends.pop())
+    listed_runs = loaded.runs["run"].isin([m["name"] for m in listed]).to_numpy()
+    return Sweep(path, loaded, staged.Tuning(spec, metric), tune_s, judge_s, group_cols, settings, ends.pop(),
+                 listed_runs)
 
 
 def cut(loaded: Loaded, rows: np.ndarray, upto: int) -> Loaded:
@@ -232,7 +235,7 @@ def agreement(args: argparse.Namespace) -> tuple[Sweep, Selection, list[Outcome]
         raise UsageError(f"--eta {bad[0]}: halving keeps the best 1/ETA of each group's settings at each rung; "
                          "ETA is 2 or more")
     s = read_sweep(Path(args.sweep), args.tune, args.tune_seeds, args.metric, args.tune_on)
-    full = choose(s, s.tuning)
+    full = choose(s, s.tuning, s.listed)  # the members' runs, as the tuned sweep's own choice reads them
     return s, full, [halve(s, eta) for eta in args.eta]
 
 
