@@ -113,6 +113,9 @@ def run_doc_block(runner: CliRunner, tmp_path: Path, doc: Path, section: str, sh
     return out
 
 
+_BUILT: dict[str, Path] = {}  # built_once's folders, in a run without xdist
+
+
 def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
     """The folder `name`, filled by build(folder) once for the whole test run and read by every test
     that asks for it, in every xdist worker.
@@ -124,10 +127,12 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
     fails with its own error. Tests must only read the folder (copy it to change anything)."""
     from filelock import FileLock
 
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: a session fixture is built once
-        folder = tmp_path_factory.mktemp(name)
-        build(folder)
-        return folder
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: built at its first call
+        if name not in _BUILT:
+            folder = tmp_path_factory.mktemp(name)
+            build(folder)
+            _BUILT[name] = folder
+        return _BUILT[name]
     shared = tmp_path_factory.getbasetemp().parent  # this run's folder, shared by its workers
     folder, done = shared / name, shared / f"{name}.done"
     with FileLock(str(shared / f"{name}.lock")):

@@ -28,27 +28,22 @@ SEQUENTIAL = test_study_sequential.STUDY + "tables:\n  both: {comparisons: [acc,
 
 
 def _study_tables(folder: Path, text: str) -> None:
-    """Write text as folder/study.yaml and render its outputs (`study tables`) from the sweeps there."""
+    """Write text as folder/study.yaml and render its outputs (`study tables`) from the sweeps there:
+    its tables, and its figures built but not drawn (only tables and the page's text are read here;
+    test_study draws a study's figures)."""
     from typer.testing import CliRunner
+
+    from tests.conftest import leave_files_undrawn
+    from tests.test_report import leave_figures_undrawn
 
     (folder / "study.yaml").write_text(text, encoding="utf-8")
     cwd = os.getcwd()
     os.chdir(folder)
     try:
-        result = CliRunner().invoke(app, ["study", "tables", "study.yaml"])
-    finally:
-        os.chdir(cwd)
-    assert result.exit_code == 0, result.output
-
-
-def _run_sequential(root: Path) -> None:
-    (root / "study.yaml").write_text(SEQUENTIAL, encoding="utf-8")
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        from typer.testing import CliRunner
-
-        result = CliRunner().invoke(app, ["study", "run", "study.yaml", "-q"])
+        with pytest.MonkeyPatch.context() as mp:
+            leave_files_undrawn(mp)
+            leave_figures_undrawn(mp)
+            result = CliRunner().invoke(app, ["study", "tables", "study.yaml"])
     finally:
         os.chdir(cwd)
     assert result.exit_code == 0, result.output
@@ -69,8 +64,12 @@ def tiny(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def sequential(tmp_path_factory) -> Path:
-    """test_study_sequential's study, both comparisons in one combined table, run once."""
-    return built_once(tmp_path_factory, "combined-verdicts-sequential", _run_sequential) / "out"
+    """test_study_sequential's study (trained once per test run, shared with it), its outputs rendered
+    again with both comparisons in one combined table."""
+    root = tmp_path_factory.mktemp("combined-verdicts-sequential")
+    test_study_sequential.copy_study(test_study_sequential.finished_study(tmp_path_factory), root)
+    _study_tables(root, SEQUENTIAL)
+    return root / "out"
 
 
 def _md_table(text: str) -> list[dict[str, str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from activation_bench.cli.main import app
-from tests.test_study_sequential import STUDY, _write
+from tests.test_study_sequential import STUDY, _write, copy_study, finished_study
 from tests.test_tune_sequential import GRID, SEQ
 from tests.test_tune_sweep import members, sweep
 
@@ -136,12 +136,11 @@ def test_each_setting_that_differs_is_named(tmp_path):
         "comparisons' margins (test_acc 20 pp, test_loss 1.3 against activation=relu)")
 
 
-def test_a_study_comparisons_changed_margin_judges_its_sweep_again(tmp_path, runner, monkeypatch):
+def test_a_study_comparisons_changed_margin_judges_its_sweep_again(tmp_path_factory, tmp_path, runner, monkeypatch):
     """A judge: chosen sweep whose comparison's margin changed in the study file: `study tables` says it
     is not finished, the dry run counts its judging stage undecided, `study run` judges it again."""
     monkeypatch.chdir(tmp_path)
-    first = runner.invoke(app, ["study", "run", str(_write(tmp_path, STUDY)), "-q"])
-    assert first.exit_code == 0, first.output
+    copy_study(finished_study(tmp_path_factory), tmp_path)  # STUDY run to the end (trained once per test run)
     folder = tmp_path / "runs" / "iris"
     before = _trained(folder)
     changed = _write(tmp_path, STUDY.replace("margin: 1.3}", "margin: 1.2}"))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from activation_bench.cli.main import app
+from tests.conftest import built_once
 
 # gelu against relu on iris, lr tuned on 2 seeds; up to 10 judging seeds, 2 a look
 STUDY = """\
@@ -52,11 +53,50 @@ def _last_looks(output: str) -> dict[str, dict[str, tuple[str, int, str]]]:
     return out
 
 
-def test_a_judge_chosen_sweep_stops_once_every_comparison_has_decided(tmp_path, runner, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["study", "run", str(_write(tmp_path, STUDY)), "-q"])
+OUTPUT = "study-run.txt"  # what `study run` printed, kept beside the study it ran
+
+
+def _run_study(root: Path) -> None:
+    """STUDY run in root (its paths are relative to its folder), its output kept in root/OUTPUT."""
+    import os
+
+    from typer.testing import CliRunner
+
+    _write(root, STUDY)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        result = CliRunner().invoke(app, ["study", "run", "study.yaml", "-q"])
+    finally:
+        os.chdir(cwd)
     assert result.exit_code == 0, result.output
-    looks = _last_looks(result.output)
+    (root / OUTPUT).write_text(result.output, encoding="utf-8")
+
+
+def finished_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """STUDY run once per test run, read by every xdist worker (conftest.built_once): its folder, to be
+    copied by a test that changes anything (copy_study). test_judging_record and
+    test_combined_verdicts start from it too."""
+    return built_once(tmp_path_factory, "sequential-study", _run_study)
+
+
+@pytest.fixture(scope="session")
+def judged_study(tmp_path_factory) -> Path:
+    return finished_study(tmp_path_factory)
+
+
+def copy_study(judged_study: Path, folder: Path) -> str:
+    """The finished study copied into folder (files' times kept); returns what its `study run` printed."""
+    import shutil
+
+    shutil.copytree(judged_study, folder, dirs_exist_ok=True, copy_function=shutil.copy2)
+    return (folder / OUTPUT).read_text(encoding="utf-8")
+
+
+def test_a_judge_chosen_sweep_stops_once_every_comparison_has_decided(judged_study, tmp_path, runner, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    output = copy_study(judged_study, tmp_path)
+    looks = _last_looks(output)
     assert set(looks) == {"comparisons.acc", "comparisons.loss"}
     assert all(v[2] == "decided" for last in looks.values() for v in last.values()), looks
     # fewer members than the same study without sequential judging would train: its dry run (the
@@ -69,7 +109,7 @@ def test_a_judge_chosen_sweep_stops_once_every_comparison_has_decided(tmp_path, 
     assert trained < 8 + judging  # 8 tuning members (2 seeds x 4 settings)
     # both choose lr 0.1 for both groups: a group's seeds stop once the later comparison has decided
     # (on this machine acc decides at 6 seeds, loss, with its narrower margin, at 8)
-    chosen = re.findall(r"^comparisons\.\w+: chose (.*?) \(by", result.output, re.MULTILINE)
+    chosen = re.findall(r"^comparisons\.\w+: chose (.*?) \(by", output, re.MULTILINE)
     assert len(chosen) == 2 and chosen[0] == chosen[1], chosen
     most = max(last["gelu"][1] for last in looks.values())
     assert trained == 8 + 2 * most
@@ -94,7 +134,14 @@ def test_a_judge_chosen_sweep_stops_once_every_comparison_has_decided(tmp_path, 
                                        *extra, "--format", "csv"])
         assert compared.exit_code == 0, compared.output
         assert compared.stdout == (tmp_path / "out" / f"{name}.csv").read_text()
-    # `report` on the folder: the loss tables read the ratio margin, the accuracy tables the pp one
+    # `report` on the folder: the loss tables read the ratio margin, the accuracy tables the pp one. From
+    # here on the pages' and the study's figures are built, not drawn: only text is read (test_report and
+    # test_study draw them)
+    from tests.conftest import leave_files_undrawn
+    from tests.test_report import leave_figures_undrawn
+
+    leave_figures_undrawn(monkeypatch)
+    leave_files_undrawn(monkeypatch)
     report = runner.invoke(app, ["report", "runs/iris", "-o", "page.html", "--no-shapes"])
     assert report.exit_code == 0, report.output
     heads = set(re.findall(r"verdict \([^)]*\)", (tmp_path / "page.html").read_text()))
