@@ -415,7 +415,11 @@ def _tuned_study(text: str = STUDY, judge: str = "    judge: chosen\n") -> str:
 
 def test_tuned_sweeps_write_the_full_grids_tables_from_fewer_members(done, tmp_path, runner, monkeypatch):
     """judge: chosen: the judging seeds train at the union of what acc (val_acc), loss (val_loss) and the
-    ranking choose; every table is byte for byte the full grid's; a re-run trains nothing."""
+    ranking choose; every table is byte for byte the full grid's; a re-run trains nothing. The figures
+    are built, not drawn (the tables are compared; the tests above draw them)."""
+    from tests.conftest import leave_files_undrawn
+
+    leave_files_undrawn(monkeypatch)
     path = tmp_path / "tuned.yaml"
     path.write_text(_tuned_study().replace("runs_dir: runs", "runs_dir: staged").replace("output: out",
                                                                                            "output: out-tuned"))
@@ -464,7 +468,10 @@ def test_tuned_sweep_bad_input_is_one_line_before_training(tmp_path, runner, mon
 
 def test_a_halved_sweep_in_a_study(tmp_path, runner, monkeypatch):
     """A sweep's own tuning with halving: its rungs, then the judging stage; its comparisons choose
-    among the settings that reached the end (tune_grid: own)."""
+    among the settings that reached the end (tune_grid: own). Its figure is built, not drawn."""
+    from tests.conftest import leave_files_undrawn
+
+    leave_files_undrawn(monkeypatch)
     text = STUDY.replace("tune_on: val_acc}", "tune_on: val_acc, tune_grid: own}").replace(
         "tune_seeds: 2, title", "tune_seeds: 2, tune_grid: own, title")
     text = text.replace("    overrides: [data=iris, epochs=3, model.hidden_dim=4, batch_size=32]\n",
