@@ -123,6 +123,11 @@ def test_rungs_go_out_through_the_launcher_bit_for_bit(halved, launched):
     assert len(resumed) == 2 and {e["epoch"] for e in resumed} == {3}
 
 
+# -m slow: four launcher processes (each imports torch), 18 s. By default, its parts are checked on their
+# own: a rung killed and resumed (test_a_rung_killed_resumes_to_the_same_sweep), launcher jobs resuming
+# stacks from their rungs' checkpoints (test_rungs_go_out_through_the_launcher_bit_for_bit) and a
+# launch whose job was killed told in one line (test_a_killed_launch_is_one_line_with_its_exit_code)
+@pytest.mark.slow
 def test_a_rung_killed_under_the_launcher_trains_only_what_is_missing(launched, runner, tmp_path, monkeypatch):
     directory, _, trace = launched
     log = tmp_path / "trace.jsonl"
@@ -140,6 +145,33 @@ def test_a_rung_killed_under_the_launcher_trains_only_what_is_missing(launched, 
     # no epoch trained twice: the two commands trained as many stack-epochs as one uninterrupted
     assert trained_epochs(events(log)) == trained_epochs(trace)
     assert any(e["event"] == "resume" and e["epoch"] == 2 for e in events(log)[killed:])
+
+
+def test_a_killed_launch_is_one_line_with_its_exit_code(monkeypatch, tmp_path):
+    """The launcher's process ended by a job's SIGTERM (exit 143, its checkpoint written): launch raises
+    one line naming the launcher, the exit code, the log's last line and the log (a stand-in process)."""
+    from types import SimpleNamespace
+
+    from activation_bench.errors import UsageError
+    from activation_bench.runs import launching
+
+    class Killed:
+        returncode = 143
+
+        def __init__(self, cmd, stdout, **_kwargs):
+            assert "upto=3" in cmd
+            stdout.write("[HYDRA] Launching 2 jobs locally\njob 0 stopped by SIGTERM: checkpoint written at epoch 2/9\n")
+
+        def poll(self):
+            return self.returncode
+
+    monkeypatch.setattr(launching.subprocess, "Popen", Killed)
+    monkeypatch.setattr(launching, "steps_per_epoch", lambda _cfg: 1)
+    p = SimpleNamespace(directory=tmp_path, hashes=["a", "b"], cfgs=[SimpleNamespace(epochs=9)] * 2)
+    with pytest.raises(UsageError) as err:
+        launching.launch(p, [0, 1], "basic", 2, [], 64.0, False, upto=3, groups=[[0], [1]])
+    assert str(err.value) == ("launcher 'basic' failed (exit 143): job 0 stopped by SIGTERM: checkpoint written at "
+                              f"epoch 2/9 (see {tmp_path / '.hydra_launch.log'})")
 
 
 @pytest.mark.slow
