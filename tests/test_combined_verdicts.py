@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from activation_bench.cli.main import app
+from activation_bench.render import combined
 from tests import test_study, test_study_sequential
 from tests.conftest import built_once
 
@@ -109,6 +110,13 @@ def _assert_verdicts_equal(out: Path, judged: dict[str, tuple[str, ...]]) -> Non
                 assert both_csv[group][f"{part}.{c}"] == own_csv[group][c], (part, group, c)
                 head = md_heads[c] or label
                 assert both_md[group][f"{part}: {head}"] == own_md[group][head], (part, group, c)
+            # CSV and JSON only: the interval the verdict read, the anytime p where sequential
+            raw = [c for c in combined.JUDGED_RAW if c in own_json[group]]
+            assert len(raw) == (3 if "seeds_used" in cols else 2), (part, raw)
+            for c in raw:
+                assert row[part][c] == own_json[group][c], (part, group, c)
+                assert both_csv[group][f"{part}.{c}"] == own_csv[group][c], (part, group, c)
+                assert not any(c in h for h in both_md[group]), (part, c)
     # the non-baseline group has a verdict in words, the baseline none (as in the own tables)
     for part in judged:
         verdicts = {r["activation"]: r[part]["verdict"] for r in both_json["rows"]}
@@ -132,7 +140,7 @@ def test_verdicts_only_add_columns_and_no_margin_adds_none(tiny):
     for name in ("both.md", "both.csv", "both.json"):
         assert "verdict" not in (plain / name).read_text()
     rows = _csv(margins / "both.csv")
-    kept = [{k: v for k, v in r.items() if not k.endswith(".verdict")} for r in rows]
+    kept = [{k: v for k, v in r.items() if k.split(".")[-1] not in ("verdict", *combined.JUDGED_RAW)} for r in rows]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(kept[0]), lineterminator="\n")
     writer.writeheader()
@@ -143,7 +151,8 @@ def test_verdicts_only_add_columns_and_no_margin_adds_none(tiny):
         del part["margin"]
     for row in doc["rows"]:
         for name in ("acc", "loss"):
-            del row[name]["verdict"]
+            for c in ("verdict", *combined.JUDGED_RAW):
+                row[name].pop(c, None)
     assert doc == json.loads((plain / "both.json").read_text())
 
 

@@ -2,8 +2,9 @@
 accuracy and test loss, each with its interval, effect against the baseline and significance), as
 markdown, CSV and JSON. Numbers are the comparisons' own (`compare --format json`), not recomputed.
 A comparison with a margin (`compare --margin`) also shows its verdict, and where its sweep was judged
-sequentially the seeds it used and why it stopped, in its own table's words; without one its columns
-are as they always were."""
+sequentially the seeds it used and why it stopped, in its own table's words (CSV and JSON also carry
+the interval the verdict read and the anytime p-value); without one its columns are as they always
+were."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ RAW = ("n", "mean", "geo_mean", "ci_low", "ci_high", "mean_diff", "ratio", "rati
 # with a margin, after those: the verdict, and over a sequentially judged sweep the seeds used and why it stopped
 VERDICT = ("verdict",)
 SEQUENTIAL = ("seeds_used", "stopped")
+# and in CSV and JSON only (the markdown stays as narrow as it was): the interval the verdict read
+# (its level's, anytime-valid where sequential) and, judged sequentially, the anytime p-value (Holm)
+JUDGED_RAW = ("verdict_lo_pp", "verdict_hi_pp", "verdict_ratio_lo", "verdict_ratio_hi", "p_anytime_holm")
 
 
 def title(given: str | None, parts: Sequence[tuple[str, CompareResult]]) -> str:
@@ -167,7 +171,9 @@ def _raw(parts: Sequence[tuple[str, CompareResult]], where: str) -> tuple[list[s
         rec: dict[str, Any] = dict(zip(cols, key))
         for (name, res), by_key in zip(parts, rows):
             row = by_key.get(key)
-            keep = [*res.tuned_keys, *(c for c in RAW if c in res.table.columns), *_judged(res)]
+            judged = _judged(res)
+            keep = [*res.tuned_keys, *(c for c in RAW if c in res.table.columns), *judged,
+                    *(c for c in JUDGED_RAW if judged and c in res.table.columns)]
             rec[name] = {c: (_plain(row[c]) if row is not None else None) for c in keep}
         out.append(rec)
     return cols, out
