@@ -160,7 +160,8 @@ def test_a_killed_launch_is_one_line_with_its_exit_code(monkeypatch, tmp_path):
 
         def __init__(self, cmd, stdout, **_kwargs):
             assert "upto=3" in cmd
-            stdout.write("[HYDRA] Launching 2 jobs locally\njob 0 stopped by SIGTERM: checkpoint written at epoch 2/9\n")
+            stdout.write("[HYDRA] Launching 2 jobs locally\n"
+                         "job 0 stopped by SIGTERM: checkpoint written at epoch 2/9\n")
 
         def poll(self):
             return self.returncode
