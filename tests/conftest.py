@@ -56,6 +56,20 @@ def _no_user_cache(tmp_path_factory: pytest.TempPathFactory):
         yield root
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_waiting_for_the_disk():
+    """The product flushes what it writes to the disk (fsync, fdatasync) so that a crash of the machine
+    loses nothing; no test can see the difference (a killed process loses nothing either way), and
+    each call waits about 5 ms for this kind of disk (hundreds per test file). In the test processes
+    both are no-ops; atomic writes (a temporary file renamed) are unchanged, and the processes the
+    tests start (kills, launchers, the wheel) flush as users' do."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "fsync", lambda fd: None)
+        if hasattr(os, "fdatasync"):
+            mp.setattr(os, "fdatasync", lambda fd: None)
+        yield
+
+
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
