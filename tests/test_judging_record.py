@@ -163,12 +163,14 @@ def test_a_study_comparisons_changed_margin_judges_its_sweep_again(tmp_path_fact
     assert "0 members to train" in dry.stdout and "written with" not in dry.output, dry.output
 
 
-def test_compare_and_report_judge_against_the_recorded_baseline(judged, runner, tmp_path):
+def test_compare_and_report_judge_against_the_recorded_baseline(judged, runner, tmp_path, monkeypatch):
     """A sweep judged against --baseline activation=gelu records it (judging.json): compare and report on
     the folder then judge against gelu without being told, as with --baseline activation=gelu; a
     --baseline given to them still wins."""
     from activation_bench.render import report
+    from tests.test_report import leave_figures_undrawn
 
+    leave_figures_undrawn(monkeypatch)  # the pages' tables are read, not their figures' drawing (test_report draws)
     runs = _copy(judged, tmp_path)
     again = sweep(runner, runs, "seq", *FIRST, "--baseline", "activation=gelu", grid=GRID)
     assert again.exit_code == 0, again.output

@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from statsmodels.stats.power import TTestPower
 from typer.testing import CliRunner
 
 from activation_bench.analysis import compare as cmp
@@ -22,6 +21,8 @@ from tests.test_compare import FINAL, row, write_long_csv
 
 
 def test_power_columns_match_statsmodels(tmp_path):
+    from statsmodels.stats.power import TTestPower  # here: only these tests need statsmodels
+
     path = write_long_csv(tmp_path / "r.csv")
     spec = pw.parse_power("1.05")
     res = cmp.compare(cmp.load([path]), "final", baseline="activation=relu", power=spec)
@@ -43,6 +44,8 @@ def test_power_columns_match_statsmodels(tmp_path):
 
 
 def test_power_level_alpha_and_ratio_below_one():
+    from statsmodels.stats.power import TTestPower  # here: only these tests need statsmodels
+
     sd = 0.1
     a = pw.seeds_needed(sd, pw.parse_power("0.9", "0.9", "0.01"))
     need = TTestPower().solve_power(effect_size=math.log10(1 / 0.9) / sd, alpha=0.01, power=0.9)
@@ -52,6 +55,8 @@ def test_power_level_alpha_and_ratio_below_one():
 
 
 def test_power_edge_cases():
+    from statsmodels.stats.power import TTestPower  # here: only these tests need statsmodels
+
     spec = pw.parse_power(1.5)
     assert pw.seeds_needed(1e-6, spec) == 2  # huge effect: the smallest t-test
     assert math.isnan(pw.seeds_needed(0.0, spec)) and math.isnan(pw.seeds_needed(float("nan"), spec))
@@ -109,6 +114,8 @@ def test_compare_without_power_imports_no_statsmodels(tmp_path):
 
 
 def test_seeds_needed_equals_rounded_up_solve_power_over_many_spreads():
+    from statsmodels.stats.power import TTestPower  # here: only these tests need statsmodels
+
     spec = pw.parse_power(1.1)
     sds = np.geomspace(1e-3, 3.0, 60)
     got = pw.seeds_needed_many(sds, spec)

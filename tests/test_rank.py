@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import scikit_posthocs as sp
 from scipy import stats
 from typer.testing import CliRunner
 
@@ -75,12 +74,17 @@ def test_demsar_worked_example(demsar):
             if a != b:
                 far = abs(mean_rank[a] - mean_rank[b]) > st10["critical_difference"]
                 assert far == (p.loc[a, b] < 0.10)
-    # the library on the raw matrix gives the same p-values
+    # the library on the raw matrix gives the same p-values (imported here: scikit-posthocs loads
+    # statsmodels and pyplot, seconds that only this module's tests need)
+    import scikit_posthocs as sp
+
     ref = sp.posthoc_nemenyi_friedman(-demsar.to_numpy())
     np.testing.assert_allclose(p.to_numpy(), ref.to_numpy(), rtol=1e-12)
 
 
 def test_posthoc_p_values_match_scikit_posthocs(demsar):
+    import scikit_posthocs as sp
+
     rng = np.random.default_rng(0)
     # six groups of six, rounded (ties): 15 pairs for Holm, each a scipy wilcoxon on both sides
     for scores in (demsar, pd.DataFrame(rng.normal(size=(6, 6)).round(1), columns=list("abcdef"))):

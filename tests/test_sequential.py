@@ -27,6 +27,7 @@ from activation_bench.analysis.verdicts import Margin, parse_margin, t_bounds, v
 from activation_bench.cli.main import app
 from activation_bench.errors import UsageError
 from activation_bench.render import tables
+from tests.test_report import leave_figures_undrawn
 
 ALPHA, SIZE, N, STUDIES = 0.05, 0.1, 30, 2000  # margin 0.1 in log10 units (a ratio of 1.26)
 
@@ -269,7 +270,8 @@ def test_rank_margin_counts_tasks_practically_tied_with_the_best(tmp_path):
     assert bad.exit_code == 2 and "--margin -1: negative" in bad.output
 
 
-def test_report_margins(tmp_path):
+def test_report_margins(tmp_path, monkeypatch):
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report draws)
     from activation_bench.render import report as rep
 
     path = write_runs(tmp_path / "r.csv", acc=True)
@@ -349,7 +351,8 @@ def test_compare_reads_a_sequential_sweeps_record(tmp_path):
     assert bad.exit_code == 2 and "not a sequential judging record" in bad.output
 
 
-def test_report_of_a_sequential_sweep(tmp_path):
+def test_report_of_a_sequential_sweep(tmp_path, monkeypatch):
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report draws)
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     write_runs(sweep / "results.csv")
@@ -360,7 +363,8 @@ def test_report_of_a_sequential_sweep(tmp_path):
     assert "anytime 95% CI" in page and "Verdicts (anytime-valid) against a margin of 1.05x" in page
 
 
-def test_report_of_a_sequential_classification_sweep_keeps_its_accuracy_tables(tmp_path):
+def test_report_of_a_sequential_classification_sweep_keeps_its_accuracy_tables(tmp_path, monkeypatch):
+    leave_figures_undrawn(monkeypatch)  # the page's text is read, not its figures' drawing (test_report draws)
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     write_runs(sweep / "results.csv", acc=True)
