@@ -57,6 +57,35 @@ def _no_user_cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _mnist1d_generated_once(tmp_path_factory: pytest.TempPathFactory, _no_user_cache):
+    """MNIST-1D's arrays, generated (about 3 s, and 2 s to import the mnist1d package) where a process
+    first needs them, then kept in its cache directory: one per xdist worker, so each worker generated
+    them. Here they are generated once per test run by the first worker that needs them and read by
+    the others (built_once); each worker's cache is still written and read by the product as before.
+    test_classification_data checks the generation itself with the real function (__wrapped__)."""
+    import hashlib
+    import json
+
+    import numpy as np
+
+    from activation_bench.data import mnist1d as generated
+
+    make = generated._make
+
+    @functools.wraps(make)
+    def made_once(args):  # noqa: ANN001, ANN202
+        key = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        folder = built_once(tmp_path_factory, f"mnist1d-{key}",
+                            lambda f: np.savez(f / "arrays.npz", **make(args)))
+        with np.load(folder / "arrays.npz", allow_pickle=False) as npz:
+            return {name: npz[name] for name in generated.ARRAYS}
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(generated, "_make", made_once)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_waiting_for_the_disk():
     """The product flushes what it writes to the disk (fsync, fdatasync) so that a crash of the machine
     loses nothing; no test can see the difference (a killed process loses nothing either way), and

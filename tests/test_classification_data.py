@@ -150,6 +150,13 @@ def test_classification_csv_run_records_its_classes(runner, tmp_path):
 # MNIST-1D
 
 
+@pytest.fixture(autouse=True)
+def _the_real_generation(monkeypatch):
+    """The module's tests generate with data/mnist1d.py's own _make (conftest shares the arrays it
+    generates between the other tests' processes)."""
+    monkeypatch.setattr(generated, "_make", getattr(generated._make, "__wrapped__", generated._make))
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     """An empty cache directory, and no arrays remembered by this process (before or after)."""
