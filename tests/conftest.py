@@ -38,6 +38,22 @@ typer.testing._get_command = functools.cache(typer.main.get_command)
 TINY = ["epochs=4", "data.n_samples=6", "data.input_dim=3", "model.hidden_dim=5"]
 
 
+# The modules holding the suite's longest tests (launcher, kill and wheel processes of 5-16 s each,
+# whole studies): under xdist they run first. Each worker gets a contiguous half of the tests, and
+# a worker that is done takes the last queued tests of the other; one of these at the end of a
+# queue kept a worker busy for seconds after the other had finished. Whole modules move (their
+# module fixtures stay built once), in this order; the others keep theirs.
+RUN_FIRST = ("test_wheel.py", "test_tune_halving.py", "test_reliability.py", "test_launchers.py",
+             "test_report_browser.py", "test_study.py", "test_combined_verdicts.py", "test_study_sequential.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return
+    rank = {name: k for k, name in enumerate(RUN_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(RUN_FIRST)))  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_user_cache(tmp_path_factory: pytest.TempPathFactory):
     """No test reads or writes the user's real cache: actbench's cache ($ACTBENCH_CACHE_DIR: generated
