@@ -4,6 +4,7 @@ imports inside functions and under TYPE_CHECKING, and no module imports itself t
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -41,16 +42,24 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {_module(p): _imports(p) for p in sorted(ROOT.rglob("*.py"))}
+# the package's modules and their files; each file is parsed when a test first asks (imports), not when
+# every xdist worker collects this module
+MODULES = {_module(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+@functools.cache
+def imports(module: str) -> frozenset[str]:
+    """The activation_bench modules that module imports (none for a name that is not a module of the package)."""
+    return frozenset(_imports(MODULES[module])) if module in MODULES else frozenset()
 
 
 def test_every_layer_is_known():
-    assert {_layer(m) for m in GRAPH} <= set(RANK)
+    assert {_layer(m) for m in MODULES} <= set(RANK)
 
 
-@pytest.mark.parametrize("module", sorted(GRAPH))
+@pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_point_down(module):
-    up = [t for t in GRAPH[module] if RANK[_layer(t)] > RANK[_layer(module)]]
+    up = [t for t in imports(module) if RANK[_layer(t)] > RANK[_layer(module)]]
     assert not up, f"{module} imports a higher layer: {up}"
 
 
@@ -61,7 +70,7 @@ def test_no_import_cycles():
     def visit(m: str) -> None:
         state[m] = 1
         stack.append(m)
-        for t in sorted(GRAPH.get(m, ())):
+        for t in sorted(imports(m)):
             if state.get(t) == 1:
                 raise AssertionError("import cycle: " + " -> ".join([*stack[stack.index(t):], t]))
             if t not in state:
@@ -69,7 +78,7 @@ def test_no_import_cycles():
         stack.pop()
         state[m] = 2
 
-    for m in GRAPH:
+    for m in MODULES:
         if m not in state:
             visit(m)
 
@@ -83,4 +92,4 @@ def test_analysis_never_imports_torch_or_the_engine(path):
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     if _layer(module) == "analysis":
         assert not {n for n in names if n.split(".")[0] == "torch"}, module
-        assert not [t for t in GRAPH[module] if _layer(t) == "engine"], module
+        assert not [t for t in imports(module) if _layer(t) == "engine"], module
