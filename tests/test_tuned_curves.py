@@ -140,7 +140,12 @@ def test_plot_tuned_curves_for_a_study_runner(tmp_path, table):
     assert "grid max" in out.read_text()
 
 
-def test_classification_keeps_its_accuracy_panel(tmp_path):
+def test_classification_keeps_its_accuracy_panel(tmp_path, monkeypatch):
+    from tests.conftest import leave_files_undrawn
+
+    # built, not drawn: its panels are read from the figure (test_study's tiny study draws a classification
+    # sweep's tuned curves, test_plot_tune_writes_the_figure this module's PNG)
+    leave_files_undrawn(monkeypatch)
     loaded = cmp.load([write_table(tmp_path / "runs.csv", classes=True)])
     tuned = plot_tuned_curves(loaded, tmp_path / "t.png", TuneSpec(("lr",), on="val_acc"), "final")
     assert tuned.selection.selected_on == "val_acc"
