@@ -286,7 +286,7 @@ def test_cifar_study_recipe_trains_resnet20_on_the_cpu_each_member_its_run_alone
 
     from tests.test_images import write_cifar
 
-    write_cifar(tmp_path, per_batch=10)  # 50 training images: 40 after the validation split
+    write_cifar(tmp_path, per_batch=8)  # 40 training images: 32 after the validation split (two batches of 16)
     monkeypatch.setenv("ACTBENCH_CACHE_DIR", str(tmp_path))
     study = yaml.safe_load(open("examples/cifar10-resnet20.yaml", encoding="utf-8"))
     recipe = study["sweeps"]["resnet20-cifar10"]["overrides"]
