@@ -77,7 +77,7 @@ def test_local_jobs_share_the_cores_as_jobs_asks_however_many_members_are_left(m
         def __init__(self, cmd, **_kwargs):
             commands.append(cmd)
 
-        def poll(self):
+        def wait(self, timeout=None):
             return 0
 
     monkeypatch.setattr(launching.subprocess, "Popen", Finished)

@@ -163,7 +163,7 @@ def test_a_killed_launch_is_one_line_with_its_exit_code(monkeypatch, tmp_path):
             stdout.write("[HYDRA] Launching 2 jobs locally\n"
                          "job 0 stopped by SIGTERM: checkpoint written at epoch 2/9\n")
 
-        def poll(self):
+        def wait(self, timeout=None):
             return self.returncode
 
     monkeypatch.setattr(launching.subprocess, "Popen", Killed)

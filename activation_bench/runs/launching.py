@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,9 +100,12 @@ def launch(p: SweepPlan, indices: Sequence[int], launcher: str, jobs: int, hydra
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         try:
-            while proc.poll() is None:
-                time.sleep(0.5)
-                report()
+            while True:  # progress every half second, and on as soon as the launcher exits
+                try:
+                    proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    report()
         except KeyboardInterrupt:
             proc.terminate()
             proc.wait()
