@@ -57,13 +57,12 @@ def _digests(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def _run_tiny_study(root: Path) -> None:
-    """The tiny study run in root (its paths are relative to its folder)."""
+def study_run_in(root: Path) -> str:
+    """`study run study.yaml -q` in root (a study's paths are relative to its folder): its output."""
     import os
 
     from typer.testing import CliRunner
 
-    _write(root)
     cwd = os.getcwd()
     os.chdir(root)
     try:
@@ -71,6 +70,13 @@ def _run_tiny_study(root: Path) -> None:
     finally:
         os.chdir(cwd)
     assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _run_tiny_study(root: Path) -> None:
+    """The tiny study run in root."""
+    _write(root)
+    study_run_in(root)
 
 
 @pytest.fixture(scope="session")

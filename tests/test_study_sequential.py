@@ -58,19 +58,10 @@ OUTPUT = "study-run.txt"  # what `study run` printed, kept beside the study it r
 
 def _run_study(root: Path) -> None:
     """STUDY run in root (its paths are relative to its folder), its output kept in root/OUTPUT."""
-    import os
-
-    from typer.testing import CliRunner
+    from tests.test_study import study_run_in
 
     _write(root, STUDY)
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        result = CliRunner().invoke(app, ["study", "run", "study.yaml", "-q"])
-    finally:
-        os.chdir(cwd)
-    assert result.exit_code == 0, result.output
-    (root / OUTPUT).write_text(result.output, encoding="utf-8")
+    (root / OUTPUT).write_text(study_run_in(root), encoding="utf-8")
 
 
 def finished_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
