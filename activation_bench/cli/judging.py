@@ -134,13 +134,10 @@ class Settings:
     def change(self, p: SweepPlan) -> str | None:
         """None where p's judging record (if any) was written with these settings; else one line
         saying what differs (sequential.record_change)."""
-        from activation_bench.analysis import sequential
-
         if not self.rules:
             return None
         columns = _columns(p, [(metric, loss) for metric, _, loss, _ in self.rules])
-        text = _record(self.seq, [(m, c, b) for (_, m, _, b), c in zip(self.rules, columns)])
-        return sequential.record_change(p.directory, text, sequential.KEYS if self.study else sequential.FLAGS)
+        return _change(p, self.seq, [(m, c, b) for (_, m, _, b), c in zip(self.rules, columns)], self.study)
 
 
 def sweep_settings(seq: Sequential, t: Tuning) -> Settings:
@@ -176,8 +173,7 @@ def judge_all(p: SweepPlan, seq: Sequential, stage1: list[int], rules: Sequence[
     columns = _columns(p, [(r.tuning.metric, r.loss) for r in rules])
     rules = [dataclasses.replace(r, loss=c) for r, c in zip(rules, columns)]
     entries = [(r.margin, c, r.baseline) for r, c in zip(rules, columns)]
-    change = sequential.record_change(p.directory, _record(seq, entries),
-                                      sequential.KEYS if study else sequential.FLAGS)
+    change = _change(p, seq, entries, study)
     if change:
         say(change)
     seeds = [r.choice.judge_seeds[:seq.max_seeds] for r in rules]
@@ -240,6 +236,14 @@ def _record(seq: Sequential, entries: Sequence[tuple[str, str, str | None]], mem
     margins = [(_margin(m, c), c, b) for m, c, b in entries]
     return sequential.record_text(margins[0][0], seq.alpha, seq.max_seeds, seq.look_every, margins[0][1],
                                   margins[1:], members, baseline=margins[0][2])
+
+
+def _change(p: SweepPlan, seq: Sequential, entries: Sequence[tuple[str, str, str | None]], study: bool) -> str | None:
+    """sequential.record_change of p's judging record against what judging with these entries would
+    write, named in sweep's options or (`study`) the study file's keys."""
+    from activation_bench.analysis import sequential
+
+    return sequential.record_change(p.directory, _record(seq, entries), sequential.KEYS if study else sequential.FLAGS)
 
 
 def _look(loaded: object, rule: Judged, seq: Sequential, upto: Sequence[str], names: set[str]) -> list:
